@@ -1,0 +1,33 @@
+# Quick start:  make sweep   (set up .venv with the embedded MPICH, run suites/smoke.yaml)
+#               make test    (set up .venv, run the tests)
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.pccl-bench-installed
+
+.PHONY: setup sweep test lint bench clean
+
+$(STAMP): pyproject.toml setup.py $(wildcard cython_ext/*.pyx cython_ext/*.pxd)
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# Build requirements first: the Cython build compiles with the MPICH wheel's mpicc.
+	$(PY) -m pip install --quiet "mpich>=4.2" "mpi4py>=4.0" "cython>=3.0" "setuptools>=68" "numpy>=1.24"
+	$(PY) -m pip install --quiet --no-build-isolation -e ".[mpich,test]"
+	touch $@
+
+setup: $(STAMP)
+
+sweep: setup
+	$(VENV)/bin/pccl-bench run sweep suites/smoke.yaml
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+bench: setup
+	$(PY) benchmarks/harness_overhead.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so

@@ -1,0 +1,46 @@
+"""pccl-bench command line: one module per command, assembled here."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from bench.cli import env_cmd, run_cmd, suites_cmd
+from bench.errors import EXIT_BAD_INPUT, EXIT_CODES_HELP, BadInput
+
+app = typer.Typer(
+    name="pccl-bench",
+    help=(
+        "Benchmark collective communication: PCCL-style hierarchical collectives against the MPI "
+        "library's own and NCCL/RCCL, across rank counts and message sizes, into tidy tables.\n\n"
+        + EXIT_CODES_HELP
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.add_typer(run_cmd.app, name="run")
+app.add_typer(suites_cmd.app, name="suites")
+app.command("env")(env_cmd.env)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user errors become one line on stderr and exit code 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except BadInput as error:
+        print(f"pccl-bench: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.exit(130)
+    except Exception as error:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(error, click.ClickException):
+            print(f"pccl-bench: error: {error.format_message()}", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
+        raise

@@ -1,0 +1,51 @@
+"""``pccl-bench env``: what is here, and how each fact was found."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def _mpi_rows() -> list[tuple[str, str, str]]:
+    from bench.launch import find_mpiexec, mpi_flavour
+    from collectives.mpiinfo import mpi_library, mpi_library_text
+
+    flavour = mpi_flavour()  # imports mpi4py without initialising MPI
+    name, version = mpi_library()
+    first = mpi_library_text().splitlines()
+    abi = next((line.split(":", 1)[1].strip() for line in first if line.upper().startswith("MPICH ABI")), "")
+    abi_text = f"{flavour} ABI" + (f" (libtool version {abi})" if abi else "")
+    import mpi4py
+
+    return [
+        ("MPI library", f"{name} {version}", "MPI_Get_library_version via mpi4py"),
+        ("MPI ABI", abi_text, "mpi4py.MPI.get_vendor() and the library version text"),
+        ("mpi4py", f"{mpi4py.__version__}", f"import mpi4py ({mpi4py.__file__})"),
+        ("mpiexec", find_mpiexec() or "not found", "beside this Python, then $MPIEXEC, then PATH"),
+    ]
+
+
+def _gpu_rows() -> list[tuple[str, str, str]]:
+    try:
+        import cupy
+    except ImportError:
+        return [("GPU", "unavailable: CuPy is not installed (pip install 'pccl-bench[gpu]')", "import cupy")]
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # no driver, no device
+        return [("GPU", f"unavailable: {error}", "cupy.cuda.runtime.getDeviceCount()")]
+    return [("GPU", f"{count} device(s), CuPy {cupy.__version__}", "cupy.cuda.runtime.getDeviceCount()")]
+
+
+def env() -> None:
+    """Report the MPI library, version and ABI, launcher, cores, GPUs, and how each was found."""
+    table = Table("what", "value", "found by")
+    table.add_row("hostname", socket.gethostname(), "socket.gethostname()")
+    table.add_row("cores", str(os.cpu_count()), "os.cpu_count()")
+    for row in _mpi_rows() + _gpu_rows():
+        table.add_row(*(escape(text) for text in row))
+    Console().print(table)

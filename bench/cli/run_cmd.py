@@ -1,0 +1,76 @@
+"""``pccl-bench run sweep|point``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from bench.errors import EXIT_CODES_HELP
+from bench.suite import resolve_suite_path
+from bench.sweep import SweepOptions, run_sweep
+
+app = typer.Typer(help="Run benchmarks under MPI.", no_args_is_help=True)
+
+Out = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: results/<run_id>).")]
+Launcher = Annotated[str, typer.Option("--launcher", help="auto | mpiexec | none (run the worker directly).")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the exact launch commands and exit.")]
+
+
+@app.command("sweep", epilog=EXIT_CODES_HELP)
+def sweep(
+    suite: Annotated[str, typer.Argument(help="Suite file, or a name from suites/.")] = "suites/smoke.yaml",
+    out: Out = None,
+    launcher: Launcher = "auto",
+    resume: Annotated[Path | None, typer.Option(
+        "--resume", help="Finish an interrupted run folder; finished cells are kept.")] = None,
+    dry_run: DryRun = False,
+    overrides: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a suite field, e.g. --set timing.iters=5 --set ranks=[2].")] = None,
+) -> None:
+    """Run every cell of a suite: one MPI job per rank count, a tidy table at the end.
+
+    Writes results.parquet, results.csv, samples.parquet and meta.json to the run folder.
+    """
+    options = SweepOptions(resolve_suite_path(suite), out, launcher, resume, dry_run, overrides or [])
+    raise typer.Exit(run_sweep(options, Console()))
+
+
+@app.command("point", epilog=EXIT_CODES_HELP)
+def point(
+    collective: Annotated[str, typer.Option("--collective", "-C",
+                                            help="allgather | reduce_scatter | allreduce")] = "allgather",
+    impl: Annotated[list[str] | None, typer.Option("--impl", "-i", help="Implementation(s); repeatable.")] = None,
+    algorithm: Annotated[str | None, typer.Option("--algorithm", "-a", help="Schedule for pccl-* impls.")] = None,
+    nranks: Annotated[int, typer.Option("--nranks", "-np", help="MPI ranks.")] = 2,
+    ranks_per_node: Annotated[int | None, typer.Option("--ranks-per-node", help="Virtual node size.")] = None,
+    minbytes: Annotated[str, typer.Option("--minbytes", "-b", help="Smallest size (nccl-tests -b).")] = "8",
+    maxbytes: Annotated[str, typer.Option("--maxbytes", "-e", help="Largest size (nccl-tests -e).")] = "1M",
+    factor: Annotated[int, typer.Option("--stepfactor", "-f", help="Size multiplier.")] = 2,
+    iters: Annotated[int, typer.Option("--iters", "-n", help="Timed iterations.")] = 20,
+    warmup: Annotated[int, typer.Option("--warmup_iters", "-w", help="Warm-up iterations.")] = 5,
+    check: Annotated[int, typer.Option("--check", "-c", help="1: check results before timing.")] = 1,
+    dtype: Annotated[str, typer.Option("--datatype", "-d")] = "float32",
+    op: Annotated[str, typer.Option("--op", "-O")] = "sum",
+    in_place: Annotated[bool, typer.Option("--in-place", help="Also time in-place calls.")] = False,
+    out: Out = None,
+    launcher: Launcher = "auto",
+    dry_run: DryRun = False,
+) -> None:
+    """One ad-hoc sweep with nccl-tests-style flags (sizes are totals, as nccl-tests' -b/-e)."""
+    raw = {
+        "name": "point", "collectives": [collective], "implementations": impl or ["mpi", "pccl-flat"],
+        "ranks": [nranks], "sizes": {"min": minbytes, "max": maxbytes, "factor": factor},
+        "dtype": dtype, "op": op, "placement": ["out_of_place", "in_place"] if in_place else ["out_of_place"],
+        "timing": {"warmup": warmup, "iters": iters, "min_iters": min(iters, 5), "budget_s": 0},
+        "check": bool(check),
+    }
+    if ranks_per_node:
+        raw["ranks_per_node"] = ranks_per_node
+    if algorithm:
+        raw["implementations"] = [name if name == "mpi" else {"impl": name, "algorithms": [algorithm]}
+                                  for name in raw["implementations"]]
+    options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_raw=raw)
+    raise typer.Exit(run_sweep(options, Console()))

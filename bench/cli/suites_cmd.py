@@ -1,0 +1,50 @@
+"""``pccl-bench suites list|validate``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bench.errors import BadInput
+from bench.plan import expand
+from bench.suite import default_suites_dir, load_suite, resolve_suite_path
+
+app = typer.Typer(help="List and validate suite files.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_suites() -> None:
+    """The suites in suites/ with their cell counts."""
+    table = Table("suite", "cells", "ranks", "description")
+    for path in sorted(default_suites_dir().glob("*.yaml")):
+        try:
+            suite, _ = load_suite(path)
+        except BadInput as error:
+            table.add_row(path.stem, "-", "-", f"[red]invalid: {error}[/red]")
+            continue
+        cells = sum(len(launch.cells) for launch in expand(suite))
+        table.add_row(path.stem, str(cells), ",".join(map(str, suite.ranks)), suite.description)
+    Console().print(table)
+
+
+@app.command("validate")
+def validate(
+    suites: Annotated[list[str], typer.Argument(help="Suite files or names.")],
+) -> None:
+    """Check suites against the schema; the first error of each is one line, exit 2."""
+    failed = None
+    for name in suites:
+        path = resolve_suite_path(name)
+        try:
+            suite, _ = load_suite(path)
+        except BadInput as error:
+            failed = failed or error
+            typer.echo(f"pccl-bench: error: {error}", err=True)
+            continue
+        cells = sum(len(launch.cells) for launch in expand(suite))
+        typer.echo(f"{path}: ok ({cells} cells in {len(suite.ranks)} launches)")
+    if failed:
+        raise typer.Exit(2)

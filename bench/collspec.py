@@ -1,0 +1,85 @@
+"""Per-collective measurement facts: sizes, deterministic inputs, the exact
+expected output, and the nccl-tests bus-bandwidth factor.
+
+Inputs are small integers, so every reduction over up to 256 ranks is exact in
+every dtype (float16 holds integers up to 2048 exactly) and the expected output
+is known bit for bit whatever order an algorithm reduces in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collectives.call import CallSpec
+from collectives.dtypes import numpy_dtype
+
+#: filler for receive buffers, so an element the collective never wrote is caught
+SENTINEL = -7
+
+
+def busbw_factor(collective: str, nranks: int) -> float:
+    """nccl-tests: busbw = algbw * factor."""
+    if nranks <= 1:
+        return 0.0
+    if collective == "allreduce":
+        return 2.0 * (nranks - 1) / nranks
+    return (nranks - 1) / nranks
+
+
+def gather_value(rank: int, index: np.ndarray) -> np.ndarray:
+    """All-gather input of ``rank``: element j."""
+    return (rank * 131 + index * 7) % 1024
+
+
+def reduce_input(op: str, rank: int, index: np.ndarray) -> np.ndarray:
+    """Reduction input of ``rank`` at global element ``index``."""
+    if op == "sum":
+        return (rank + 3 * index) % 8 + 1
+    if op == "prod":
+        return np.where((rank + index) % 3 == 0, -1, 1)
+    return (rank * 5 + index * 3) % 64 - 32  # min, max
+
+
+_COMBINE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
+def make_buffers(call: CallSpec, rank: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """Send and receive buffers of ``rank`` filled for the check (send is None in place)."""
+    dtype = numpy_dtype(call.dtype)
+    send_count, recv_count = call.buffer_counts
+    recv = np.full(recv_count, SENTINEL, dtype=dtype)
+    if call.collective == "allgather":
+        own = gather_value(rank, np.arange(call.count)).astype(dtype)
+        if call.in_place:
+            recv[rank * call.count : (rank + 1) * call.count] = own
+            return None, recv
+        return own, recv
+    length = call.count * (call.nranks if call.collective == "reduce_scatter" else 1)
+    data = reduce_input(call.op, rank, np.arange(length)).astype(dtype)
+    if call.in_place:
+        recv[:length] = data
+        return None, recv
+    return data, recv
+
+
+def expected_output(call: CallSpec, rank: int) -> np.ndarray:
+    """The exact result ``rank`` must hold (the region of recv the collective defines)."""
+    dtype = numpy_dtype(call.dtype)
+    if call.collective == "allgather":
+        index = np.arange(call.count)
+        return np.concatenate([gather_value(q, index) for q in range(call.nranks)]).astype(dtype)
+    start = rank * call.count if call.collective == "reduce_scatter" else 0
+    index = np.arange(start, start + call.count)
+    combine = _COMBINE[call.op]
+    result = reduce_input(call.op, 0, index).astype(np.int64)
+    for q in range(1, call.nranks):
+        result = combine(result, reduce_input(call.op, q, index))
+    return result.astype(dtype)
+
+
+def count_wrong(call: CallSpec, rank: int, recv: np.ndarray) -> int:
+    """Elements of this rank's result that differ bit for bit from the expected ones."""
+    expected = expected_output(call, rank)
+    got = recv[: len(expected)]
+    as_bits = f"u{expected.dtype.itemsize}"
+    return int(np.count_nonzero(got.view(as_bits) != expected.view(as_bits)))

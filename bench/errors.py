@@ -1,0 +1,22 @@
+"""Exit codes and the user-facing error type (one line at the CLI edge, no traceback)."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1  # a regression, or a collective returned wrong data
+EXIT_BAD_INPUT = 2  # suite, flags or files
+EXIT_CELLS_FAILED = 3  # some cells failed or timed out (table still written)
+EXIT_INTERRUPTED = 130  # table of the finished cells still written
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 a check failed (wrong data, or a regression); "
+    "2 bad input (suite, flags, files); 3 some cells failed or timed out (table still written); "
+    "130 interrupted (table of the finished cells still written)."
+)
+
+
+class BadInput(Exception):
+    """Wrong input from the user. ``where`` names the file and/or field."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}" if where else message)

@@ -1,0 +1,102 @@
+"""Expand a suite into cells and group them into launches (one MPI job each)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from hashlib import sha1
+
+from bench.sizes import geometric
+from bench.suite import Suite
+from collectives.dtypes import itemsize
+from collectives.impls import IMPLEMENTATIONS
+from collectives.shapes import total_count
+
+#: the fields that say which measurement a row is (the gate matches on these)
+CELL_KEY = (
+    "collective", "impl", "algorithm", "device", "nranks", "nnodes", "ranks_per_node",
+    "dtype", "op", "placement", "count_per_rank", "timing_mode",
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    collective: str
+    impl: str
+    algorithm: str
+    device: str
+    nranks: int
+    nnodes: int
+    ranks_per_node: int
+    virtual_nodes: bool
+    dtype: str
+    op: str
+    placement: str
+    count_per_rank: int
+    bytes_per_rank: int
+    bytes_total: int
+    timing_mode: str
+
+    @property
+    def key(self) -> str:
+        """Stable id of the measurement (same cell in another run = same key)."""
+        values = json.dumps([getattr(self, name) for name in CELL_KEY])
+        return sha1(values.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "cell_key": self.key}
+
+
+@dataclass
+class Launch:
+    launch_id: str
+    nranks: int
+    ranks_per_node: int
+    device: str
+    cells: list[Cell] = field(default_factory=list)
+
+
+def counts_for(collective: str, nranks: int, dtype: str, sizes: list[int], semantics: str) -> list[int]:
+    """Distinct per-rank counts for the requested sizes (at least one element each).
+
+    ``total`` sizes are rounded down to a multiple of the ranks' share, as nccl-tests does.
+    """
+    counts: list[int] = []
+    for nbytes in sizes:
+        if semantics == "per_rank":
+            count = nbytes // itemsize(dtype)
+        else:
+            count = nbytes // (itemsize(dtype) * total_count(collective, nranks, 1))
+        count = max(count, 1)
+        if count not in counts:
+            counts.append(count)
+    return counts
+
+
+def expand(suite: Suite) -> list[Launch]:
+    sizes = geometric(suite.sizes.min, suite.sizes.max, suite.sizes.factor)
+    launches: list[Launch] = []
+    for nranks in suite.ranks:
+        per_node = suite.ranks_per_node or nranks
+        launch = Launch(f"n{nranks}-rpn{per_node}-{suite.device}", nranks, per_node, suite.device)
+        for collective in suite.collectives:
+            for entry in suite.implementations:
+                implementation = IMPLEMENTATIONS[entry.impl]
+                names = entry.algorithms or [implementation.default_algorithm]
+                for algorithm in names:
+                    for dtype in suite.dtype:
+                        for op in suite.op:
+                            for placement in suite.placement:
+                                for count in counts_for(collective, nranks, dtype, sizes, suite.sizes.semantics):
+                                    launch.cells.append(Cell(
+                                        collective=collective, impl=entry.impl, algorithm=algorithm,
+                                        device=suite.device, nranks=nranks, nnodes=nranks // per_node,
+                                        ranks_per_node=per_node,
+                                        virtual_nodes=suite.ranks_per_node is not None and per_node < nranks,
+                                        dtype=dtype, op=op, placement=placement, count_per_rank=count,
+                                        bytes_per_rank=count * itemsize(dtype),
+                                        bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
+                                        timing_mode=suite.timing.mode,
+                                    ))
+        launches.append(launch)
+    return launches

@@ -1,0 +1,52 @@
+"""Message sizes as people write them: 8, 8B, 4K, 4KiB, 1 MiB, 2M, 1G, 1kB, 1MB.
+
+K/M/G and KiB/MiB/GiB are binary (1024, as nccl-tests' -b/-e); kB/MB/GB are decimal.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "ki": 1 << 10, "kib": 1 << 10,
+    "m": 1 << 20, "mi": 1 << 20, "mib": 1 << 20,
+    "g": 1 << 30, "gi": 1 << 30, "gib": 1 << 30,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9,
+}
+_PATTERN = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+SIZE_HELP = "a whole number of bytes with an optional unit: B, K/KiB, M/MiB, G/GiB (binary) or kB/MB/GB"
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes in ``text``; ValueError naming what was expected otherwise."""
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a size; expected {SIZE_HELP}")
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"{text!r} is negative; expected {SIZE_HELP}")
+        return text
+    match = _PATTERN.match(str(text))
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _UNITS:
+        raise ValueError(f"{text!r} is not a size; expected {SIZE_HELP}")
+    return int(match.group(1)) * _UNITS[unit]
+
+
+def format_size(nbytes: int) -> str:
+    """Binary units, as the summary table and plots print them (4 KiB, 1 MiB)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    if nbytes >= 1 << 10:
+        return f"{nbytes / 1024:.1f} KiB"
+    return f"{nbytes} B"
+
+
+def geometric(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """min, min*factor, ... up to and including max (nccl-tests -b/-e/-f)."""
+    sizes, size = [], min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        size *= factor
+    return sizes

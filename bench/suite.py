@@ -1,0 +1,221 @@
+"""Suites: YAML sweep definitions, validated against a typed schema.
+
+Every error names the file, the field, the value and what was expected, and
+becomes one line and exit code 2 at the CLI edge.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from bench.errors import BadInput
+from bench.sizes import SIZE_HELP, parse_size
+from collectives import algorithms
+from collectives.dtypes import DTYPES, OPS
+from collectives.impls import IMPLEMENTATIONS
+
+Collective = Literal["allgather", "reduce_scatter", "allreduce"]
+Placement = Literal["out_of_place", "in_place"]
+Dtype = Literal[tuple(DTYPES)]  # type: ignore[valid-type]
+Op = Literal[tuple(OPS)]  # type: ignore[valid-type]
+
+
+def _one_or_many(value: Any) -> Any:
+    return value if isinstance(value, list) else [value]
+
+
+def _size(value: Any) -> int:
+    try:
+        return parse_size(value)
+    except ValueError as error:
+        raise ValueError(str(error)) from None
+
+
+Size = Annotated[int, BeforeValidator(_size)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SizeSweep(Strict):
+    #: smallest message, e.g. 8B
+    min: Size = Field(ge=1)
+    #: largest message, e.g. 4MiB
+    max: Size = Field(ge=1)
+    #: each size is the previous times this
+    factor: int = Field(2, ge=2)
+    #: "total": nccl-tests size (all-gather output, reduce-scatter input, all-reduce buffer);
+    #: "per_rank": bytes each rank contributes (OSU)
+    semantics: Literal["total", "per_rank"] = "total"
+
+
+class Timing(Strict):
+    #: sync: barrier before every timed call (OSU/IMB); pipelined: calls back to back
+    mode: Literal["sync", "pipelined"] = "sync"
+    warmup: int = Field(5, ge=0)
+    #: the most timed iterations per cell
+    iters: int = Field(20, ge=1)
+    #: the fewest timed iterations, whatever the budget
+    min_iters: int = Field(5, ge=1)
+    #: seconds of timed iterations per cell (0: always ``iters``)
+    budget_s: float = Field(1.0, ge=0)
+
+
+class ImplEntry(Strict):
+    impl: str
+    #: schedules to run (implementations with one algorithm ignore it)
+    algorithms: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+
+    @field_validator("impl")
+    @classmethod
+    def _known_impl(cls, name: str) -> str:
+        if name not in IMPLEMENTATIONS:
+            raise ValueError(f"unknown implementation {name!r}; expected one of {sorted(IMPLEMENTATIONS)}")
+        return name
+
+
+def _impl_entry(value: Any) -> Any:
+    return {"impl": value} if isinstance(value, str) else value
+
+
+class Suite(Strict):
+    name: str
+    description: str = ""
+    collectives: Annotated[list[Collective], BeforeValidator(_one_or_many)] = Field(min_length=1)
+    implementations: list[Annotated[ImplEntry, BeforeValidator(_impl_entry)]] = Field(min_length=1)
+    #: rank counts (GPU counts on GPU runs), one MPI job each
+    ranks: Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_one_or_many)] = Field(min_length=1)
+    #: ranks per node; on one host this makes virtual nodes. Omitted: one node holds all ranks
+    ranks_per_node: int | None = Field(None, ge=1)
+    device: Literal["host", "cuda", "rocm"] = "host"
+    sizes: SizeSweep
+    dtype: Annotated[list[Dtype], BeforeValidator(_one_or_many)] = ["float32"]
+    op: Annotated[list[Op], BeforeValidator(_one_or_many)] = ["sum"]
+    placement: Annotated[list[Placement], BeforeValidator(_one_or_many)] = ["out_of_place"]
+    timing: Timing = Timing()
+    #: check every result bit for bit before timing it
+    check: bool = True
+    #: seconds one MPI job may run before it is killed
+    timeout_s: float = Field(300, gt=0)
+    #: extra environment for every rank (recorded in the table's provenance)
+    env: dict[str, str | int | float] = Field(default_factory=dict)
+
+
+def _format_location(loc: tuple) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def _pydantic_error_line(path: str, error: ValidationError) -> str:
+    first = error.errors()[0]
+    loc = tuple(part for part in first["loc"] if not str(part).startswith("function-"))
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown field"
+    elif first["type"] == "missing":
+        return f"{path}: {_format_location(loc)}: required field is missing"
+    value = first.get("input")
+    shown = "" if isinstance(value, dict) or message.startswith(repr(value)) else f" (got {value!r})"
+    return f"{path}: {_format_location(loc)}: {message}{shown}"
+
+
+def _check_consistency(path: str, suite: Suite) -> None:
+    if suite.sizes.min > suite.sizes.max:
+        raise BadInput(path, f"sizes: min ({suite.sizes.min} B) is larger than max ({suite.sizes.max} B)")
+    if suite.timing.min_iters > suite.timing.iters:
+        raise BadInput(path, f"timing.min_iters ({suite.timing.min_iters}) exceeds timing.iters ({suite.timing.iters})")
+    if suite.ranks_per_node:
+        for index, nranks in enumerate(suite.ranks):
+            if nranks % suite.ranks_per_node:
+                raise BadInput(
+                    path, f"ranks.{index}: {nranks} ranks do not divide into nodes of "
+                    f"ranks_per_node={suite.ranks_per_node}"
+                )
+    for index, entry in enumerate(suite.implementations):
+        implementation = IMPLEMENTATIONS[entry.impl]
+        for position, name in enumerate(entry.algorithms):
+            field = f"implementations.{index}.algorithms.{position}"
+            if implementation.algorithms is not None:
+                if name not in implementation.algorithms:
+                    raise BadInput(path, f"{field}: {entry.impl} runs {list(implementation.algorithms)}, not {name!r}")
+                continue
+            runnable = [c for c in suite.collectives if algorithms.unsupported_reason(c, name) is None]
+            if not runnable:
+                reason = algorithms.unsupported_reason(suite.collectives[0], name)
+                raise BadInput(path, f"{field}: {reason}")
+
+
+def apply_overrides(raw: dict, overrides: list[str], path: str) -> dict:
+    """``--set timing.iters=5 --set ranks=[2]``: dotted keys, YAML values."""
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise BadInput("--set", f"{item!r} is not key=value (e.g. timing.iters=5)")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise BadInput("--set", f"{key}: {text!r} is not a YAML value") from None
+        node = raw
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise BadInput("--set", f"{key}: {part} is not a mapping in {path}")
+        node[parts[-1]] = value
+    return raw
+
+
+def parse_suite(raw: Any, path: str) -> Suite:
+    if not isinstance(raw, dict):
+        raise BadInput(path, f"a suite is a YAML mapping of fields, got {type(raw).__name__}")
+    try:
+        suite = Suite.model_validate(raw)
+    except ValidationError as error:
+        raise BadInput("", _pydantic_error_line(path, error)) from None
+    _check_consistency(path, suite)
+    return suite
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise BadInput(str(path), "suite file not found") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
+        raise BadInput(str(path), f"cannot read suite: {error.strerror or error}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(error, "problem", None) or "not valid YAML"
+        raise BadInput(where, f"malformed YAML: {problem}") from None
+
+
+def load_suite(path: Path, overrides: list[str] = ()) -> tuple[Suite, dict]:
+    """The validated suite and the raw mapping it came from (saved with each run)."""
+    raw = read_yaml(path)
+    if isinstance(raw, dict):
+        raw = apply_overrides(raw, list(overrides), str(path))
+    return parse_suite(raw, str(path)), raw
+
+
+def default_suites_dir() -> Path:
+    """``suites/`` of the working directory, else the one beside this package (a source checkout)."""
+    here = Path("suites")
+    return here if here.is_dir() else Path(__file__).resolve().parent.parent / "suites"
+
+
+def resolve_suite_path(name_or_path: str) -> Path:
+    """A path as given, or a bare name like ``smoke`` from the suites folder."""
+    path = Path(name_or_path)
+    if path.exists() or path.suffix in (".yaml", ".yml") or "/" in name_or_path:
+        return path
+    return default_suites_dir() / f"{name_or_path}.yaml"
+
+
+__all__ = ["SIZE_HELP", "Suite", "load_suite", "parse_suite", "resolve_suite_path"]

@@ -1,0 +1,121 @@
+"""The MPI worker: ``python -m bench.worker PLAN.json`` on every rank.
+
+For each cell: build and fill the buffers, run the collective once, count wrong
+elements over all ranks, then time it with the Cython loop. Rank 0 appends one
+JSON row per finished cell to the launch's part file, flushed and synced, so an
+interrupted sweep keeps every finished cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+import mpi4py
+
+# MPI_THREAD_MULTIPLE (mpi4py's default) makes MPICH drop its fast paths; the
+# worker needs no threads. Set before MPI is imported; recorded in every row.
+mpi4py.rc.thread_level = os.environ.get("PCCL_BENCH_THREAD_LEVEL", "single")
+
+from mpi4py import MPI  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from bench import collspec  # noqa: E402
+from collectives.call import CallSpec  # noqa: E402
+from collectives.impls import get  # noqa: E402
+
+THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
+                 MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
+
+
+def _disable_numpy_hugepages() -> None:
+    # C benchmarks use plain malloc; numpy's huge-page advice shifts large-buffer timings.
+    try:
+        np._core.multiarray._set_madvise_hugepage(False)
+    except AttributeError:
+        pass
+
+
+def placement_facts(comm: MPI.Comm, ranks_per_node: int) -> dict:
+    hosts = comm.allgather(socket.gethostname())
+    distinct = sorted(set(hosts))
+    node_size = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
+    node_sizes = comm.allgather(node_size)
+    if len(distinct) > 1 and any(size != ranks_per_node for size in node_sizes):
+        raise SystemExit(
+            f"placement: {len(distinct)} hosts with {sorted(set(node_sizes))} ranks each do not fit "
+            f"ranks_per_node={ranks_per_node}"
+        )
+    return {"hosts": ",".join(distinct), "virtual_nodes": len(distinct) == 1 and ranks_per_node < comm.size}
+
+
+def run_cell(comm: MPI.Comm, cell: dict, timing: dict, check: bool) -> dict:
+    from cython_ext.timing import time_op
+
+    call = CallSpec(cell["collective"], comm.size, cell["count_per_rank"], cell["dtype"], cell["op"],
+                    cell["placement"] == "in_place", cell["algorithm"])
+    implementation = get(cell["impl"])
+    described = implementation.describe(call)
+    row = {**described, "warmup": timing["warmup"], "n_wrong": 0, "error": ""}
+    reason = implementation.unsupported_reason(call)
+    if cell["device"] != "host":
+        reason = f"device {cell['device']!r} buffers are not built in this version (host only)"
+    if reason:
+        return {**row, "status": "unsupported", "error": reason, "iters": 0, "samples_us": []}
+    sendbuf, recvbuf = collspec.make_buffers(call, comm.rank)
+    op = implementation.build(comm, call, sendbuf, recvbuf)
+    op()
+    if check:
+        row["n_wrong"] = comm.allreduce(collspec.count_wrong(call, comm.rank, recvbuf), op=MPI.SUM)
+    if row["n_wrong"]:
+        return {**row, "status": "wrong", "error": f"{row['n_wrong']} wrong elements over all ranks",
+                "iters": 0, "samples_us": []}
+    samples = time_op(op, comm, timing["mode"], timing["warmup"], timing["iters"],
+                      timing["min_iters"], timing["budget_s"])
+    return {**row, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
+
+
+def main(plan_path: str) -> int:
+    with open(plan_path) as handle:
+        plan = json.load(handle)
+    comm = MPI.COMM_WORLD
+    if comm.size != plan["nranks"]:
+        raise SystemExit(f"worker: launched on {comm.size} ranks, plan wants {plan['nranks']}")
+    _disable_numpy_hugepages()
+    facts = placement_facts(comm, plan["ranks_per_node"])
+    facts["mpi_thread_level"] = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
+    part = open(plan["part"], "a") if comm.rank == 0 else None
+    try:
+        for cell in plan["cells"]:
+            if comm.rank == 0:
+                print(json.dumps({"event": "start", "cell_key": cell["cell_key"]}), flush=True)
+            started = time.time()
+            result = run_cell(comm, cell, plan["timing"], plan["check"])
+            if part is not None:
+                row = {**cell, **facts, **plan["row_extra"], **result, "timestamp": started, "launch_id": plan["launch_id"]}
+                part.write(json.dumps(row) + "\n")
+                part.flush()
+                os.fsync(part.fileno())
+    finally:
+        if part is not None:
+            part.close()
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m bench.worker PLAN.json")
+    try:
+        sys.exit(main(sys.argv[1]))
+    except SystemExit:
+        raise
+    except BaseException:
+        # A rank that fails mid-collective would leave the others waiting: end the whole job.
+        traceback.print_exc()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)

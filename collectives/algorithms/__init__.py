@@ -1,0 +1,81 @@
+"""Algorithm registry: each algorithm is a schedule generator (see schedule.py).
+
+Adding an algorithm = one module here with ``@register("name")`` on a class that
+defines ``allgather`` and/or ``reduce_scatter`` (staticmethods returning a
+Schedule), plus its import line at the bottom of this file. All-reduce is any
+reduce-scatter followed by any all-gather: ``"ring"`` or ``"<rs>+<ag>"``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Protocol
+
+from collectives.schedule import Schedule
+from collectives.shapes import even_blocks
+
+
+class Algorithm(Protocol):
+    name: str
+
+    @staticmethod
+    def allgather(nranks: int, rank: int, counts: tuple[int, ...], in_place: bool) -> Schedule: ...
+
+    @staticmethod
+    def reduce_scatter(
+        nranks: int, rank: int, counts: tuple[int, ...], in_place: bool, out_offset: int
+    ) -> Schedule: ...
+
+
+ALGORITHMS: dict[str, type] = {}
+
+
+def register(name: str):
+    def wrap(cls: type) -> type:
+        cls.name = name
+        ALGORITHMS[name] = cls
+        return cls
+
+    return wrap
+
+
+def supports(algorithm: str, phase: str) -> bool:
+    return algorithm in ALGORITHMS and hasattr(ALGORITHMS[algorithm], phase)
+
+
+def unsupported_reason(collective: str, algorithm: str) -> str | None:
+    """None if ``algorithm`` can run ``collective``, else why not."""
+    parts = split_allreduce(algorithm) if collective == "allreduce" else [(collective, algorithm)]
+    for phase, name in parts:
+        if name not in ALGORITHMS:
+            return f"unknown algorithm {name!r} (known: {', '.join(sorted(ALGORITHMS))})"
+        if not supports(name, phase):
+            return f"algorithm {name!r} has no {phase} schedule"
+    return None
+
+
+def split_allreduce(algorithm: str) -> list[tuple[str, str]]:
+    rs, _, ag = algorithm.partition("+")
+    return [("reduce_scatter", rs), ("allgather", ag or rs)]
+
+
+@lru_cache(maxsize=4096)
+def schedule_for(collective: str, algorithm: str, nranks: int, rank: int, count: int, in_place: bool) -> Schedule:
+    """The schedule of one rank for one call (``count`` as in collectives.shapes)."""
+    reason = unsupported_reason(collective, algorithm)
+    if reason:
+        raise ValueError(reason)
+    if collective == "allgather":
+        return ALGORITHMS[algorithm].allgather(nranks, rank, (count,) * nranks, in_place)
+    if collective == "reduce_scatter":
+        return ALGORITHMS[algorithm].reduce_scatter(nranks, rank, (count,) * nranks, in_place, 0)
+    # All-reduce: reduce-scatter uneven blocks of the buffer, each rank's result left at
+    # its own offset, then all-gather those blocks in place.
+    (_, rs_name), (_, ag_name) = split_allreduce(algorithm)
+    counts = even_blocks(count, nranks)
+    own_offset = sum(counts[:rank])
+    first = ALGORITHMS[rs_name].reduce_scatter(nranks, rank, counts, in_place, own_offset)
+    return first.then(ALGORITHMS[ag_name].allgather(nranks, rank, counts, True))
+
+
+from collectives.algorithms import ring  # noqa: E402,F401  (registers)

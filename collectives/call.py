@@ -1,0 +1,33 @@
+"""What one collective call is, independent of who implements it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collectives.dtypes import DTYPES, OPS
+from collectives.shapes import COLLECTIVES, buffer_counts
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    collective: str  # allgather | reduce_scatter | allreduce
+    nranks: int
+    count: int  # per-rank count (collectives.shapes)
+    dtype: str = "float32"
+    op: str = "sum"
+    in_place: bool = False
+    algorithm: str | None = None  # None: the implementation's default
+
+    def __post_init__(self) -> None:
+        if self.collective not in COLLECTIVES:
+            raise ValueError(f"unknown collective {self.collective!r}; expected one of {COLLECTIVES}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r}; expected one of {tuple(DTYPES)}")
+        if self.op not in OPS:
+            raise ValueError(f"unknown op {self.op!r}; expected one of {tuple(OPS)}")
+        if self.count < 0 or self.nranks < 1:
+            raise ValueError(f"impossible shape: nranks={self.nranks}, count={self.count}")
+
+    @property
+    def buffer_counts(self) -> tuple[int, int]:
+        return buffer_counts(self.collective, self.nranks, self.count, self.in_place)

@@ -1,0 +1,35 @@
+"""``pccl-flat``: one schedule (ring, ...) over the whole communicator, run by the Cython executor."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collectives import algorithms
+from collectives.call import CallSpec
+from collectives.dtypes import dtype_code, itemsize, numpy_dtype, op_code
+from collectives.impls import Implementation, address, register
+from collectives.version import library_version
+
+
+@register("pccl-flat")
+class FlatSchedule(Implementation):
+    default_algorithm = "ring"
+
+    def unsupported_reason(self, call: CallSpec) -> str | None:
+        return algorithms.unsupported_reason(call.collective, self.algorithm(call))
+
+    def build(self, comm, call, sendbuf, recvbuf):
+        from cython_ext.executor import ScheduleOp
+
+        schedule = algorithms.schedule_for(
+            call.collective, self.algorithm(call), comm.Get_size(), comm.Get_rank(), call.count, call.in_place
+        )
+        scratch = np.empty(schedule.scratch, dtype=numpy_dtype(call.dtype))
+        return ScheduleOp(
+            comm, schedule.steps, address(sendbuf), address(recvbuf), address(scratch),
+            itemsize(call.dtype), dtype_code(call.dtype), op_code(call.op),
+            keepalive=(sendbuf, recvbuf, scratch, schedule),
+        )
+
+    def describe(self, call):
+        return {"transport": "mpi", "library": "pccl-bench", "library_version": library_version()}
