@@ -1,12 +1,16 @@
 """Schedules: the steps one rank performs, as an int64 array the executor runs.
 
-Each row, in element units: send ``send_count`` elements from
-``send_buf[send_off:]`` to ``send_peer`` while receiving ``recv_count`` into
-``recv_buf[recv_off:]`` from ``recv_peer`` (a peer of -1 means no message),
-then an optional local action: copy src -> dst, or reduce dst = src (op) src2.
-Buffers are SEND, RECV and SCRATCH (a per-call work area of ``scratch``
-elements). Matching messages sit at the same row index on both ranks, which
-is what the simulator checks.
+Each row, in element units: on communicator ``comm`` (0 the whole one,
+1 intra-node, 2 inter-node rail), send a block to ``send_peer`` while receiving
+a block from ``recv_peer`` (-1: no message), then optionally copy or reduce
+locally: dst = src, or dst = src (op) src2, over ``action_nblocks`` pieces of
+``action_count`` elements, each operand with its own stride.
+
+A block is ``count`` elements at ``off``, or ``nblocks`` such pieces ``stride``
+apart (a strided block lets a hierarchical phase write straight into the final
+positions instead of permuting afterwards). Buffers: SEND, RECV and SCRATCH, a
+per-call work area of ``scratch`` elements. Matching messages sit at the same
+row index on both ranks; the simulator checks this.
 """
 
 from __future__ import annotations
@@ -16,15 +20,61 @@ from dataclasses import dataclass
 import numpy as np
 
 COLUMNS = (
-    "send_peer", "send_buf", "send_off", "send_count",
-    "recv_peer", "recv_buf", "recv_off", "recv_count",
-    "action", "src_buf", "src_off", "src2_buf", "src2_off", "dst_buf", "dst_off", "action_count",
+    "comm",
+    "send_peer", "send_buf", "send_off", "send_count", "send_nblocks", "send_stride",
+    "recv_peer", "recv_buf", "recv_off", "recv_count", "recv_nblocks", "recv_stride",
+    "action", "action_nblocks", "action_count",
+    "src_buf", "src_off", "src_stride", "src2_buf", "src2_off", "src2_stride",
+    "dst_buf", "dst_off", "dst_stride",
 )
 SEND, RECV, SCRATCH = 0, 1, 2
 BUFFER_NAMES = ("send", "recv", "scratch")
 ACT_NONE, ACT_COPY, ACT_REDUCE = 0, 1, 2
+COMM_WORLD, COMM_INTRA, COMM_INTER = 0, 1, 2
 
-Block = tuple[int, int, int]  # (buffer, offset, count)
+
+@dataclass(frozen=True)
+class Block:
+    """``nblocks`` pieces of ``count`` elements, ``stride`` apart, from ``off`` in ``buf``."""
+
+    buf: int
+    off: int
+    count: int
+    nblocks: int = 1
+    stride: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.count * self.nblocks
+
+    @property
+    def contiguous(self) -> bool:
+        return self.nblocks == 1 or self.stride == self.count
+
+    def pieces(self) -> tuple[int, int, int]:
+        """(nblocks, count, stride) with contiguous blocks folded to one piece."""
+        if self.contiguous:
+            return 1, self.total, self.total
+        return self.nblocks, self.count, self.stride
+
+    def shaped_like(self, other: Block) -> tuple[int, int, int]:
+        """(nblocks, count, stride) of this block cut into ``other``'s pieces (for local actions)."""
+        nblocks, count, _ = other.pieces()
+        if self.total != other.total:
+            raise ValueError(f"blocks differ in length: {self} vs {other}")
+        if nblocks == 1:
+            if not self.contiguous:
+                return self.nblocks, self.count, self.stride
+            return 1, count, count
+        if self.contiguous:
+            return nblocks, count, count
+        if (self.nblocks, self.count) != (nblocks, count):
+            raise ValueError(f"strided blocks of different shapes: {self} vs {other}")
+        return nblocks, count, self.stride
+
+
+def contiguous(buf: int, off: int, count: int) -> Block:
+    return Block(buf, off, count)
 
 
 @dataclass(frozen=True)
@@ -41,15 +91,28 @@ class Schedule:
         """Run ``self`` then ``other`` on the same buffers (e.g. reduce-scatter + all-gather)."""
         return Schedule(np.concatenate([self.steps, other.steps]), max(self.scratch, other.scratch))
 
+    def on(self, comm: int) -> Schedule:
+        """The same steps on another communicator (a hierarchical phase)."""
+        steps = self.steps.copy()
+        steps[:, 0] = comm
+        return Schedule(steps, self.scratch)
+
     def __len__(self) -> int:
         return len(self.steps)
+
+
+def _message(peer: int, block: Block) -> list[int]:
+    nblocks, count, stride = block.pieces()
+    return [peer, block.buf, block.off, count, nblocks, stride]
 
 
 class StepList:
     """Builds a schedule row by row."""
 
-    def __init__(self) -> None:
+    def __init__(self, comm: int = COMM_WORLD) -> None:
+        self.comm = comm
         self.rows: list[list[int]] = []
+        self.scratch = 0
 
     def step(
         self,
@@ -59,31 +122,73 @@ class StepList:
         reduce: tuple[Block, Block, Block] | None = None,
     ) -> StepList:
         """Append one row. ``send``/``recv`` are (peer, block); ``copy`` is (src, dst);
-        ``reduce`` is (src, src2, dst) with dst = src (op) src2 over src's count."""
-        row = [-1, 0, 0, 0, -1, 0, 0, 0, ACT_NONE, 0, 0, 0, 0, 0, 0, 0]
+        ``reduce`` is (src, src2, dst) with dst = src (op) src2, all the same length."""
+        row = [self.comm] + [-1, 0, 0, 0, 1, 0] * 2 + [ACT_NONE, 1, 0] + [0, 0, 0] * 3
         if send is not None:
-            peer, (buf, off, count) = send
-            row[0:4] = [peer, buf, off, count]
+            row[1:7] = _message(*send)
         if recv is not None:
-            peer, (buf, off, count) = recv
-            row[4:8] = [peer, buf, off, count]
-        if copy is not None:
-            (sbuf, soff, count), (dbuf, doff, _) = copy
-            row[8:16] = [ACT_COPY, sbuf, soff, 0, 0, dbuf, doff, count]
-        elif reduce is not None:
-            (sbuf, soff, count), (s2buf, s2off, _), (dbuf, doff, _) = reduce
-            row[8:16] = [ACT_REDUCE, sbuf, soff, s2buf, s2off, dbuf, doff, count]
+            row[7:13] = _message(*recv)
+        operands = copy or reduce
+        if operands:
+            shape_source = next((b for b in operands if not b.contiguous), operands[0])
+            nblocks, count, _ = shape_source.pieces()
+            row[13:16] = [ACT_COPY if copy else ACT_REDUCE, nblocks, count]
+            slots = (operands[0], None, operands[1]) if copy else operands
+            for position, block in enumerate(slots):
+                if block is not None:
+                    _, _, stride = block.shaped_like(shape_source)
+                    row[16 + 3 * position : 19 + 3 * position] = [block.buf, block.off, stride]
         self.rows.append(row)
+        for block in [b for pair in (send, recv) if pair for b in pair[1:]] + list(operands or ()):
+            if block.buf == SCRATCH:
+                end = block.off + (block.nblocks - 1) * block.stride + block.count if block.nblocks > 1 \
+                    else block.off + block.count
+                self.scratch = max(self.scratch, end)
         return self
 
-    def build(self, scratch: int = 0) -> Schedule:
+    def build(self) -> Schedule:
         steps = np.array(self.rows, dtype=np.int64).reshape(-1, len(COLUMNS))
-        return Schedule(np.ascontiguousarray(steps), scratch)
+        return Schedule(np.ascontiguousarray(steps), self.scratch)
 
 
-def displacements(counts: tuple[int, ...]) -> tuple[int, ...]:
-    out, offset = [], 0
-    for count in counts:
-        out.append(offset)
-        offset += count
-    return tuple(out)
+class ContiguousLayout:
+    """Blocks of possibly unequal length, back to back from ``base`` in ``buf``."""
+
+    def __init__(self, buf: int, counts: tuple[int, ...], base: int = 0) -> None:
+        self.buf, self.counts = buf, tuple(counts)
+        self.offsets = tuple(base + sum(self.counts[:i]) for i in range(len(self.counts)))
+
+    def block(self, index: int) -> Block:
+        return Block(self.buf, self.offsets[index], self.counts[index])
+
+    def span(self, first: int, number: int) -> Block:
+        """Blocks first .. first+number-1 (no wrap-around) as one block."""
+        return Block(self.buf, self.offsets[first], sum(self.counts[first : first + number]))
+
+
+class StridedLayout:
+    """Equal blocks; block i starts at base + i*block_stride and is ``nchunks`` chunks
+    of ``chunk`` elements, ``chunk_stride`` apart (the hierarchical phases' layouts)."""
+
+    def __init__(self, buf: int, base: int, chunk: int, block_stride: int,
+                 nchunks: int = 1, chunk_stride: int = 0) -> None:
+        self.buf, self.base, self.chunk = buf, base, chunk
+        self.block_stride, self.nchunks, self.chunk_stride = block_stride, nchunks, chunk_stride
+
+    def block(self, index: int) -> Block:
+        return Block(self.buf, self.base + index * self.block_stride, self.chunk, self.nchunks, self.chunk_stride)
+
+    def span(self, first: int, number: int) -> Block:
+        off = self.base + first * self.block_stride
+        if self.nchunks == 1:
+            if self.block_stride == self.chunk or number == 1:
+                return Block(self.buf, off, number * self.chunk)
+            return Block(self.buf, off, self.chunk, number, self.block_stride)
+        if number == 1:
+            return self.block(first)
+        if self.block_stride == self.chunk:
+            return Block(self.buf, off, number * self.chunk, self.nchunks, self.chunk_stride)
+        raise ValueError("this layout's consecutive blocks do not form one strided block")
+
+
+Layout = ContiguousLayout | StridedLayout

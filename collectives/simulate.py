@@ -6,22 +6,38 @@ from collections.abc import Callable
 
 import numpy as np
 
-from collectives.schedule import ACT_COPY, ACT_REDUCE, RECV, SCRATCH, SEND, Schedule
+from collectives.schedule import ACT_COPY, ACT_REDUCE, COLUMNS, RECV, SCRATCH, SEND, Schedule
 
 REDUCERS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
 }
+C = {name: index for index, name in enumerate(COLUMNS)}
+#: (comm index, world rank) -> world ranks of that communicator, in its rank order
+Groups = Callable[[int, int], list[int]]
 
 
 class ScheduleMismatch(AssertionError):
     """Two ranks disagree about a message (peer, step or length)."""
 
 
+def _indices(off: int, count: int, nblocks: int, stride: int) -> np.ndarray:
+    return (off + np.arange(nblocks)[:, None] * stride + np.arange(count)[None, :]).reshape(-1)
+
+
+def _block(row: np.ndarray, prefix: str) -> tuple[int, np.ndarray]:
+    buf, off, count, nblocks, stride = (int(row[C[f"{prefix}_{name}"]])
+                                        for name in ("buf", "off", "count", "nblocks", "stride"))
+    return buf, _indices(off, count, nblocks, stride)
+
+
 def simulate(
-    schedules: list[Schedule], sendbufs: list[np.ndarray], recvbufs: list[np.ndarray], op: str = "sum"
+    schedules: list[Schedule], sendbufs: list[np.ndarray], recvbufs: list[np.ndarray], op: str = "sum",
+    groups: Groups | None = None,
 ) -> list[np.ndarray]:
     """Execute ``schedules[r]`` for every rank r in lockstep; returns the receive buffers."""
     nranks = len(schedules)
+    everyone = list(range(nranks))
+    groups = groups or (lambda comm, rank: everyone)
     reducer = REDUCERS[op]
     dtype = recvbufs[0].dtype
     buffers = [
@@ -33,29 +49,44 @@ def simulate(
         rows = [s.steps[k] if k < len(s) else None for s in schedules]
         outbox = {}
         for r, row in enumerate(rows):
-            if row is not None and row[0] >= 0:
-                buf, off, count = row[1:4]
-                outbox[(r, int(row[0]))] = buffers[r][buf][off : off + count].copy()
+            if row is not None and row[C["send_peer"]] >= 0:
+                peer = groups(int(row[C["comm"]]), r)[int(row[C["send_peer"]])]
+                buf, index = _block(row, "send")
+                outbox[(r, peer)] = buffers[r][buf][index].copy()
         for r, row in enumerate(rows):
             if row is None:
                 continue
-            if row[4] >= 0:
-                peer = int(row[4])
+            if row[C["recv_peer"]] >= 0:
+                peer = groups(int(row[C["comm"]]), r)[int(row[C["recv_peer"]])]
                 message = outbox.pop((peer, r), None)
                 if message is None:
                     raise ScheduleMismatch(f"step {k}: rank {r} receives from {peer}, which sends nothing to it")
-                buf, off, count = row[5:8]
-                if len(message) != count:
-                    raise ScheduleMismatch(f"step {k}: rank {r} expects {count} from {peer}, got {len(message)}")
-                buffers[r][buf][off : off + count] = message
-            action, sbuf, soff, s2buf, s2off, dbuf, doff, count = (int(x) for x in row[8:16])
-            if action == ACT_COPY:
-                buffers[r][dbuf][doff : doff + count] = buffers[r][sbuf][soff : soff + count]
-            elif action == ACT_REDUCE:
-                a = buffers[r][sbuf][soff : soff + count]
-                b = buffers[r][s2buf][s2off : s2off + count]
-                buffers[r][dbuf][doff : doff + count] = reducer(a, b)
+                buf, index = _block(row, "recv")
+                if len(message) != len(index):
+                    raise ScheduleMismatch(
+                        f"step {k}: rank {r} expects {len(index)} from {peer}, got {len(message)}")
+                buffers[r][buf][index] = message
+            _act(row, buffers[r], reducer)
         if outbox:
             (src, dst), _ = next(iter(outbox.items()))
             raise ScheduleMismatch(f"step {k}: rank {src} sends to {dst}, which does not receive from it")
     return recvbufs
+
+
+def _act(row: np.ndarray, buffers: dict, reducer) -> None:
+    action = int(row[C["action"]])
+    if action not in (ACT_COPY, ACT_REDUCE):
+        return
+    nblocks, count = int(row[C["action_nblocks"]]), int(row[C["action_count"]])
+
+    def operand(name: str) -> tuple[np.ndarray, np.ndarray]:
+        buf, off, stride = (int(row[C[f"{name}_{part}"]]) for part in ("buf", "off", "stride"))
+        return buffers[buf], _indices(off, count, nblocks, stride)
+
+    src, src_index = operand("src")
+    dst, dst_index = operand("dst")
+    if action == ACT_COPY:
+        dst[dst_index] = src[src_index]
+    else:
+        src2, src2_index = operand("src2")
+        dst[dst_index] = reducer(src[src_index], src2[src2_index])

@@ -1,10 +1,13 @@
 """Run a schedule (collectives/schedule.py) with MPI point-to-point, no GIL.
 
-A schedule is an int64 array, one row per step, in element units. Per row:
-optionally send a block to one peer and receive a block from another
-(MPI_Sendrecv), then optionally copy or reduce one block locally.
+A schedule is an int64 array, one row per step, in element units. Per row: on
+one of up to three communicators, optionally send a block to one peer while
+receiving a block from another (MPI_Sendrecv), then optionally copy or reduce
+locally. Strided blocks travel as one message with an MPI vector datatype,
+built once when the op is constructed, never inside the timed call.
 """
 from libc.stdint cimport int64_t, uintptr_t
+from libc.stdlib cimport calloc, free
 from libc.string cimport memmove
 from mpi4py.libmpi cimport *
 from mpi4py.MPI cimport Comm
@@ -14,14 +17,19 @@ from cython_ext.reduce cimport reduce_into
 
 # Keep in the order of collectives.schedule.COLUMNS (a test checks it).
 COLUMNS = (
-    "send_peer", "send_buf", "send_off", "send_count",
-    "recv_peer", "recv_buf", "recv_off", "recv_count",
-    "action", "src_buf", "src_off", "src2_buf", "src2_off", "dst_buf", "dst_off", "action_count",
+    "comm",
+    "send_peer", "send_buf", "send_off", "send_count", "send_nblocks", "send_stride",
+    "recv_peer", "recv_buf", "recv_off", "recv_count", "recv_nblocks", "recv_stride",
+    "action", "action_nblocks", "action_count",
+    "src_buf", "src_off", "src_stride", "src2_buf", "src2_off", "src2_stride",
+    "dst_buf", "dst_off", "dst_stride",
 )
 cdef enum:
-    SEND_PEER, SEND_BUF, SEND_OFF, SEND_COUNT
-    RECV_PEER, RECV_BUF, RECV_OFF, RECV_COUNT
-    ACTION, SRC_BUF, SRC_OFF, SRC2_BUF, SRC2_OFF, DST_BUF, DST_OFF, ACTION_COUNT
+    COMM
+    SEND_PEER, SEND_BUF, SEND_OFF, SEND_COUNT, SEND_NBLOCKS, SEND_STRIDE
+    RECV_PEER, RECV_BUF, RECV_OFF, RECV_COUNT, RECV_NBLOCKS, RECV_STRIDE
+    ACTION, ACTION_NBLOCKS, ACTION_COUNT
+    SRC_BUF, SRC_OFF, SRC_STRIDE, SRC2_BUF, SRC2_OFF, SRC2_STRIDE, DST_BUF, DST_OFF, DST_STRIDE
     NCOLS
 
 cdef enum:
@@ -31,48 +39,87 @@ cdef enum:
 
 cdef enum:
     NBUFS = 3          # send, recv, scratch
+    NCOMMS = 3         # whole, intra-node, inter-node rail
     TAG = 0x5cc1
 
-# Byte counts above this are sent in pieces so the int count of MPI-3 never overflows.
+# Contiguous messages above this are sent in pieces so the int count of MPI-3 never overflows.
 cdef int64_t MAX_MESSAGE_BYTES = 1 << 30
 
 
-cdef int exchange(void *sendp, int64_t send_bytes, int send_peer,
-                  void *recvp, int64_t recv_bytes, int recv_peer, MPI_Comm comm) except -1 nogil:
+cdef int exchange(char *s, int64_t send_bytes, MPI_Datatype send_type, int send_peer,
+                  char *r, int64_t recv_bytes, MPI_Datatype recv_type, int recv_peer,
+                  MPI_Comm comm) except -1 nogil:
+    """One message each way; a strided side (datatype given) goes whole, a contiguous side in pieces."""
     cdef int64_t done_send = 0, done_recv = 0, piece_send, piece_recv
-    cdef char *s = <char *>sendp
-    cdef char *r = <char *>recvp
+    cdef int send_count, recv_count
+    cdef MPI_Datatype st, rt
     while True:
-        piece_send = min(send_bytes - done_send, MAX_MESSAGE_BYTES)
-        piece_recv = min(recv_bytes - done_recv, MAX_MESSAGE_BYTES)
+        if send_type != MPI_DATATYPE_NULL:
+            piece_send, send_count, st = send_bytes, 1, send_type
+        else:
+            piece_send = min(send_bytes - done_send, MAX_MESSAGE_BYTES)
+            send_count, st = <int>piece_send, MPI_BYTE
+        if recv_type != MPI_DATATYPE_NULL:
+            piece_recv, recv_count, rt = recv_bytes, 1, recv_type
+        else:
+            piece_recv = min(recv_bytes - done_recv, MAX_MESSAGE_BYTES)
+            recv_count, rt = <int>piece_recv, MPI_BYTE
         if send_peer >= 0 and recv_peer >= 0:
-            check_mpi(MPI_Sendrecv(s + done_send, <int>piece_send, MPI_BYTE, send_peer, TAG,
-                                   r + done_recv, <int>piece_recv, MPI_BYTE, recv_peer, TAG,
+            check_mpi(MPI_Sendrecv(s + done_send, send_count, st, send_peer, TAG,
+                                   r + done_recv, recv_count, rt, recv_peer, TAG,
                                    comm, MPI_STATUS_IGNORE))
         elif send_peer >= 0:
-            check_mpi(MPI_Send(s + done_send, <int>piece_send, MPI_BYTE, send_peer, TAG, comm))
+            check_mpi(MPI_Send(s + done_send, send_count, st, send_peer, TAG, comm))
         elif recv_peer >= 0:
-            check_mpi(MPI_Recv(r + done_recv, <int>piece_recv, MPI_BYTE, recv_peer, TAG,
-                               comm, MPI_STATUS_IGNORE))
+            check_mpi(MPI_Recv(r + done_recv, recv_count, rt, recv_peer, TAG, comm, MPI_STATUS_IGNORE))
         done_send += piece_send
         done_recv += piece_recv
         if done_send >= send_bytes and done_recv >= recv_bytes:
             return 0
 
 
+cdef int make_vector(int64_t nblocks, int64_t count, int64_t stride, int64_t itemsize,
+                     MPI_Datatype *out) except -1:
+    if nblocks <= 1:
+        out[0] = MPI_DATATYPE_NULL
+        return 0
+    if nblocks * count * itemsize > MAX_MESSAGE_BYTES:
+        raise ValueError("strided messages over 1 GiB are not supported; use fewer ranks per node or smaller sizes")
+    check_mpi(MPI_Type_create_hvector(<int>nblocks, <int>(count * itemsize), <MPI_Aint>(stride * itemsize),
+                                      MPI_BYTE, out))
+    check_mpi(MPI_Type_commit(out))
+    return 0
+
+
 cdef class ScheduleOp(CollOp):
     """Executes one rank's schedule on a send, a receive and a scratch buffer."""
     cdef const int64_t[:, ::1] steps
     cdef char *bufs[NBUFS]
+    cdef MPI_Comm comms[NCOMMS]
+    cdef MPI_Datatype *send_types
+    cdef MPI_Datatype *recv_types
+    cdef Py_ssize_t ntypes
     cdef int64_t itemsize
     cdef int dtype
     cdef int op
 
-    def __init__(self, Comm comm, steps, uintptr_t send_addr, uintptr_t recv_addr,
-                 uintptr_t scratch_addr, int64_t itemsize, int dtype, int op, keepalive=None):
+    def __cinit__(self, *args, **kwargs):
+        self.send_types = NULL
+        self.recv_types = NULL
+        self.ntypes = 0
+
+    def __init__(self, comms, steps, uintptr_t send_addr, uintptr_t recv_addr, uintptr_t scratch_addr,
+                 int64_t itemsize, int dtype, int op, keepalive=None):
+        """``comms``: the communicators that the schedule's comm column 0, 1, 2 name."""
         if steps.ndim != 2 or steps.shape[1] != NCOLS:
             raise ValueError(f"schedule must have {NCOLS} columns, got shape {steps.shape}")
-        self.bind(comm, keepalive)
+        comms = list(comms)
+        if not 1 <= len(comms) <= NCOMMS:
+            raise ValueError(f"give 1 to {NCOMMS} communicators, got {len(comms)}")
+        self.bind(comms[0], keepalive)
+        cdef Py_ssize_t i
+        for i in range(NCOMMS):
+            self.comms[i] = (<Comm>comms[i]).ob_mpi if i < len(comms) else MPI_COMM_NULL
         self.steps = steps
         self.bufs[0] = <char *>send_addr
         self.bufs[1] = <char *>recv_addr
@@ -80,9 +127,50 @@ cdef class ScheduleOp(CollOp):
         self.itemsize = itemsize
         self.dtype = dtype
         self.op = op
+        n = steps.shape[0]
+        self.send_types = <MPI_Datatype *>calloc(max(n, 1), sizeof(MPI_Datatype))
+        self.recv_types = <MPI_Datatype *>calloc(max(n, 1), sizeof(MPI_Datatype))
+        if self.send_types == NULL or self.recv_types == NULL:
+            raise MemoryError()
+        for i in range(n):
+            self.send_types[i] = MPI_DATATYPE_NULL
+            self.recv_types[i] = MPI_DATATYPE_NULL
+        self.ntypes = n
+        for i in range(n):
+            if steps[i, COMM] >= len(comms) or steps[i, COMM] < 0:
+                raise ValueError(f"step {i} names communicator {steps[i, COMM]}, only {len(comms)} given")
+            make_vector(steps[i, SEND_NBLOCKS], steps[i, SEND_COUNT], steps[i, SEND_STRIDE], itemsize,
+                        &self.send_types[i])
+            make_vector(steps[i, RECV_NBLOCKS], steps[i, RECV_COUNT], steps[i, RECV_STRIDE], itemsize,
+                        &self.recv_types[i])
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        cdef int finalized = 1
+        MPI_Finalized(&finalized)
+        for i in range(self.ntypes):
+            if not finalized and self.send_types[i] != MPI_DATATYPE_NULL:
+                MPI_Type_free(&self.send_types[i])
+            if not finalized and self.recv_types[i] != MPI_DATATYPE_NULL:
+                MPI_Type_free(&self.recv_types[i])
+        free(self.send_types)
+        free(self.recv_types)
 
     cdef inline char *at(self, int64_t buf, int64_t offset) noexcept nogil:
         return self.bufs[buf] + offset * self.itemsize
+
+    cdef int act(self, const int64_t *row) except -1 nogil:
+        cdef int64_t b, isz = self.itemsize, count = row[ACTION_COUNT]
+        cdef char *dst = self.at(row[DST_BUF], row[DST_OFF])
+        cdef char *src = self.at(row[SRC_BUF], row[SRC_OFF])
+        cdef char *src2 = self.at(row[SRC2_BUF], row[SRC2_OFF])
+        for b in range(row[ACTION_NBLOCKS]):
+            if row[ACTION] == ACT_COPY:
+                memmove(dst + b * row[DST_STRIDE] * isz, src + b * row[SRC_STRIDE] * isz, count * isz)
+            else:
+                reduce_into(dst + b * row[DST_STRIDE] * isz, src + b * row[SRC_STRIDE] * isz,
+                            src2 + b * row[SRC2_STRIDE] * isz, count, self.dtype, self.op)
+        return 0
 
     cdef int run(self) except -1 nogil:
         cdef Py_ssize_t k
@@ -91,14 +179,10 @@ cdef class ScheduleOp(CollOp):
         for k in range(self.steps.shape[0]):
             row = &self.steps[k, 0]
             if row[SEND_PEER] >= 0 or row[RECV_PEER] >= 0:
-                exchange(self.at(row[SEND_BUF], row[SEND_OFF]), row[SEND_COUNT] * isz, <int>row[SEND_PEER],
-                         self.at(row[RECV_BUF], row[RECV_OFF]), row[RECV_COUNT] * isz, <int>row[RECV_PEER],
-                         self.comm)
-            if row[ACTION] == ACT_COPY:
-                memmove(self.at(row[DST_BUF], row[DST_OFF]), self.at(row[SRC_BUF], row[SRC_OFF]),
-                        row[ACTION_COUNT] * isz)
-            elif row[ACTION] == ACT_REDUCE:
-                reduce_into(self.at(row[DST_BUF], row[DST_OFF]), self.at(row[SRC_BUF], row[SRC_OFF]),
-                            self.at(row[SRC2_BUF], row[SRC2_OFF]), row[ACTION_COUNT], self.dtype, self.op)
+                exchange(self.at(row[SEND_BUF], row[SEND_OFF]), row[SEND_COUNT] * row[SEND_NBLOCKS] * isz,
+                         self.send_types[k], <int>row[SEND_PEER],
+                         self.at(row[RECV_BUF], row[RECV_OFF]), row[RECV_COUNT] * row[RECV_NBLOCKS] * isz,
+                         self.recv_types[k], <int>row[RECV_PEER], self.comms[row[COMM]])
+            if row[ACTION] != ACT_NONE:
+                self.act(row)
         return 0
-

@@ -11,20 +11,26 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Protocol
 
-from collectives.schedule import Schedule
+from collectives.schedule import RECV, SEND, Block, ContiguousLayout, Layout, Schedule, StepList
 from collectives.shapes import even_blocks
 
 
 class Algorithm(Protocol):
+    """A schedule generator. Block i of a layout belongs to rank i of the communicator.
+
+    ``allgather``: every rank's own block is already in place in ``layout``; afterwards
+    every block is. ``reduce_scatter``: block i of ``source`` on every rank holds
+    contributions to rank i; afterwards ``result`` holds their reduction on rank i.
+    Scratch elements from ``scratch_base`` on are free to use.
+    """
+
     name: str
 
     @staticmethod
-    def allgather(nranks: int, rank: int, counts: tuple[int, ...], in_place: bool) -> Schedule: ...
+    def allgather(nranks: int, rank: int, layout: Layout, scratch_base: int = 0) -> Schedule: ...
 
     @staticmethod
-    def reduce_scatter(
-        nranks: int, rank: int, counts: tuple[int, ...], in_place: bool, out_offset: int
-    ) -> Schedule: ...
+    def reduce_scatter(nranks: int, rank: int, source: Layout, result: Block, scratch_base: int = 0) -> Schedule: ...
 
 
 ALGORITHMS: dict[str, type] = {}
@@ -65,17 +71,30 @@ def schedule_for(collective: str, algorithm: str, nranks: int, rank: int, count:
     reason = unsupported_reason(collective, algorithm)
     if reason:
         raise ValueError(reason)
+    source = RECV if in_place else SEND
     if collective == "allgather":
-        return ALGORITHMS[algorithm].allgather(nranks, rank, (count,) * nranks, in_place)
+        layout = ContiguousLayout(RECV, (count,) * nranks)
+        return own_block_copy(layout, rank, in_place).then(
+            ALGORITHMS[algorithm].allgather(nranks, rank, layout))
     if collective == "reduce_scatter":
-        return ALGORITHMS[algorithm].reduce_scatter(nranks, rank, (count,) * nranks, in_place, 0)
+        return ALGORITHMS[algorithm].reduce_scatter(
+            nranks, rank, ContiguousLayout(source, (count,) * nranks), Block(RECV, 0, count))
     # All-reduce: reduce-scatter uneven blocks of the buffer, each rank's result left at
-    # its own offset, then all-gather those blocks in place.
+    # its own position, then all-gather those blocks in place.
     (_, rs_name), (_, ag_name) = split_allreduce(algorithm)
-    counts = even_blocks(count, nranks)
-    own_offset = sum(counts[:rank])
-    first = ALGORITHMS[rs_name].reduce_scatter(nranks, rank, counts, in_place, own_offset)
-    return first.then(ALGORITHMS[ag_name].allgather(nranks, rank, counts, True))
+    layout = ContiguousLayout(RECV, even_blocks(count, nranks))
+    first = ALGORITHMS[rs_name].reduce_scatter(
+        nranks, rank, ContiguousLayout(source, layout.counts), layout.block(rank))
+    return first.then(ALGORITHMS[ag_name].allgather(nranks, rank, layout))
+
+
+def own_block_copy(layout: Layout, rank: int, in_place: bool) -> Schedule:
+    """Out of place, an all-gather starts by copying the send buffer into its own block."""
+    steps = StepList()
+    if not in_place:
+        own = layout.block(rank)
+        steps.step(copy=(Block(SEND, 0, own.total), own))
+    return steps.build()
 
 
 from collectives.algorithms import ring  # noqa: E402,F401  (registers)

@@ -7,56 +7,45 @@ latency linear in p (the term PCCL's hierarchy attacks).
 from __future__ import annotations
 
 from collectives.algorithms import register
-from collectives.schedule import RECV, SCRATCH, SEND, Schedule, StepList, displacements
+from collectives.schedule import SCRATCH, Block, Layout, Schedule, StepList
 
 
 @register("ring")
 class Ring:
     @staticmethod
-    def allgather(nranks: int, rank: int, counts: tuple[int, ...], in_place: bool) -> Schedule:
-        displs = displacements(counts)
+    def allgather(nranks: int, rank: int, layout: Layout, scratch_base: int = 0) -> Schedule:
         steps = StepList()
-        if not in_place:
-            steps.step(copy=((SEND, 0, counts[rank]), (RECV, displs[rank], counts[rank])))
         right, left = (rank + 1) % nranks, (rank - 1) % nranks
         for k in range(nranks - 1):
             sent, received = (rank - k) % nranks, (rank - k - 1) % nranks
-            steps.step(
-                send=(right, (RECV, displs[sent], counts[sent])),
-                recv=(left, (RECV, displs[received], counts[received])),
-            )
+            steps.step(send=(right, layout.block(sent)), recv=(left, layout.block(received)))
         return steps.build()
 
     @staticmethod
-    def reduce_scatter(
-        nranks: int, rank: int, counts: tuple[int, ...], in_place: bool, out_offset: int
-    ) -> Schedule:
+    def reduce_scatter(nranks: int, rank: int, source: Layout, result: Block, scratch_base: int = 0) -> Schedule:
         """Partial sums travel right; after p-1 steps block ``rank`` is complete.
 
         Received partials land in one of two scratch slots (alternating, so the slot
         being sent is never overwritten) and are reduced in place with the local
-        block; the last step writes straight into the output.
+        block; the last step reduces straight into ``result``.
         """
-        displs = displacements(counts)
-        source = RECV if in_place else SEND
         steps = StepList()
         if nranks == 1:
-            if source != RECV or displs[0] != out_offset:
-                steps.step(copy=((source, displs[0], counts[0]), (RECV, out_offset, counts[0])))
+            if source.block(0) != result:
+                steps.step(copy=(source.block(0), result))
             return steps.build()
-        slot = max(counts)
+        slot = max(source.block(i).total for i in range(nranks))
         right, left = (rank + 1) % nranks, (rank - 1) % nranks
+        previous = None
         for k in range(nranks - 1):
             sent, received = (rank - k - 1) % nranks, (rank - k - 2) % nranks
-            if k == 0:
-                send_block = (source, displs[sent], counts[sent])
-            else:
-                send_block = (SCRATCH, ((k - 1) % 2) * slot, counts[sent])
-            landing = (SCRATCH, (k % 2) * slot, counts[received])
-            result = (RECV, out_offset, counts[received]) if k == nranks - 2 else landing
+            local = source.block(received)
+            landing = Block(SCRATCH, scratch_base + (k % 2) * slot, local.total)
+            target = result if k == nranks - 2 else landing
             steps.step(
-                send=(right, send_block),
+                send=(right, source.block(sent) if previous is None else previous),
                 recv=(left, landing),
-                reduce=(landing, (source, displs[received], counts[received]), result),
+                reduce=(landing, local, target),
             )
-        return steps.build(scratch=2 * slot)
+            previous = landing
+        return steps.build()

@@ -26,7 +26,7 @@ class FlatSchedule(Implementation):
         )
         scratch = np.empty(schedule.scratch, dtype=numpy_dtype(call.dtype))
         return ScheduleOp(
-            comm, schedule.steps, address(sendbuf), address(recvbuf), address(scratch),
+            [comm], schedule.steps, address(sendbuf), address(recvbuf), address(scratch),
             itemsize(call.dtype), dtype_code(call.dtype), op_code(call.op),
             keepalive=(sendbuf, recvbuf, scratch, schedule),
         )
