@@ -8,6 +8,7 @@
     send = np.full(4, comm.rank, dtype=np.float32)
     recv = np.empty(4 * comm.size, dtype=np.float32)
     collectives.allgather(comm, send, recv, impl="pccl-flat", algorithm="ring")
+    collectives.allgather(comm, send, recv, impl="pccl-hier", inter="rd", intra="ring", ranks_per_node=2)
 
 Pass ``sendbuf=None`` for in-place calls (MPI_IN_PLACE semantics). Each call
 builds its schedule (cached) and runs it once; for repeated calls on the same
@@ -21,6 +22,7 @@ import numpy as np
 from collectives.call import CallSpec
 from collectives.dtypes import DTYPES
 from collectives.impls import IMPLEMENTATIONS, get
+from collectives.topology import as_topology
 
 __all__ = ["CallSpec", "IMPLEMENTATIONS", "allgather", "allreduce", "prepare", "reduce_scatter"]
 
@@ -28,8 +30,13 @@ _DTYPE_NAMES = {spec[0]: name for name, spec in DTYPES.items()}
 
 
 def prepare(collective: str, comm, sendbuf: np.ndarray | None, recvbuf: np.ndarray, *,
-            op: str = "sum", impl: str = "pccl-flat", algorithm: str | None = None):
-    """Validate the buffers and return a callable op that performs the collective."""
+            op: str = "sum", impl: str = "pccl-flat", algorithm: str | None = None,
+            intra: str | None = None, inter: str | None = None, ranks_per_node: int | None = None):
+    """Validate the buffers and return a callable op that performs the collective.
+
+    ``intra``/``inter`` choose the phases of ``impl="pccl-hier"``; ``ranks_per_node``
+    cuts each real node into virtual nodes of that many ranks (default: real nodes).
+    """
     dtype = _DTYPE_NAMES.get(recvbuf.dtype)
     if dtype is None:
         raise TypeError(f"unsupported dtype {recvbuf.dtype}; expected one of {tuple(DTYPES)}")
@@ -45,7 +52,7 @@ def prepare(collective: str, comm, sendbuf: np.ndarray | None, recvbuf: np.ndarr
         count = recvbuf.size // nranks if in_place else recvbuf.size
     else:
         count = recvbuf.size
-    call = CallSpec(collective, nranks, count, dtype, op, in_place, algorithm)
+    call = CallSpec(collective, nranks, count, dtype, op, in_place, algorithm, intra, inter)
     want_send, want_recv = call.buffer_counts
     have_send = 0 if sendbuf is None else sendbuf.size
     if (have_send, recvbuf.size) != (want_send, want_recv):
@@ -57,7 +64,7 @@ def prepare(collective: str, comm, sendbuf: np.ndarray | None, recvbuf: np.ndarr
     reason = implementation.unsupported_reason(call)
     if reason:
         raise ValueError(f"{impl} cannot run {collective}: {reason}")
-    return implementation.build(comm, call, sendbuf, recvbuf)
+    return implementation.build(as_topology(comm, ranks_per_node), call, sendbuf, recvbuf)
 
 
 def allgather(comm, sendbuf, recvbuf, **options) -> np.ndarray:

@@ -17,6 +17,8 @@ class CallSpec:
     op: str = "sum"
     in_place: bool = False
     algorithm: str | None = None  # None: the implementation's default
+    intra: str | None = None  # hierarchical phases (pccl-hier); None: defaults
+    inter: str | None = None
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVES:

@@ -30,6 +30,9 @@ COLUMNS = (
 SEND, RECV, SCRATCH = 0, 1, 2
 BUFFER_NAMES = ("send", "recv", "scratch")
 ACT_NONE, ACT_COPY, ACT_REDUCE = 0, 1, 2
+#: the MPI library's own collective as one step (a hierarchical phase by ``mpi``);
+#: src/dst are contiguous, ``action_count`` is the per-rank count, src_buf -1 = in place
+ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER = 3, 4
 COMM_WORLD, COMM_INTRA, COMM_INTER = 0, 1, 2
 
 
@@ -144,6 +147,21 @@ class StepList:
                 end = block.off + (block.nblocks - 1) * block.stride + block.count if block.nblocks > 1 \
                     else block.off + block.count
                 self.scratch = max(self.scratch, end)
+        return self
+
+    def mpi_collective(self, action: int, src: Block | None, dst: Block, count: int) -> StepList:
+        """One call of the MPI library's all-gather or reduce-scatter-block on this
+        communicator: ``count`` elements per rank, contiguous ``src`` (None: in place) and ``dst``."""
+        for block in (src, dst):
+            if block is not None and not block.contiguous:
+                raise ValueError("MPI-library phases take contiguous blocks")
+        row = [self.comm] + [-1, 0, 0, 0, 1, 0] * 2 + [action, 1, count]
+        row += [src.buf, src.off, 0] if src is not None else [-1, 0, 0]
+        row += [0, 0, 0, dst.buf, dst.off, 0]
+        self.rows.append(row)
+        for block in (src, dst):
+            if block is not None and block.buf == SCRATCH:
+                self.scratch = max(self.scratch, block.off + block.total)
         return self
 
     def build(self) -> Schedule:

@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from collectives.schedule import ACT_COPY, ACT_REDUCE, COLUMNS, RECV, SCRATCH, SEND, Schedule
+from collectives.schedule import (
+    ACT_COPY, ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_REDUCE, COLUMNS, RECV, SCRATCH, SEND, Schedule,
+)
 
 REDUCERS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
@@ -53,6 +55,7 @@ def simulate(
                 peer = groups(int(row[C["comm"]]), r)[int(row[C["send_peer"]])]
                 buf, index = _block(row, "send")
                 outbox[(r, peer)] = buffers[r][buf][index].copy()
+        _native_collectives(rows, buffers, groups, reducer)
         for r, row in enumerate(rows):
             if row is None:
                 continue
@@ -71,6 +74,38 @@ def simulate(
             (src, dst), _ = next(iter(outbox.items()))
             raise ScheduleMismatch(f"step {k}: rank {src} sends to {dst}, which does not receive from it")
     return recvbufs
+
+
+def _native_collectives(rows: list, buffers: list[dict], groups: Groups, reducer) -> None:
+    """Steps that call the MPI library's collective: computed from all members' buffers."""
+    native = {r: row for r, row in enumerate(rows)
+              if row is not None and int(row[C["action"]]) in (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER)}
+    results = {}
+    for r, row in native.items():
+        members = groups(int(row[C["comm"]]), r)
+        count = int(row[C["action_count"]])
+        inputs = []
+        for position, m in enumerate(members):
+            other = native.get(m)
+            if other is None or int(other[C["action"]]) != int(row[C["action"]]):
+                raise ScheduleMismatch(f"rank {m} does not join the MPI collective of rank {r}")
+            buf, off = int(other[C["src_buf"]]), int(other[C["src_off"]])
+            if buf < 0:  # in place: the all-gather contribution sits at its own position in dst
+                buf, off = int(other[C["dst_buf"]]), int(other[C["dst_off"]]) + position * count
+            length = count if int(row[C["action"]]) == ACT_MPI_ALLGATHER else count * len(members)
+            inputs.append(buffers[m][buf][off : off + length].copy())
+        if int(row[C["action"]]) == ACT_MPI_ALLGATHER:
+            results[r] = np.concatenate(inputs) if inputs else np.empty(0)
+        else:
+            total = inputs[0]
+            for other in inputs[1:]:
+                total = reducer(total, other)
+            mine = members.index(r)
+            results[r] = total[mine * count : (mine + 1) * count]
+    for r, data in results.items():
+        row = native[r]
+        buf, off = int(row[C["dst_buf"]]), int(row[C["dst_off"]])
+        buffers[r][buf][off : off + len(data)] = data
 
 
 def _act(row: np.ndarray, buffers: dict, reducer) -> None:

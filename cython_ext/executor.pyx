@@ -13,6 +13,7 @@ from mpi4py.libmpi cimport *
 from mpi4py.MPI cimport Comm
 
 from cython_ext.core cimport CollOp, check_mpi
+from cython_ext.native cimport mpi_datatype, mpi_op
 from cython_ext.reduce cimport reduce_into
 
 # Keep in the order of collectives.schedule.COLUMNS (a test checks it).
@@ -36,6 +37,8 @@ cdef enum:
     ACT_NONE = 0
     ACT_COPY = 1
     ACT_REDUCE = 2
+    ACT_MPI_ALLGATHER = 3         # the MPI library's collective as one phase
+    ACT_MPI_REDUCE_SCATTER = 4
 
 cdef enum:
     NBUFS = 3          # send, recv, scratch
@@ -102,6 +105,8 @@ cdef class ScheduleOp(CollOp):
     cdef int64_t itemsize
     cdef int dtype
     cdef int op
+    cdef MPI_Datatype mpi_type
+    cdef MPI_Op mpi_reduction
 
     def __cinit__(self, *args, **kwargs):
         self.send_types = NULL
@@ -128,6 +133,12 @@ cdef class ScheduleOp(CollOp):
         self.dtype = dtype
         self.op = op
         n = steps.shape[0]
+        native_rows = [i for i in range(n) if steps[i, ACTION] in (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER)]
+        if native_rows:
+            if mpi_datatype(dtype, &self.mpi_type) != 0 or mpi_op(op, &self.mpi_reduction) != 0:
+                raise ValueError("an MPI-library phase needs an MPI datatype and op for this dtype/op")
+            if any(steps[i, ACTION_COUNT] > 2**31 - 1 for i in native_rows):
+                raise ValueError("an MPI-library phase count exceeds the int count of MPI-3")
         self.send_types = <MPI_Datatype *>calloc(max(n, 1), sizeof(MPI_Datatype))
         self.recv_types = <MPI_Datatype *>calloc(max(n, 1), sizeof(MPI_Datatype))
         if self.send_types == NULL or self.recv_types == NULL:
@@ -162,8 +173,13 @@ cdef class ScheduleOp(CollOp):
     cdef int act(self, const int64_t *row) except -1 nogil:
         cdef int64_t b, isz = self.itemsize, count = row[ACTION_COUNT]
         cdef char *dst = self.at(row[DST_BUF], row[DST_OFF])
-        cdef char *src = self.at(row[SRC_BUF], row[SRC_OFF])
+        cdef char *src = self.at(row[SRC_BUF], row[SRC_OFF]) if row[SRC_BUF] >= 0 else <char *>MPI_IN_PLACE
         cdef char *src2 = self.at(row[SRC2_BUF], row[SRC2_OFF])
+        cdef MPI_Comm comm = self.comms[row[COMM]]
+        if row[ACTION] == ACT_MPI_ALLGATHER:
+            return check_mpi(MPI_Allgather(src, <int>count, self.mpi_type, dst, <int>count, self.mpi_type, comm))
+        if row[ACTION] == ACT_MPI_REDUCE_SCATTER:
+            return check_mpi(MPI_Reduce_scatter_block(src, dst, <int>count, self.mpi_type, self.mpi_reduction, comm))
         for b in range(row[ACTION_NBLOCKS]):
             if row[ACTION] == ACT_COPY:
                 memmove(dst + b * row[DST_STRIDE] * isz, src + b * row[SRC_STRIDE] * isz, count * isz)

@@ -49,8 +49,10 @@ class Implementation:
     def unsupported_reason(self, call: CallSpec) -> str | None:
         return None
 
-    def build(self, comm, call: CallSpec, sendbuf: np.ndarray | None, recvbuf: np.ndarray):
-        """A cython_ext CollOp that performs ``call`` on these buffers when invoked."""
+    def build(self, topo, call: CallSpec, sendbuf: np.ndarray | None, recvbuf: np.ndarray):
+        """A cython_ext CollOp that performs ``call`` on these buffers when invoked.
+
+        ``topo``: a collectives.topology.Topology (the communicator and its node/rail split)."""
         raise NotImplementedError
 
     def describe(self, call: CallSpec) -> dict[str, str]:
@@ -58,4 +60,4 @@ class Implementation:
         raise NotImplementedError
 
 
-from collectives.impls import flat, mpi  # noqa: E402,F401  (registers)
+from collectives.impls import flat, hier, mpi  # noqa: E402,F401  (registers)

@@ -8,6 +8,7 @@ from collectives import algorithms
 from collectives.call import CallSpec
 from collectives.dtypes import dtype_code, itemsize, numpy_dtype, op_code
 from collectives.impls import Implementation, address, register
+from collectives.topology import as_topology
 from collectives.version import library_version
 
 
@@ -18,15 +19,17 @@ class FlatSchedule(Implementation):
     def unsupported_reason(self, call: CallSpec) -> str | None:
         return algorithms.unsupported_reason(call.collective, self.algorithm(call))
 
-    def build(self, comm, call, sendbuf, recvbuf):
+    def build(self, topo, call, sendbuf, recvbuf):
         from cython_ext.executor import ScheduleOp
 
+        topo = as_topology(topo)
+
         schedule = algorithms.schedule_for(
-            call.collective, self.algorithm(call), comm.Get_size(), comm.Get_rank(), call.count, call.in_place
+            call.collective, self.algorithm(call), topo.grid.nranks, topo.comm.Get_rank(), call.count, call.in_place
         )
         scratch = np.empty(schedule.scratch, dtype=numpy_dtype(call.dtype))
         return ScheduleOp(
-            [comm], schedule.steps, address(sendbuf), address(recvbuf), address(scratch),
+            [topo.comm], schedule.steps, address(sendbuf), address(recvbuf), address(scratch),
             itemsize(call.dtype), dtype_code(call.dtype), op_code(call.op),
             keepalive=(sendbuf, recvbuf, scratch, schedule),
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collectives.call import CallSpec
 from collectives.dtypes import dtype_code, op_code
 from collectives.impls import Implementation, address, register
+from collectives.topology import as_topology
 from collectives.mpiinfo import mpi_library
 
 
@@ -20,11 +21,13 @@ class MPINative(Implementation):
             return f"the mpi implementation runs the library's own algorithm ('native'), not {call.algorithm!r}"
         return native.unsupported_reason(dtype_code(call.dtype), op_code(call.op), call.count)
 
-    def build(self, comm, call, sendbuf, recvbuf):
+    def build(self, topo, call, sendbuf, recvbuf):
         from cython_ext.native import NativeCollective
 
+        topo = as_topology(topo)
+
         return NativeCollective(
-            comm, call.collective, address(sendbuf), address(recvbuf), call.count,
+            topo.comm, call.collective, address(sendbuf), address(recvbuf), call.count,
             dtype_code(call.dtype), op_code(call.op), call.in_place, keepalive=(sendbuf, recvbuf),
         )
 

@@ -1,0 +1,113 @@
+"""Nodes and rails: the 2-D grid PCCL's hierarchical collectives run on.
+
+Global rank = node * ranks_per_node + local rank. The intra-node communicator
+holds one node's ranks; the rail (inter-node) communicator holds the ranks with
+the same local rank on every node, one per NIC, all rails running at once.
+On one host ``ranks_per_node`` cuts the ranks into virtual nodes so every
+hierarchical path runs on a laptop or in CI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collectives.schedule import COMM_INTER, COMM_INTRA, COMM_WORLD
+
+
+class ShapeError(ValueError):
+    """The requested node shape does not fit how the ranks are really placed."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    nranks: int
+    ranks_per_node: int
+
+    def __post_init__(self) -> None:
+        if self.ranks_per_node < 1 or self.nranks % self.ranks_per_node:
+            raise ShapeError(f"{self.nranks} ranks do not divide into nodes of {self.ranks_per_node}")
+
+    @property
+    def nnodes(self) -> int:
+        return self.nranks // self.ranks_per_node
+
+    def node(self, rank: int) -> int:
+        return rank // self.ranks_per_node
+
+    def local(self, rank: int) -> int:
+        return rank % self.ranks_per_node
+
+    def members(self, comm: int, rank: int) -> list[int]:
+        """World ranks of ``rank``'s communicator ``comm`` (schedule index), in that communicator's order."""
+        if comm == COMM_WORLD:
+            return list(range(self.nranks))
+        if comm == COMM_INTRA:
+            first = self.node(rank) * self.ranks_per_node
+            return list(range(first, first + self.ranks_per_node))
+        if comm == COMM_INTER:
+            return [n * self.ranks_per_node + self.local(rank) for n in range(self.nnodes)]
+        raise ValueError(f"unknown communicator index {comm}")
+
+
+@dataclass
+class Topology:
+    """A communicator with its node and rail sub-communicators (created collectively, once)."""
+
+    comm: object
+    node_comm: object
+    rail_comm: object
+    grid: Grid
+    virtual_nodes: bool
+    hosts: tuple[str, ...]
+
+    @property
+    def comms(self) -> list:
+        """In the order of the schedule's comm column."""
+        return [self.comm, self.node_comm, self.rail_comm]
+
+
+_CACHE: dict[tuple[int, int | None], Topology] = {}
+
+
+def topology(comm, ranks_per_node: int | None = None) -> Topology:
+    """The (cached) topology of ``comm``. A collective call on first use for a shape.
+
+    ``ranks_per_node=None`` takes the real placement (shared-memory split). Otherwise
+    each real node is cut into virtual nodes of that many ranks; a shape that does
+    not fit (uneven nodes, ranks not placed in blocks, a virtual node straddling two
+    real nodes) raises ShapeError on every rank.
+    """
+    from mpi4py import MPI
+
+    key = (MPI._handleof(comm), ranks_per_node)
+    if key in _CACHE:
+        return _CACHE[key]
+    shared = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    real_size, real_local = shared.Get_size(), shared.Get_rank()
+    shared.Free()
+    placement = comm.allgather((real_size, real_local, MPI.Get_processor_name()))
+    hosts = tuple(dict.fromkeys(host for _, _, host in placement))
+    sizes = {size for size, _, _ in placement}
+    if len(sizes) != 1:
+        raise ShapeError(f"nodes hold different numbers of ranks ({sorted(sizes)}); hierarchy needs equal nodes")
+    real = sizes.pop()
+    if any(local != rank % real for rank, (_, local, _) in enumerate(placement)):
+        raise ShapeError("ranks are not placed in blocks per node (rank = node * ranks_per_node + local); "
+                         "launch with block placement")
+    per_node = ranks_per_node or real
+    if real % per_node:
+        raise ShapeError(f"ranks_per_node={per_node} does not divide the {real} ranks placed on each real node")
+    grid = Grid(comm.Get_size(), per_node)
+    rank = comm.Get_rank()
+    node_comm = comm.Split(grid.node(rank), rank)
+    rail_comm = comm.Split(grid.local(rank), rank)
+    result = Topology(comm, node_comm, rail_comm, grid, per_node < real, hosts)
+    _CACHE[key] = result
+    return result
+
+
+def as_topology(comm_or_topology, ranks_per_node: int | None = None) -> Topology:
+    """Accept a Topology as is, or build (once) the one of a plain communicator."""
+    if isinstance(comm_or_topology, Topology):
+        return comm_or_topology
+    return topology(comm_or_topology, ranks_per_node)
