@@ -20,12 +20,16 @@ def progress_bar(console: Console) -> Progress:
 
 
 def _label(row) -> str:
-    name = row.impl if row.impl == "mpi" else f"{row.impl}:{row.algorithm}"
+    if row.impl == "pccl-hier":
+        name = f"pccl-hier inter={row.inter} intra={row.intra}"
+    else:
+        name = row.impl if row.impl == BASELINE_IMPL else f"{row.impl}:{row.algorithm}"
     return name if row.placement == "out_of_place" else f"{name} (in place)"
 
 
 def summary_tables(results: pd.DataFrame) -> list[Table]:
-    """Per collective and rank count: time p50, busbw and #wrong per implementation, speedup over mpi."""
+    """Per collective and shape, one line per size and implementation (as nccl-tests prints sizes):
+    median time, bus bandwidth, #wrong, and the speedup over ``mpi`` at the same size."""
     tables = []
     if results.empty:
         return tables
@@ -33,39 +37,30 @@ def summary_tables(results: pd.DataFrame) -> list[Table]:
     for (collective, nranks, nnodes, dtype, op), group in frame.groupby(
         ["collective", "nranks", "nnodes", "dtype", "op"], sort=False
     ):
-        labels = list(dict.fromkeys(group["label"]))
         table = Table(title=f"{collective}  {nranks} ranks / {nnodes} nodes  {dtype} {op}", title_justify="left")
-        table.add_column("size", justify="right")
-        table.add_column("count", justify="right")
-        for label in labels:
-            table.add_column(f"{label}\nus p50 | busbw GB/s", justify="right")
-            if not label.startswith(BASELINE_IMPL):
-                table.add_column("vs mpi", justify="right")
+        for name in ("size", "count", "implementation", "time us p50", "busbw GB/s", "#wrong", "vs mpi"):
+            table.add_column(name, justify="left" if name == "implementation" else "right")
         for (size, count), cells in group.groupby(["bytes_total", "count_per_rank"], sort=True):
-            by_label = {row.label: row for row in cells.itertuples()}
-            baseline = by_label.get(BASELINE_IMPL)
-            line = [format_size(int(size)), str(count)]
-            for label in labels:
-                row = by_label.get(label)
-                line.append(_cell_text(row))
-                if not label.startswith(BASELINE_IMPL):
-                    line.append(_speedup(baseline, row))
-            table.add_row(*line)
+            baselines = {row.placement: row for row in cells.itertuples() if row.impl == BASELINE_IMPL}
+            for position, row in enumerate(cells.itertuples()):
+                first = position == 0
+                table.add_row(format_size(int(size)) if first else "", str(count) if first else "", row.label,
+                              *_cell_text(row), _speedup(baselines.get(row.placement), row),
+                              end_section=position == len(cells) - 1)
         tables.append(table)
     return tables
 
 
-def _cell_text(row) -> str:
-    if row is None:
-        return ""
+def _cell_text(row) -> tuple[str, str, str]:
+    if row.status == "unsupported":
+        return "[dim]unsupported[/dim]", "", ""
     if row.status != "ok":
-        wrong = f" #wrong={row.n_wrong}" if row.n_wrong else ""
-        return f"[red]{row.status}{wrong}[/red]" if row.status != "unsupported" else "[dim]unsupported[/dim]"
-    return f"{row.time_us_p50:9.2f} | {row.busbw_gbps:6.3f}"
+        return f"[red]{row.status}[/red]", "", f"[red]{row.n_wrong}[/red]" if row.n_wrong else ""
+    return f"{row.time_us_p50:.2f}", f"{row.busbw_gbps:.3f}", str(row.n_wrong)
 
 
 def _speedup(baseline, row) -> str:
-    if baseline is None or row is None or baseline.status != "ok" or row.status != "ok":
+    if baseline is None or row is baseline or baseline.status != "ok" or row.status != "ok":
         return ""
     ratio = baseline.time_us_p50 / row.time_us_p50
     colour = "green" if ratio >= 1.1 else "red" if ratio <= 0.9 else "white"

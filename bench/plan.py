@@ -14,7 +14,7 @@ from collectives.shapes import total_count
 
 #: the fields that say which measurement a row is (the gate matches on these)
 CELL_KEY = (
-    "collective", "impl", "algorithm", "device", "nranks", "nnodes", "ranks_per_node",
+    "collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
     "dtype", "op", "placement", "count_per_rank", "timing_mode",
 )
 
@@ -24,6 +24,8 @@ class Cell:
     collective: str
     impl: str
     algorithm: str
+    intra: str  # pccl-hier phases; "" for flat implementations
+    inter: str
     device: str
     nranks: int
     nnodes: int
@@ -53,6 +55,8 @@ class Launch:
     nranks: int
     ranks_per_node: int
     device: str
+    #: the suite's ranks_per_node (None: take the real placement)
+    requested_ranks_per_node: int | None = None
     cells: list[Cell] = field(default_factory=list)
 
 
@@ -78,18 +82,22 @@ def expand(suite: Suite) -> list[Launch]:
     launches: list[Launch] = []
     for nranks in suite.ranks:
         per_node = suite.ranks_per_node or nranks
-        launch = Launch(f"n{nranks}-rpn{per_node}-{suite.device}", nranks, per_node, suite.device)
+        launch = Launch(f"n{nranks}-rpn{per_node}-{suite.device}", nranks, per_node, suite.device,
+                        suite.ranks_per_node)
         for collective in suite.collectives:
             for entry in suite.implementations:
                 implementation = IMPLEMENTATIONS[entry.impl]
                 names = entry.algorithms or [implementation.default_algorithm]
-                for algorithm in names:
+                phases = [(intra, inter) for intra in entry.intra or [getattr(implementation, "default_intra", "")]
+                          for inter in entry.inter or [getattr(implementation, "default_inter", "")]]
+                for algorithm, (intra, inter) in ((a, p) for a in names for p in phases):
                     for dtype in suite.dtype:
                         for op in suite.op:
                             for placement in suite.placement:
                                 for count in counts_for(collective, nranks, dtype, sizes, suite.sizes.semantics):
                                     launch.cells.append(Cell(
                                         collective=collective, impl=entry.impl, algorithm=algorithm,
+                                        intra=intra, inter=inter,
                                         device=suite.device, nranks=nranks, nnodes=nranks // per_node,
                                         ranks_per_node=per_node,
                                         virtual_nodes=suite.ranks_per_node is not None and per_node < nranks,

@@ -14,7 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from bench.errors import BadInput
 from bench.sizes import SIZE_HELP, parse_size
-from collectives import algorithms
+from collectives import algorithms, hier
 from collectives.dtypes import DTYPES, OPS
 from collectives.impls import IMPLEMENTATIONS
 
@@ -70,6 +70,10 @@ class ImplEntry(Strict):
     impl: str
     #: schedules to run (implementations with one algorithm ignore it)
     algorithms: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+    #: pccl-hier only: intra-node phase algorithms (ring, rd, bruck, mpi, "rs+ag" pairs)
+    intra: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+    #: pccl-hier only: inter-node (rail) phase algorithms
+    inter: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
 
     @field_validator("impl")
     @classmethod
@@ -137,6 +141,7 @@ def _check_consistency(path: str, suite: Suite) -> None:
                 )
     for index, entry in enumerate(suite.implementations):
         implementation = IMPLEMENTATIONS[entry.impl]
+        _check_phases(path, f"implementations.{index}", entry, suite)
         for position, name in enumerate(entry.algorithms):
             field = f"implementations.{index}.algorithms.{position}"
             if implementation.algorithms is not None:
@@ -147,6 +152,17 @@ def _check_consistency(path: str, suite: Suite) -> None:
             if not runnable:
                 reason = algorithms.unsupported_reason(suite.collectives[0], name)
                 raise BadInput(path, f"{field}: {reason}")
+
+
+def _check_phases(path: str, field: str, entry: ImplEntry, suite: Suite) -> None:
+    if (entry.intra or entry.inter) and entry.impl != "pccl-hier":
+        raise BadInput(path, f"{field}: intra/inter phases belong to pccl-hier, not {entry.impl!r}")
+    for role in ("intra", "inter"):
+        for position, spec in enumerate(getattr(entry, role)):
+            problems = [hier.phase_problem(spec, phase) for collective in suite.collectives
+                        for phase in hier.phases_needed(collective)]
+            if all(problems):
+                raise BadInput(path, f"{field}.{role}.{position}: {problems[0]}")
 
 
 def apply_overrides(raw: dict, overrides: list[str], path: str) -> dict:

@@ -98,7 +98,8 @@ def _run_launch(launch: Launch, todo: list[Cell], suite: Suite, launcher: Launch
     argv = launcher.command(launch.nranks, env, [str(plan_path.resolve())])
     plan = {
         "argv": argv, "env": env, "run_id": run_id, "launch_id": launch.launch_id, "nranks": launch.nranks,
-        "ranks_per_node": launch.ranks_per_node, "part": str(part.resolve()),
+        "ranks_per_node": launch.ranks_per_node, "requested_ranks_per_node": launch.requested_ranks_per_node,
+        "part": str(part.resolve()),
         "timing": suite.timing.model_dump(), "check": suite.check,
         "row_extra": {"oversubscribed": launch.nranks > (os.cpu_count() or 1)},
         "cells": [cell.to_dict() for cell in todo],

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 import traceback
@@ -28,6 +27,7 @@ import numpy as np  # noqa: E402
 from bench import collspec  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.topology import ShapeError, Topology, topology  # noqa: E402
 
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
                  MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
@@ -41,24 +41,13 @@ def _disable_numpy_hugepages() -> None:
         pass
 
 
-def placement_facts(comm: MPI.Comm, ranks_per_node: int) -> dict:
-    hosts = comm.allgather(socket.gethostname())
-    distinct = sorted(set(hosts))
-    node_size = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
-    node_sizes = comm.allgather(node_size)
-    if len(distinct) > 1 and any(size != ranks_per_node for size in node_sizes):
-        raise SystemExit(
-            f"placement: {len(distinct)} hosts with {sorted(set(node_sizes))} ranks each do not fit "
-            f"ranks_per_node={ranks_per_node}"
-        )
-    return {"hosts": ",".join(distinct), "virtual_nodes": len(distinct) == 1 and ranks_per_node < comm.size}
-
-
-def run_cell(comm: MPI.Comm, cell: dict, timing: dict, check: bool) -> dict:
+def run_cell(topo: Topology, cell: dict, timing: dict, check: bool) -> dict:
     from cython_ext.timing import time_op
 
+    comm = topo.comm
     call = CallSpec(cell["collective"], comm.size, cell["count_per_rank"], cell["dtype"], cell["op"],
-                    cell["placement"] == "in_place", cell["algorithm"])
+                    cell["placement"] == "in_place", cell["algorithm"], cell["intra"] or None,
+                    cell["inter"] or None)
     implementation = get(cell["impl"])
     described = implementation.describe(call)
     row = {**described, "warmup": timing["warmup"], "n_wrong": 0, "error": ""}
@@ -68,7 +57,7 @@ def run_cell(comm: MPI.Comm, cell: dict, timing: dict, check: bool) -> dict:
     if reason:
         return {**row, "status": "unsupported", "error": reason, "iters": 0, "samples_us": []}
     sendbuf, recvbuf = collspec.make_buffers(call, comm.rank)
-    op = implementation.build(comm, call, sendbuf, recvbuf)
+    op = implementation.build(topo, call, sendbuf, recvbuf)
     op()
     if check:
         row["n_wrong"] = comm.allreduce(collspec.count_wrong(call, comm.rank, recvbuf), op=MPI.SUM)
@@ -80,6 +69,18 @@ def run_cell(comm: MPI.Comm, cell: dict, timing: dict, check: bool) -> dict:
     return {**row, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
 
 
+def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None) -> tuple[Topology | None, dict]:
+    """The topology and the row fields it decides, or None and the reason it does not fit."""
+    facts = {"mpi_thread_level": THREAD_LEVELS.get(MPI.Query_thread(), "unknown")}
+    try:
+        topo = topology(comm, requested_ranks_per_node)
+    except ShapeError as error:
+        return None, {**facts, "status": "failed", "error": f"placement: {error}", "n_wrong": 0, "iters": 0,
+                      "samples_us": []}
+    return topo, {**facts, "hosts": ",".join(topo.hosts), "virtual_nodes": topo.virtual_nodes,
+                  "nnodes": topo.grid.nnodes, "ranks_per_node": topo.grid.ranks_per_node}
+
+
 def main(plan_path: str) -> int:
     with open(plan_path) as handle:
         plan = json.load(handle)
@@ -87,17 +88,18 @@ def main(plan_path: str) -> int:
     if comm.size != plan["nranks"]:
         raise SystemExit(f"worker: launched on {comm.size} ranks, plan wants {plan['nranks']}")
     _disable_numpy_hugepages()
-    facts = placement_facts(comm, plan["ranks_per_node"])
-    facts["mpi_thread_level"] = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
+    topo, facts = launch_facts(comm, plan["requested_ranks_per_node"])
     part = open(plan["part"], "a") if comm.rank == 0 else None
     try:
         for cell in plan["cells"]:
             if comm.rank == 0:
                 print(json.dumps({"event": "start", "cell_key": cell["cell_key"]}), flush=True)
             started = time.time()
-            result = run_cell(comm, cell, plan["timing"], plan["check"])
+            # A shape that does not fit fails every cell of the launch with the reason.
+            result = run_cell(topo, cell, plan["timing"], plan["check"]) if topo else {}
             if part is not None:
-                row = {**cell, **facts, **plan["row_extra"], **result, "timestamp": started, "launch_id": plan["launch_id"]}
+                row = {**cell, **plan["row_extra"], **facts, **result, "timestamp": started,
+                       "launch_id": plan["launch_id"]}
                 part.write(json.dumps(row) + "\n")
                 part.flush()
                 os.fsync(part.fileno())
