@@ -21,7 +21,7 @@ def progress_bar(console: Console) -> Progress:
 
 def _label(row) -> str:
     if row.impl == "pccl-hier":
-        name = f"pccl-hier inter={row.inter} intra={row.intra}"
+        name = f"pccl-hier:{row.inter}/{row.intra}"  # inter/intra phases
     else:
         name = row.impl if row.impl == BASELINE_IMPL else f"{row.impl}:{row.algorithm}"
     return name if row.placement == "out_of_place" else f"{name} (in place)"
@@ -37,7 +37,9 @@ def summary_tables(results: pd.DataFrame) -> list[Table]:
     for (collective, nranks, nnodes, dtype, op), group in frame.groupby(
         ["collective", "nranks", "nnodes", "dtype", "op"], sort=False
     ):
-        table = Table(title=f"{collective}  {nranks} ranks / {nnodes} nodes  {dtype} {op}", title_justify="left")
+        table = Table(title=f"{collective}  {nranks} ranks / {nnodes} nodes  {dtype} {op}", title_justify="left",
+                      caption="pccl-hier:<inter>/<intra> phases; time = median of per-iteration max over ranks",
+                      caption_justify="left")
         for name in ("size", "count", "implementation", "time us p50", "busbw GB/s", "#wrong", "vs mpi"):
             table.add_column(name, justify="left" if name == "implementation" else "right")
         for (size, count), cells in group.groupby(["bytes_total", "count_per_rank"], sort=True):

@@ -61,10 +61,14 @@ class Launcher:
         """Environment every rank gets: base settings, oversubscription aids, the suite's own."""
         env = dict(BASE_ENV)
         if nranks > (os.cpu_count() or 1):
-            # Ranks outnumber cores: yield in the progress loop or small messages crawl.
-            # Harmful when not oversubscribed, so only here (REFERENCE.md §5).
+            # Ranks outnumber cores: a rank spinning in the progress loop holds the core its
+            # peer needs until the scheduler tick (4 ms here). usleep(1) after a few empty
+            # polls gave 12-34 us small all-reduces on 4 ranks / 2 cores where
+            # MPIR_CVAR_ENABLE_HEAVY_YIELD left 4-8 ms (docs/PERFORMANCE.md). Harmful when
+            # not oversubscribed, so only here.
             if self.flavour == "mpich":
-                env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
+                env["MPIR_CVAR_CH4_PROGRESS_THROTTLE"] = "1"
+                env["MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT"] = "4"
             elif self.flavour == "openmpi":
                 env["OMPI_MCA_mpi_yield_when_idle"] = "1"
         env.update({key: str(value) for key, value in suite_env.items()})

@@ -14,6 +14,12 @@ from bench.sweep import SweepOptions, run_sweep
 
 app = typer.Typer(help="Run benchmarks under MPI.", no_args_is_help=True)
 
+
+def _console() -> Console:
+    """Full-width tables in logs and CI output, not the 80 columns Rich assumes off a terminal."""
+    console = Console()
+    return console if console.is_terminal else Console(width=130)
+
 Out = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: results/<run_id>).")]
 Launcher = Annotated[str, typer.Option("--launcher", help="auto | mpiexec | none (run the worker directly).")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the exact launch commands and exit.")]
@@ -35,7 +41,7 @@ def sweep(
     Writes results.parquet, results.csv, samples.parquet and meta.json to the run folder.
     """
     options = SweepOptions(resolve_suite_path(suite), out, launcher, resume, dry_run, overrides or [])
-    raise typer.Exit(run_sweep(options, Console()))
+    raise typer.Exit(run_sweep(options, _console()))
 
 
 @app.command("point", epilog=EXIT_CODES_HELP)
@@ -73,4 +79,4 @@ def point(
         raw["implementations"] = [name if name == "mpi" else {"impl": name, "algorithms": [algorithm]}
                                   for name in raw["implementations"]]
     options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_raw=raw)
-    raise typer.Exit(run_sweep(options, Console()))
+    raise typer.Exit(run_sweep(options, _console()))
