@@ -14,7 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from bench.errors import BadInput
 from bench.sizes import SIZE_HELP, parse_size
-from collectives import algorithms, hier
+from collectives import algorithms, hier, tuning
 from collectives.dtypes import DTYPES, OPS
 from collectives.impls import IMPLEMENTATIONS
 
@@ -148,6 +148,8 @@ def _check_consistency(path: str, suite: Suite) -> None:
                 if name not in implementation.algorithms:
                     raise BadInput(path, f"{field}: {entry.impl} runs {list(implementation.algorithms)}, not {name!r}")
                 continue
+            if name == tuning.AUTO:
+                continue
             runnable = [c for c in suite.collectives if algorithms.unsupported_reason(c, name) is None]
             if not runnable:
                 reason = algorithms.unsupported_reason(suite.collectives[0], name)
@@ -159,6 +161,8 @@ def _check_phases(path: str, field: str, entry: ImplEntry, suite: Suite) -> None
         raise BadInput(path, f"{field}: intra/inter phases belong to pccl-hier, not {entry.impl!r}")
     for role in ("intra", "inter"):
         for position, spec in enumerate(getattr(entry, role)):
+            if spec == tuning.AUTO:
+                continue
             problems = [hier.phase_problem(spec, phase) for collective in suite.collectives
                         for phase in hier.phases_needed(collective)]
             if all(problems):

@@ -139,7 +139,7 @@ def dry_run_commands(options: SweepOptions, out: Console) -> int:
     return EXIT_OK
 
 
-def finish(folder: Path, suite: Suite, run_id: str, launcher: Launcher | None, started: float) -> "object":
+def finish(folder: Path, suite: Suite, run_id: str, launcher: Launcher | None, started: float) -> object:
     wanted = {cell.key for launch in expand(suite) for cell in launch.cells}
     rows = [row for row in read_parts(folder) if row["cell_key"] in wanted]
     meta = {
@@ -205,7 +205,7 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
                          for cell in todo}
                 _run_launch(launch, todo, suite, launcher, folder, run_id,
                             on_row=lambda row: bar.advance(task),
-                            on_start=lambda key: bar.update(task, current=names.get(key, "")))
+                            on_start=lambda key, names=names: bar.update(task, current=names.get(key, "")))
     except KeyboardInterrupt:
         interrupted = True
         out.print("[yellow]interrupted: writing the table of the finished cells[/yellow]")

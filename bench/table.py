@@ -24,7 +24,8 @@ COLUMNS = [
     # identity
     "run_id", "suite", "launch_id", "timestamp", "cell_key",
     # what
-    "collective", "impl", "algorithm", "intra", "inter", "transport", "library", "library_version",
+    "collective", "impl", "algorithm", "intra", "inter", "resolved_algorithm", "transport", "library",
+    "library_version",
     # where
     "device", "nranks", "nnodes", "ranks_per_node", "virtual_nodes", "hosts",
     # size

@@ -20,9 +20,8 @@ import mpi4py
 # worker needs no threads. Set before MPI is imported; recorded in every row.
 mpi4py.rc.thread_level = os.environ.get("PCCL_BENCH_THREAD_LEVEL", "single")
 
-from mpi4py import MPI  # noqa: E402
-
 import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
 
 from bench import collspec  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
@@ -47,7 +46,7 @@ def run_cell(topo: Topology, cell: dict, timing: dict, check: bool) -> dict:
     comm = topo.comm
     call = CallSpec(cell["collective"], comm.size, cell["count_per_rank"], cell["dtype"], cell["op"],
                     cell["placement"] == "in_place", cell["algorithm"], cell["intra"] or None,
-                    cell["inter"] or None)
+                    cell["inter"] or None, cell["nnodes"])
     implementation = get(cell["impl"])
     described = implementation.describe(call)
     row = {**described, "warmup": timing["warmup"], "n_wrong": 0, "error": ""}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collectives.dtypes import DTYPES, OPS
-from collectives.shapes import COLLECTIVES, buffer_counts
+from collectives.shapes import COLLECTIVES, buffer_counts, total_count
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,7 @@ class CallSpec:
     algorithm: str | None = None  # None: the implementation's default
     intra: str | None = None  # hierarchical phases (pccl-hier); None: defaults
     inter: str | None = None
+    nnodes: int = 1  # for ``auto`` choices (the tuning table is keyed by nodes)
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVES:
@@ -29,6 +30,11 @@ class CallSpec:
             raise ValueError(f"unknown op {self.op!r}; expected one of {tuple(OPS)}")
         if self.count < 0 or self.nranks < 1:
             raise ValueError(f"impossible shape: nranks={self.nranks}, count={self.count}")
+
+    @property
+    def bytes_total(self) -> int:
+        """The nccl-tests size of this call (all-gather output, reduce-scatter input, all-reduce buffer)."""
+        return total_count(self.collective, self.nranks, self.count) * DTYPES[self.dtype][0].itemsize
 
     @property
     def buffer_counts(self) -> tuple[int, int]:

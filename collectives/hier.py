@@ -17,24 +17,26 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from collectives.algorithms import ALGORITHMS, supports
+from collectives.algorithms import ALGORITHMS, phase_algorithm, supports
 from collectives.schedule import (
-    ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, COMM_INTER, COMM_INTRA, COMM_WORLD, RECV, SCRATCH, SEND, Block,
-    ContiguousLayout, Schedule, StepList, StridedLayout,
+    ACT_MPI_ALLGATHER,
+    ACT_MPI_REDUCE_SCATTER,
+    COMM_INTER,
+    COMM_INTRA,
+    COMM_WORLD,
+    RECV,
+    SCRATCH,
+    SEND,
+    Block,
+    ContiguousLayout,
+    Schedule,
+    StepList,
+    StridedLayout,
 )
 from collectives.shapes import even_blocks
 from collectives.topology import Grid
 
 MPI_PHASE = "mpi"
-MIRRORS = {("reduce_scatter", "rd"): "rh", ("allgather", "rh"): "rd"}
-
-
-def phase_algorithm(spec: str, phase: str) -> str:
-    """The algorithm a phase spec names for ``phase`` (allgather | reduce_scatter)."""
-    if "+" in spec:
-        rs, _, ag = spec.partition("+")
-        spec = rs if phase == "reduce_scatter" else ag
-    return MIRRORS.get((phase, spec), spec)
 
 
 def phase_problem(spec: str, phase: str) -> str | None:

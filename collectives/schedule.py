@@ -9,13 +9,19 @@ locally: dst = src, or dst = src (op) src2, over ``action_nblocks`` pieces of
 A block is ``count`` elements at ``off``, or ``nblocks`` such pieces ``stride``
 apart (a strided block lets a hierarchical phase write straight into the final
 positions instead of permuting afterwards). Buffers: SEND, RECV and SCRATCH, a
-per-call work area of ``scratch`` elements. Matching messages sit at the same
-row index on both ranks; the simulator checks this.
+per-call work area of ``scratch`` elements.
+
+Two rules every generator keeps (the simulator checks both): matching messages
+sit at the same row index on both ranks, and every rank of a communicator has
+the same number of rows in a phase (idle ranks get empty rows), so phases chained
+with ``then`` stay aligned. A local reduce may write over one of its own sources
+only element for element (dst == src or dst == src2), never shifted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 
@@ -174,14 +180,15 @@ class ContiguousLayout:
 
     def __init__(self, buf: int, counts: tuple[int, ...], base: int = 0) -> None:
         self.buf, self.counts = buf, tuple(counts)
-        self.offsets = tuple(base + sum(self.counts[:i]) for i in range(len(self.counts)))
+        self.ends = tuple(accumulate(self.counts, initial=base))  # ends[i] = start of block i
+        self.offsets = self.ends[:-1]
 
     def block(self, index: int) -> Block:
         return Block(self.buf, self.offsets[index], self.counts[index])
 
     def span(self, first: int, number: int) -> Block:
         """Blocks first .. first+number-1 (no wrap-around) as one block."""
-        return Block(self.buf, self.offsets[first], sum(self.counts[first : first + number]))
+        return Block(self.buf, self.ends[first], self.ends[first + number] - self.ends[first])
 
 
 class StridedLayout:

@@ -7,7 +7,15 @@ from collections.abc import Callable
 import numpy as np
 
 from collectives.schedule import (
-    ACT_COPY, ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_REDUCE, COLUMNS, RECV, SCRATCH, SEND, Schedule,
+    ACT_COPY,
+    ACT_MPI_ALLGATHER,
+    ACT_MPI_REDUCE_SCATTER,
+    ACT_REDUCE,
+    COLUMNS,
+    RECV,
+    SCRATCH,
+    SEND,
+    Schedule,
 )
 
 REDUCERS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {

@@ -49,36 +49,60 @@ cdef enum:
 cdef int64_t MAX_MESSAGE_BYTES = 1 << 30
 
 
+def set_max_message_bytes(int64_t nbytes):
+    """Test aid: a small piece size exercises the >1 GiB path with small buffers. Returns the old one."""
+    global MAX_MESSAGE_BYTES
+    old, MAX_MESSAGE_BYTES = MAX_MESSAGE_BYTES, nbytes
+    return old
+
+
 cdef int exchange(char *s, int64_t send_bytes, MPI_Datatype send_type, int send_peer,
                   char *r, int64_t recv_bytes, MPI_Datatype recv_type, int recv_peer,
                   MPI_Comm comm) except -1 nogil:
-    """One message each way; a strided side (datatype given) goes whole, a contiguous side in pieces."""
-    cdef int64_t done_send = 0, done_recv = 0, piece_send, piece_recv
-    cdef int send_count, recv_count
-    cdef MPI_Datatype st, rt
-    while True:
-        if send_type != MPI_DATATYPE_NULL:
-            piece_send, send_count, st = send_bytes, 1, send_type
-        else:
-            piece_send = min(send_bytes - done_send, MAX_MESSAGE_BYTES)
-            send_count, st = <int>piece_send, MPI_BYTE
-        if recv_type != MPI_DATATYPE_NULL:
-            piece_recv, recv_count, rt = recv_bytes, 1, recv_type
-        else:
-            piece_recv = min(recv_bytes - done_recv, MAX_MESSAGE_BYTES)
-            recv_count, rt = <int>piece_recv, MPI_BYTE
-        if send_peer >= 0 and recv_peer >= 0:
-            check_mpi(MPI_Sendrecv(s + done_send, send_count, st, send_peer, TAG,
-                                   r + done_recv, recv_count, rt, recv_peer, TAG,
-                                   comm, MPI_STATUS_IGNORE))
-        elif send_peer >= 0:
-            check_mpi(MPI_Send(s + done_send, send_count, st, send_peer, TAG, comm))
-        elif recv_peer >= 0:
-            check_mpi(MPI_Recv(r + done_recv, recv_count, rt, recv_peer, TAG, comm, MPI_STATUS_IGNORE))
-        done_send += piece_send
-        done_recv += piece_recv
-        if done_send >= send_bytes and done_recv >= recv_bytes:
-            return 0
+    """One message each way. A strided side (datatype given) is at most 1 GiB and goes whole."""
+    cdef MPI_Datatype st = send_type if send_type != MPI_DATATYPE_NULL else MPI_BYTE
+    cdef MPI_Datatype rt = recv_type if recv_type != MPI_DATATYPE_NULL else MPI_BYTE
+    cdef int send_count = 1 if send_type != MPI_DATATYPE_NULL else <int>min(send_bytes, MAX_MESSAGE_BYTES)
+    cdef int recv_count = 1 if recv_type != MPI_DATATYPE_NULL else <int>min(recv_bytes, MAX_MESSAGE_BYTES)
+    if send_bytes > MAX_MESSAGE_BYTES or recv_bytes > MAX_MESSAGE_BYTES:
+        return exchange_in_pieces(s, send_bytes, send_peer, r, recv_bytes, recv_peer, comm)
+    if send_peer >= 0 and recv_peer >= 0:
+        return check_mpi(MPI_Sendrecv(s, send_count, st, send_peer, TAG, r, recv_count, rt, recv_peer, TAG,
+                                      comm, MPI_STATUS_IGNORE))
+    if send_peer >= 0:
+        return check_mpi(MPI_Send(s, send_count, st, send_peer, TAG, comm))
+    return check_mpi(MPI_Recv(r, recv_count, rt, recv_peer, TAG, comm, MPI_STATUS_IGNORE))
+
+
+cdef int exchange_in_pieces(char *s, int64_t send_bytes, int send_peer, char *r, int64_t recv_bytes,
+                            int recv_peer, MPI_Comm comm) except -1 nogil:
+    """Contiguous messages over 1 GiB: 1 GiB pieces, all posted at once and awaited together, so
+    each side's piece count depends on its own message only (MPI keeps pieces in order)."""
+    cdef int64_t offset
+    cdef int n = 0, i
+    cdef int npieces = <int>((send_bytes + MAX_MESSAGE_BYTES - 1) // MAX_MESSAGE_BYTES
+                             + (recv_bytes + MAX_MESSAGE_BYTES - 1) // MAX_MESSAGE_BYTES)
+    cdef MPI_Request *requests = <MPI_Request *>calloc(max(npieces, 1), sizeof(MPI_Request))
+    if requests == NULL:
+        with gil:
+            raise MemoryError()
+    try:
+        offset = 0
+        while recv_peer >= 0 and offset < recv_bytes:
+            check_mpi(MPI_Irecv(r + offset, <int>min(recv_bytes - offset, MAX_MESSAGE_BYTES), MPI_BYTE,
+                                recv_peer, TAG, comm, &requests[n]))
+            n += 1
+            offset += MAX_MESSAGE_BYTES
+        offset = 0
+        while send_peer >= 0 and offset < send_bytes:
+            check_mpi(MPI_Isend(s + offset, <int>min(send_bytes - offset, MAX_MESSAGE_BYTES), MPI_BYTE,
+                                send_peer, TAG, comm, &requests[n]))
+            n += 1
+            offset += MAX_MESSAGE_BYTES
+        check_mpi(MPI_Waitall(n, requests, MPI_STATUSES_IGNORE))
+    finally:
+        free(requests)
+    return 0
 
 
 cdef int make_vector(int64_t nblocks, int64_t count, int64_t stride, int64_t itemsize,

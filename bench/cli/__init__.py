@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from bench.cli import env_cmd, run_cmd, suites_cmd
+from bench.cli import env_cmd, run_cmd, suites_cmd, tune_cmd
 from bench.errors import EXIT_BAD_INPUT, EXIT_CODES_HELP, BadInput
 
 app = typer.Typer(
@@ -24,6 +24,7 @@ app = typer.Typer(
 app.add_typer(run_cmd.app, name="run")
 app.add_typer(suites_cmd.app, name="suites")
 app.command("env")(env_cmd.env)
+app.command("tune")(tune_cmd.tune)
 
 
 def main(argv: list[str] | None = None) -> None:

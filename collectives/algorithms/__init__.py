@@ -45,14 +45,29 @@ def register(name: str):
     return wrap
 
 
+#: a family name stands for its mirror in the other phase: recursive doubling
+#: all-gather <-> recursive halving reduce-scatter
+MIRRORS = {("reduce_scatter", "rd"): "rh", ("allgather", "rh"): "rd"}
+
+
 def supports(algorithm: str, phase: str) -> bool:
     return algorithm in ALGORITHMS and hasattr(ALGORITHMS[algorithm], phase)
+
+
+def phase_algorithm(spec: str, phase: str) -> str:
+    """The algorithm ``spec`` names for ``phase`` (allgather | reduce_scatter): ``rs+ag`` pairs,
+    mirrors (``rd`` in a reduce-scatter is ``rh``), or the name itself."""
+    if "+" in spec:
+        rs, _, ag = spec.partition("+")
+        spec = rs if phase == "reduce_scatter" else ag
+    return MIRRORS.get((phase, spec), spec)
 
 
 def unsupported_reason(collective: str, algorithm: str) -> str | None:
     """None if ``algorithm`` can run ``collective``, else why not."""
     parts = split_allreduce(algorithm) if collective == "allreduce" else [(collective, algorithm)]
     for phase, name in parts:
+        name = phase_algorithm(name, phase)
         if name not in ALGORITHMS:
             return f"unknown algorithm {name!r} (known: {', '.join(sorted(ALGORITHMS))})"
         if not supports(name, phase):
@@ -61,8 +76,7 @@ def unsupported_reason(collective: str, algorithm: str) -> str | None:
 
 
 def split_allreduce(algorithm: str) -> list[tuple[str, str]]:
-    rs, _, ag = algorithm.partition("+")
-    return [("reduce_scatter", rs), ("allgather", ag or rs)]
+    return [(phase, phase_algorithm(algorithm, phase)) for phase in ("reduce_scatter", "allgather")]
 
 
 @lru_cache(maxsize=4096)
@@ -75,9 +89,9 @@ def schedule_for(collective: str, algorithm: str, nranks: int, rank: int, count:
     if collective == "allgather":
         layout = ContiguousLayout(RECV, (count,) * nranks)
         return own_block_copy(layout, rank, in_place).then(
-            ALGORITHMS[algorithm].allgather(nranks, rank, layout))
+            ALGORITHMS[phase_algorithm(algorithm, collective)].allgather(nranks, rank, layout))
     if collective == "reduce_scatter":
-        return ALGORITHMS[algorithm].reduce_scatter(
+        return ALGORITHMS[phase_algorithm(algorithm, collective)].reduce_scatter(
             nranks, rank, ContiguousLayout(source, (count,) * nranks), Block(RECV, 0, count))
     # All-reduce: reduce-scatter uneven blocks of the buffer, each rank's result left at
     # its own position, then all-gather those blocks in place.
@@ -97,4 +111,4 @@ def own_block_copy(layout: Layout, rank: int, in_place: bool) -> Schedule:
     return steps.build()
 
 
-from collectives.algorithms import ring  # noqa: E402,F401  (registers)
+from collectives.algorithms import bruck, recursive, ring  # noqa: E402,F401  (registers)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectives import algorithms
+from collectives import algorithms, tuning
 from collectives.call import CallSpec
 from collectives.dtypes import dtype_code, itemsize, numpy_dtype, op_code
 from collectives.impls import Implementation, address, register
@@ -16,8 +16,17 @@ from collectives.version import library_version
 class FlatSchedule(Implementation):
     default_algorithm = "ring"
 
+    def algorithm(self, call: CallSpec) -> str:
+        name = call.algorithm or self.default_algorithm
+        if name == tuning.AUTO:
+            return tuning.choose(call.collective, self.name, call.nranks, call.nnodes, call.bytes_total)
+        return name
+
     def unsupported_reason(self, call: CallSpec) -> str | None:
-        return algorithms.unsupported_reason(call.collective, self.algorithm(call))
+        try:
+            return algorithms.unsupported_reason(call.collective, self.algorithm(call))
+        except ValueError as error:
+            return str(error)
 
     def build(self, topo, call, sendbuf, recvbuf):
         from cython_ext.executor import ScheduleOp
@@ -35,4 +44,5 @@ class FlatSchedule(Implementation):
         )
 
     def describe(self, call):
-        return {"transport": "mpi", "library": "pccl-bench", "library_version": library_version()}
+        return {"transport": "mpi", "library": "pccl-bench", "library_version": library_version(),
+                "resolved_algorithm": self.algorithm(call)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from collectives import tuning
 from collectives.call import CallSpec
 from collectives.dtypes import dtype_code, itemsize, numpy_dtype, op_code
 from collectives.hier import MPI_PHASE, hier_schedule, phase_algorithm, phase_problem, phases_needed
@@ -20,12 +21,22 @@ class Hierarchical(Implementation):
     default_inter = "rd"
 
     def phases(self, call: CallSpec) -> tuple[str, str]:
-        return call.intra or self.default_intra, call.inter or self.default_inter
+        """(intra, inter); ``auto`` ones come from the tuning table's ``inter/intra`` choice."""
+        intra, inter = call.intra or self.default_intra, call.inter or self.default_inter
+        if tuning.AUTO in (intra, inter):
+            tuned_inter, _, tuned_intra = tuning.choose(
+                call.collective, self.name, call.nranks, call.nnodes, call.bytes_total).partition("/")
+            intra = tuned_intra if intra == tuning.AUTO else intra
+            inter = tuned_inter if inter == tuning.AUTO else inter
+        return intra, inter
 
     def unsupported_reason(self, call: CallSpec) -> str | None:
         if self.algorithm(call) != "hier":
             return f"pccl-hier composes phases (intra/inter), it has no algorithm {call.algorithm!r}"
-        intra, inter = self.phases(call)
+        try:
+            intra, inter = self.phases(call)
+        except ValueError as error:
+            return str(error)
         for phase in phases_needed(call.collective):
             for role, spec in (("intra", intra), ("inter", inter)):
                 problem = phase_problem(spec, phase)
@@ -57,4 +68,4 @@ class Hierarchical(Implementation):
     def describe(self, call):
         intra, inter = self.phases(call)
         return {"transport": "mpi", "library": "pccl-bench", "library_version": library_version(),
-                "intra": intra, "inter": inter}
+                "resolved_algorithm": f"{inter}/{intra}"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collectives.call import CallSpec
 from collectives.dtypes import dtype_code, op_code
 from collectives.impls import Implementation, address, register
-from collectives.topology import as_topology
 from collectives.mpiinfo import mpi_library
+from collectives.topology import as_topology
 
 
 @register("mpi")
@@ -33,4 +33,4 @@ class MPINative(Implementation):
 
     def describe(self, call):
         name, version = mpi_library()
-        return {"transport": "mpi", "library": name, "library_version": version}
+        return {"transport": "mpi", "library": name, "library_version": version, "resolved_algorithm": "native"}

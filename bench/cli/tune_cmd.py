@@ -1,0 +1,36 @@
+"""``pccl-bench tune RESULTS...``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bench.results_io import read_results
+from bench.sizes import format_size
+from bench.tune import derive
+from collectives import tuning
+
+
+def tune(
+    results: Annotated[list[Path], typer.Argument(help="Run folders or results.parquet files.")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Where to write (default: where `auto` reads, ~/.config/pccl-bench/tuning.json).")] = None,
+) -> None:
+    """Derive the ``algorithm: auto`` table from measured sweeps: fastest median per cell, with its margin."""
+    frame = read_results(results)
+    entries = derive(frame)
+    target = out or tuning.user_table_path()
+    tuning.write_table(entries, target, source=", ".join(str(path) for path in results))
+    table = Table("collective", "impl", "ranks", "nodes", "size", "choice", "us p50", "runner-up", "margin")
+    for e in entries:
+        table.add_row(e["collective"], e["impl"], str(e["nranks"]), str(e["nnodes"]), format_size(e["bytes_total"]),
+                      e["choice"], f"{e['time_us_p50']:.2f}", e["runner_up"] or "-",
+                      f"{e['margin']:.2f}x" if e["margin"] else "-")
+    console = Console()
+    console.print(table)
+    console.print(f"{len(entries)} entries -> {target}" + ("" if out else " (read by algorithm: auto)"),
+                  highlight=False)

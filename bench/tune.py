@@ -1,0 +1,39 @@
+"""``pccl-bench tune``: derive an ``auto`` tuning table from measured sweeps."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.errors import BadInput
+
+#: implementations whose schedule ``auto`` chooses, and the column that names the choice
+TUNABLE = ("pccl-flat", "pccl-hier")
+GROUP = ["collective", "impl", "nranks", "nnodes", "bytes_total"]
+
+
+def _choice(row) -> str:
+    return f"{row.inter}/{row.intra}" if row.impl == "pccl-hier" else row.algorithm
+
+
+def derive(results: pd.DataFrame) -> list[dict]:
+    """The fastest median per (collective, impl, ranks, nodes, size), with its margin over the runner-up."""
+    frame = results[(results["status"] == "ok") & results["impl"].isin(TUNABLE)]
+    frame = frame[~frame["algorithm"].eq("auto") & ~frame["intra"].eq("auto") & ~frame["inter"].eq("auto")]
+    if frame.empty:
+        raise BadInput("tune", "no ok pccl-flat or pccl-hier cells to tune from")
+    frame = frame.assign(choice=[_choice(row) for row in frame.itertuples()])
+    # Several runs or placements of one choice: keep its best median.
+    best = frame.groupby([*GROUP, "choice"], as_index=False)["time_us_p50"].min()
+    entries = []
+    for key, group in best.groupby(GROUP, sort=True):
+        ranked = group.sort_values("time_us_p50")
+        winner = ranked.iloc[0]
+        runner_up = ranked.iloc[1] if len(ranked) > 1 else None
+        entries.append({
+            **{name: (int(value) if name != "collective" and name != "impl" else value)
+               for name, value in zip(GROUP, key, strict=True)},
+            "choice": winner["choice"], "time_us_p50": float(winner["time_us_p50"]),
+            "runner_up": None if runner_up is None else runner_up["choice"],
+            "margin": None if runner_up is None else float(runner_up["time_us_p50"] / winner["time_us_p50"]),
+        })
+    return entries
