@@ -86,6 +86,8 @@ def expand(suite: Suite) -> list[Launch]:
                         suite.ranks_per_node)
         for collective in suite.collectives:
             for entry in suite.implementations:
+                if entry.collectives and collective not in entry.collectives:
+                    continue
                 implementation = IMPLEMENTATIONS[entry.impl]
                 names = entry.algorithms or [implementation.default_algorithm]
                 phases = [(intra, inter) for intra in entry.intra or [getattr(implementation, "default_intra", "")]

@@ -68,6 +68,8 @@ class Timing(Strict):
 
 class ImplEntry(Strict):
     impl: str
+    #: run this entry only for these collectives (default: all of the suite's)
+    collectives: Annotated[list[Collective], BeforeValidator(_one_or_many)] = Field(default_factory=list)
     #: schedules to run (implementations with one algorithm ignore it)
     algorithms: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
     #: pccl-hier only: intra-node phase algorithms (ring, rd, bruck, mpi, "rs+ag" pairs)
@@ -141,6 +143,10 @@ def _check_consistency(path: str, suite: Suite) -> None:
                 )
     for index, entry in enumerate(suite.implementations):
         implementation = IMPLEMENTATIONS[entry.impl]
+        for position, collective in enumerate(entry.collectives):
+            if collective not in suite.collectives:
+                raise BadInput(path, f"implementations.{index}.collectives.{position}: {collective!r} is not one of "
+                               f"the suite's collectives {suite.collectives}")
         _check_phases(path, f"implementations.{index}", entry, suite)
         for position, name in enumerate(entry.algorithms):
             field = f"implementations.{index}.algorithms.{position}"
@@ -150,7 +156,8 @@ def _check_consistency(path: str, suite: Suite) -> None:
                 continue
             if name == tuning.AUTO:
                 continue
-            runnable = [c for c in suite.collectives if algorithms.unsupported_reason(c, name) is None]
+            runnable = [c for c in entry.collectives or suite.collectives
+                        if algorithms.unsupported_reason(c, name) is None]
             if not runnable:
                 reason = algorithms.unsupported_reason(suite.collectives[0], name)
                 raise BadInput(path, f"{field}: {reason}")
@@ -163,7 +170,7 @@ def _check_phases(path: str, field: str, entry: ImplEntry, suite: Suite) -> None
         for position, spec in enumerate(getattr(entry, role)):
             if spec == tuning.AUTO:
                 continue
-            problems = [hier.phase_problem(spec, phase) for collective in suite.collectives
+            problems = [hier.phase_problem(spec, phase) for collective in entry.collectives or suite.collectives
                         for phase in hier.phases_needed(collective)]
             if all(problems):
                 raise BadInput(path, f"{field}.{role}.{position}: {problems[0]}")

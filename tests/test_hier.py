@@ -1,0 +1,83 @@
+"""Hierarchical compositions proved in the simulator for many grids (no MPI)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from bench.collspec import count_wrong, make_buffers
+from collectives.call import CallSpec
+from collectives.hier import hier_schedule, phase_problem
+from collectives.schedule import ACT_COPY, COLUMNS
+from collectives.simulate import simulate
+from collectives.topology import Grid, ShapeError
+
+GRIDS = [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (4, 2), (6, 2), (6, 3), (8, 2), (8, 4), (9, 3), (10, 5), (12, 4)]
+PHASES = ["ring", "rd", "bruck", "mpi"]
+ACTION = COLUMNS.index("action")
+
+
+def run(collective: str, grid: Grid, count: int, in_place: bool, intra: str, inter: str, dtype: str, op: str) -> int:
+    call = CallSpec(collective, grid.nranks, count, dtype, op, in_place)
+    schedules = [hier_schedule(collective, grid, r, count, in_place, intra, inter) for r in range(grid.nranks)]
+    buffers = [make_buffers(call, r) for r in range(grid.nranks)]
+    sends = [np.zeros(0, b[1].dtype) if b[0] is None else b[0] for b in buffers]
+    recvs = [b[1] for b in buffers]
+    simulate(schedules, sends, recvs, op, groups=grid.members)
+    return sum(count_wrong(call, r, recvs[r]) for r in range(grid.nranks))
+
+
+@pytest.mark.parametrize("nranks,per_node", GRIDS)
+@pytest.mark.parametrize("collective", ["allgather", "reduce_scatter", "allreduce"])
+def test_every_phase_pair_is_exact(nranks: int, per_node: int, collective: str) -> None:
+    grid = Grid(nranks, per_node)
+    counts = (1, 3) if collective != "allreduce" else (1, nranks * 2 + 1)
+    for intra, inter in itertools.product(PHASES, PHASES):
+        if any(phase_problem(spec, "reduce_scatter" if collective != "allgather" else "allgather")
+               for spec in (intra, inter)):
+            continue  # bruck has no reduce-scatter
+        for count, in_place, (dtype, op) in itertools.product(
+                counts, (False, True), [("float32", "sum"), ("int32", "max")]):
+            wrong = run(collective, grid, count, in_place, intra, inter, dtype, op)
+            assert wrong == 0, (collective, nranks, per_node, intra, inter, count, in_place, dtype, op)
+
+
+def test_schedule_phases_need_no_permutation_copy() -> None:
+    """With schedule phases the all-gather writes final positions directly: the only local copy is the
+    out-of-place own chunk (PCCL permutes the whole buffer afterwards)."""
+    grid = Grid(8, 4)
+    for rank in range(8):
+        steps = hier_schedule("allgather", grid, rank, 16, False, "ring", "rd").steps
+        assert int((steps[:, ACTION] == ACT_COPY).sum()) == 1
+        steps = hier_schedule("allgather", grid, rank, 16, True, "ring", "rd").steps
+        assert int((steps[:, ACTION] == ACT_COPY).sum()) == 0
+
+
+def test_inter_phase_moves_only_the_rail_share() -> None:
+    """Inter-node messages carry one chunk per node (1/ranks_per_node of the data), as PCCL intends."""
+    grid = Grid(8, 4)
+    comm, send_count, send_nblocks = (COLUMNS.index(c) for c in ("comm", "send_count", "send_nblocks"))
+    steps = hier_schedule("allgather", grid, 0, 16, True, "ring", "ring").steps
+    inter = steps[steps[:, comm] == 2]
+    assert len(inter) == grid.nnodes - 1
+    assert set((inter[:, send_count] * inter[:, send_nblocks]).tolist()) == {16}
+
+
+def test_grid_shapes() -> None:
+    grid = Grid(12, 4)
+    assert grid.nnodes == 3
+    assert grid.members(1, 5) == [4, 5, 6, 7]
+    assert grid.members(2, 5) == [1, 5, 9]
+    assert grid.members(0, 5) == list(range(12))
+    with pytest.raises(ShapeError, match="do not divide"):
+        Grid(6, 4)
+
+
+def test_unknown_phase_is_rejected() -> None:
+    assert "unknown phase algorithm" in phase_problem("nonesuch", "allgather")
+    assert "no reduce_scatter" in phase_problem("bruck", "reduce_scatter")
+    assert phase_problem("rd", "reduce_scatter") is None  # the recursive family mirrors to rh
+    with pytest.raises(ValueError):
+        hier_schedule("reduce_scatter", Grid(4, 2), 0, 2, False, "ring", "bruck")
