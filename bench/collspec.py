@@ -3,7 +3,10 @@ expected output, and the nccl-tests bus-bandwidth factor.
 
 Inputs are small integers, so every reduction over up to 256 ranks is exact in
 every dtype (float16 holds integers up to 2048 exactly) and the expected output
-is known bit for bit whatever order an algorithm reduces in.
+is known bit for bit whatever order an algorithm reduces in. One "marked" rank
+per element (rank i % p) contributes a value that grows with the element index,
+so the expected output differs from element to element (up to 1021 apart) and
+a block delivered to the wrong rank or the wrong place is caught.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collectives.call import CallSpec
 from collectives.dtypes import numpy_dtype
 
 #: filler for receive buffers, so an element the collective never wrote is caught
-SENTINEL = -7
+SENTINEL = -2047  # outside every expected value, exact in float16
 
 
 def busbw_factor(collective: str, nranks: int) -> float:
@@ -31,13 +34,21 @@ def gather_value(rank: int, index: np.ndarray) -> np.ndarray:
     return (rank * 131 + index * 7) % 1024
 
 
-def reduce_input(op: str, rank: int, index: np.ndarray) -> np.ndarray:
-    """Reduction input of ``rank`` at global element ``index``."""
-    if op == "sum":
-        return (rank + 3 * index) % 8 + 1
-    if op == "prod":
-        return np.where((rank + index) % 3 == 0, -1, 1)
-    return (rank * 5 + index * 3) % 64 - 32  # min, max
+MARK_PERIOD = 1021  # prime, so the marked values do not line up with power-of-two block sizes
+
+
+def reduce_input(op: str, rank: int, index: np.ndarray, nranks: int) -> np.ndarray:
+    """Reduction input of ``rank`` (of ``nranks``) at global element ``index``."""
+    marked = index % nranks == rank
+    grows = 1 + index % MARK_PERIOD
+    if op == "sum":  # total = (p - 1) * small + grows: at most 7 * 255 + 1021 < 2048
+        return np.where(marked, grows, (rank + 3 * index) % 8)
+    if op == "prod":  # +-grows
+        return np.where(marked, grows, np.where((rank + index) % 3 == 0, -1, 1))
+    # min and max: even elements are decided by the marked rank, odd ones by the spread of all ranks
+    spread = (rank * 37 + index * 11) % 1021 - 510
+    decided = (600 + index % 1021) * (-1 if op == "min" else 1)
+    return np.where(marked & (index % 2 == 0), decided, spread)
 
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
@@ -55,7 +66,7 @@ def make_buffers(call: CallSpec, rank: int) -> tuple[np.ndarray | None, np.ndarr
             return None, recv
         return own, recv
     length = call.count * (call.nranks if call.collective == "reduce_scatter" else 1)
-    data = reduce_input(call.op, rank, np.arange(length)).astype(dtype)
+    data = reduce_input(call.op, rank, np.arange(length), call.nranks).astype(dtype)
     if call.in_place:
         recv[:length] = data
         return None, recv
@@ -71,9 +82,9 @@ def expected_output(call: CallSpec, rank: int) -> np.ndarray:
     start = rank * call.count if call.collective == "reduce_scatter" else 0
     index = np.arange(start, start + call.count)
     combine = _COMBINE[call.op]
-    result = reduce_input(call.op, 0, index).astype(np.int64)
+    result = reduce_input(call.op, 0, index, call.nranks).astype(np.int64)
     for q in range(1, call.nranks):
-        result = combine(result, reduce_input(call.op, q, index))
+        result = combine(result, reduce_input(call.op, q, index, call.nranks))
     return result.astype(dtype)
 
 

@@ -137,7 +137,11 @@ def _follow(path: Path, position: int, on_row: Callable[[dict], None]) -> int:
             if not line.endswith("\n"):
                 return position
             position += len(line.encode())
-            on_row(json.loads(line))
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the end of a line cut by an earlier crash (read_parts skips it too)
+            on_row(row)
 
 
 def run_job(argv: list[str], env: dict[str, str], part: Path, log: Path, timeout_s: float,

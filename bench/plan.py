@@ -108,5 +108,7 @@ def expand(suite: Suite) -> list[Launch]:
                                         bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
                                         timing_mode=suite.timing.mode,
                                     ))
+        # Entries may overlap (a default algorithm listed again): each cell is measured once.
+        launch.cells = list({cell.key: cell for cell in launch.cells}.values())
         launches.append(launch)
     return launches

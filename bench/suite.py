@@ -90,10 +90,12 @@ def _impl_entry(value: Any) -> Any:
 
 
 class Suite(Strict):
-    name: str
+    #: names the run folder: letters, digits, ".", "_" and "-"
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
     description: str = ""
     collectives: Annotated[list[Collective], BeforeValidator(_one_or_many)] = Field(min_length=1)
-    implementations: list[Annotated[ImplEntry, BeforeValidator(_impl_entry)]] = Field(min_length=1)
+    implementations: Annotated[list[Annotated[ImplEntry, BeforeValidator(_impl_entry)]],
+                               BeforeValidator(_one_or_many)] = Field(min_length=1)
     #: rank counts (GPU counts on GPU runs), one MPI job each
     ranks: Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_one_or_many)] = Field(min_length=1)
     #: ranks per node; on one host this makes virtual nodes. Omitted: one node holds all ranks
@@ -129,7 +131,22 @@ def _pydantic_error_line(path: str, error: ValidationError) -> str:
     return f"{path}: {_format_location(loc)}: {message}{shown}"
 
 
+def _check_duplicates(path: str, suite: Suite) -> None:
+    """A value listed twice would plan the same cells twice; say so instead of guessing."""
+    lists = {name: getattr(suite, name) for name in ("collectives", "ranks", "dtype", "op", "placement")}
+    lists["implementations"] = suite.implementations
+    for index, entry in enumerate(suite.implementations):
+        for name in ("collectives", "algorithms", "intra", "inter"):
+            lists[f"implementations.{index}.{name}"] = getattr(entry, name)
+    for field, values in lists.items():
+        for position, value in enumerate(values):
+            if value in values[:position]:
+                shown = value.model_dump(exclude_defaults=True) if isinstance(value, BaseModel) else value
+                raise BadInput(path, f"{field}.{position}: {shown!r} is listed twice")
+
+
 def _check_consistency(path: str, suite: Suite) -> None:
+    _check_duplicates(path, suite)
     if suite.sizes.min > suite.sizes.max:
         raise BadInput(path, f"sizes: min ({suite.sizes.min} B) is larger than max ({suite.sizes.max} B)")
     if suite.timing.min_iters > suite.timing.iters:

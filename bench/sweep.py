@@ -16,10 +16,11 @@ from rich.console import Console
 from bench import console as screen
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.launch import Launcher, choose_launcher, run_job
+from bench.parts import append_rows, read_parts
 from bench.plan import Cell, Launch, expand
 from bench.provenance import provenance, recorded_env
 from bench.suite import Suite, load_suite, parse_suite
-from bench.table import SCHEMA_VERSION, build_tables, read_parts, write_run
+from bench.table import SCHEMA_VERSION, build_tables, write_run
 
 #: statuses that a resumed sweep keeps; the rest are measured again
 FINISHED = ("ok", "wrong", "unsupported", "skipped")
@@ -56,11 +57,11 @@ def _prepare_folder(folder: Path, where: str) -> None:
 
 def _open_run(options: SweepOptions) -> tuple[Suite, dict, Path, str]:
     """The suite, its raw form, the run folder and the run id (new or resumed)."""
+    if options.resume is not None and options.overrides:
+        raise BadInput("--set", "a resumed run keeps the suite it started with; --set cannot change it")
     if options.suite_raw is not None:
-        suite = parse_suite(options.suite_raw, options.suite_where)
-        run_id = _new_run_id(suite.name)
-        return suite, options.suite_raw, options.out or Path("results") / run_id, run_id
-    if options.resume is not None:
+        suite, raw = parse_suite(options.suite_raw, options.suite_where), options.suite_raw
+    elif options.resume is not None:
         folder = options.resume
         saved = folder / "suite.yaml"
         if not saved.exists():
@@ -69,7 +70,8 @@ def _open_run(options: SweepOptions) -> tuple[Suite, dict, Path, str]:
         suite = parse_suite(raw, str(saved))
         meta = json.loads((folder / "run.json").read_text()) if (folder / "run.json").exists() else {}
         return suite, raw, folder, meta.get("run_id", folder.name)
-    suite, raw = load_suite(options.suite_path, options.overrides)
+    else:
+        suite, raw = load_suite(options.suite_path, options.overrides)
     run_id = _new_run_id(suite.name)
     folder = options.out if options.out is not None else Path("results") / run_id
     if options.out is not None and (folder / "results.parquet").exists():
@@ -80,14 +82,6 @@ def _open_run(options: SweepOptions) -> tuple[Suite, dict, Path, str]:
 def _missing_rows(cells: list[Cell], seen: set[str], status: str, error: str) -> list[dict]:
     return [{**cell.to_dict(), "status": status, "error": error, "n_wrong": 0, "iters": 0, "samples_us": [],
              "timestamp": time.time()} for cell in cells if cell.key not in seen]
-
-
-def _append_rows(part: Path, rows: list[dict]) -> None:
-    with part.open("a") as handle:
-        for row in rows:
-            handle.write(json.dumps(row) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 def _run_launch(launch: Launch, todo: list[Cell], suite: Suite, launcher: Launcher, folder: Path,
@@ -120,7 +114,7 @@ def _run_launch(launch: Launch, todo: list[Cell], suite: Suite, launcher: Launch
         else:
             status, error = "failed", f"MPI job exited with {outcome.returncode} before this cell. {tail}"
         rows = [{**row, "launch_id": launch.launch_id} for row in _missing_rows(todo, seen, status, error)]
-        _append_rows(part, rows)
+        append_rows(part, rows)
         for row in rows:
             on_row(row)
 

@@ -78,6 +78,9 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Write through a temp file in the same folder, then rename over ``path``."""
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(handle)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(temp, 0o666 & ~umask)  # mkstemp makes 0600; results are as readable as any other file
     try:
         write(Path(temp))
         os.replace(temp, path)
@@ -91,16 +94,3 @@ def write_run(folder: Path, results: pd.DataFrame, samples: pd.DataFrame, meta: 
     atomic_write(folder / "results.csv", lambda p: results.to_csv(p, index=False))
     atomic_write(folder / "samples.parquet", lambda p: samples.to_parquet(p, index=False))
     atomic_write(folder / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2, default=str) + "\n"))
-
-
-def read_parts(folder: Path) -> list[dict]:
-    """Every complete row of a run's part files; the last row of a cell wins (a rerun replaces it)."""
-    by_key: dict[str, dict] = {}
-    for part in sorted((folder / "parts").glob("*.jsonl")):
-        for line in part.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash mid-write
-            by_key[row["cell_key"]] = row
-    return list(by_key.values())

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import mpi4py
 
@@ -24,6 +25,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from bench import collspec  # noqa: E402
+from bench.parts import append_rows  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
 from collectives.topology import ShapeError, Topology, topology  # noqa: E402
@@ -88,23 +90,16 @@ def main(plan_path: str) -> int:
         raise SystemExit(f"worker: launched on {comm.size} ranks, plan wants {plan['nranks']}")
     _disable_numpy_hugepages()
     topo, facts = launch_facts(comm, plan["requested_ranks_per_node"])
-    part = open(plan["part"], "a") if comm.rank == 0 else None
-    try:
-        for cell in plan["cells"]:
-            if comm.rank == 0:
-                print(json.dumps({"event": "start", "cell_key": cell["cell_key"]}), flush=True)
-            started = time.time()
-            # A shape that does not fit fails every cell of the launch with the reason.
-            result = run_cell(topo, cell, plan["timing"], plan["check"]) if topo else {}
-            if part is not None:
-                row = {**cell, **plan["row_extra"], **facts, **result, "timestamp": started,
-                       "launch_id": plan["launch_id"]}
-                part.write(json.dumps(row) + "\n")
-                part.flush()
-                os.fsync(part.fileno())
-    finally:
-        if part is not None:
-            part.close()
+    part = Path(plan["part"])
+    for cell in plan["cells"]:
+        if comm.rank == 0:
+            print(json.dumps({"event": "start", "cell_key": cell["cell_key"]}), flush=True)
+        started = time.time()
+        # A shape that does not fit fails every cell of the launch with the reason.
+        result = run_cell(topo, cell, plan["timing"], plan["check"]) if topo else {}
+        if comm.rank == 0:
+            append_rows(part, [{**cell, **plan["row_extra"], **facts, **result, "timestamp": started,
+                                "launch_id": plan["launch_id"]}])
     return 0
 
 

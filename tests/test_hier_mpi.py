@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import MPI_SCRIPTS, describe, run_mpi
 
 SHAPES = [(p, per_node) for p in (1, 2, 3, 4, 5, 6, 8) for per_node in (1, 2, 3, 4) if p % per_node == 0]

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from bench.cli import env_cmd, run_cmd, suites_cmd, tune_cmd
-from bench.errors import EXIT_BAD_INPUT, EXIT_CODES_HELP, BadInput
+from bench.errors import EXIT_BAD_INPUT, EXIT_CODES_HELP, EXIT_INTERRUPTED, BadInput
 
 app = typer.Typer(
     name="pccl-bench",
@@ -30,18 +30,17 @@ app.command("tune")(tune_cmd.tune)
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors become one line on stderr and exit code 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode, typer returns the code of typer.Exit instead of exiting.
+        code = app(args=argv, standalone_mode=False)
     except BadInput as error:
         print(f"pccl-bench: error: {error}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
-    except typer.Exit as done:
-        sys.exit(done.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        sys.exit(130)
-    except Exception as error:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(error, click.ClickException):
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as error:
+        # Usage errors of the click that typer vendors: one line, exit 2. Bugs keep their traceback.
+        if hasattr(error, "format_message") and hasattr(error, "exit_code"):
             print(f"pccl-bench: error: {error.format_message()}", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
         raise
+    sys.exit(code if isinstance(code, int) else 0)

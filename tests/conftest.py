@@ -1,0 +1,136 @@
+"""Shared helpers: find mpiexec, run scripts under MPI, run the CLI as a subprocess.
+
+Multi-rank tests never initialise MPI inside the pytest process: they spawn
+``mpiexec -n N python script`` (REFERENCE.md §5), which works with every MPI.
+Every subprocess gets this checkout first on PYTHONPATH, so the tests exercise
+the tree they live in.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+MPI_SCRIPTS = TESTS / "mpi_scripts"
+
+#: every run of the CLI or of mpiexec is killed after this long unless a test says otherwise
+DEFAULT_TIMEOUT_S = 120
+
+
+def find_mpiexec() -> str | None:
+    """mpiexec beside this Python (the venv's MPICH wheel), then $MPIEXEC, then PATH."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.exists():
+        return str(beside)
+    from_env = os.environ.get("MPIEXEC")
+    if from_env:
+        return from_env
+    return shutil.which("mpiexec")
+
+
+def subprocess_env(nranks: int = 1, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child process: this checkout importable, MPI tuned for the core count."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    # The same settings the sweep launcher gives its jobs (oversubscription aids only when ranks
+    # outnumber cores; harmful otherwise).
+    from bench.launch import Launcher, mpi_flavour
+
+    env.update(Launcher("mpiexec", mpi_flavour()).job_env(nranks, {}))
+    # Open MPI refuses root and oversubscription unless told (harmless for MPICH).
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env.setdefault("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe")
+    env.update(extra or {})
+    return env
+
+
+def _run(argv: list[str], *, timeout: float, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run ``argv`` in its own process group; on timeout kill the whole group (every MPI rank)."""
+    process = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                process.wait(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        stdout, stderr = process.communicate()
+        pytest.fail(f"timed out after {timeout} s: {' '.join(argv)}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def run_mpi(
+    n: int,
+    script_path: str | Path,
+    *args: object,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """``mpiexec -n N python script args...`` from the repository root; skips if there is no mpiexec."""
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        pytest.skip("no mpiexec beside this Python, in $MPIEXEC or on PATH")
+    argv = [mpiexec, "-n", str(n), sys.executable, str(script_path), *map(str, args)]
+    return _run(argv, timeout=timeout, cwd=ROOT, env=subprocess_env(n, env))
+
+
+def run_cli(
+    *args: object,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """``python -m bench args...`` from the repository root (or ``cwd``)."""
+    argv = [sys.executable, "-m", "bench", *map(str, args)]
+    return _run(argv, timeout=timeout, cwd=cwd or ROOT, env=subprocess_env(1, env))
+
+
+def describe(result: subprocess.CompletedProcess) -> str:
+    """A failed subprocess, readable in an assertion message."""
+    return (
+        f"command: {' '.join(map(str, result.args))}\nexit code: {result.returncode}\n"
+        f"--- stdout ---\n{result.stdout[-4000:]}\n--- stderr ---\n{result.stderr[-4000:]}"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "mpi: spawns mpiexec as a subprocess")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if find_mpiexec() is not None:
+        return
+    skip = pytest.mark.skip(reason="no mpiexec beside this Python, in $MPIEXEC or on PATH")
+    for item in items:
+        if "mpi" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT

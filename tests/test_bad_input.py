@@ -1,0 +1,355 @@
+"""Bad input through the real CLI: exit code 2, one line on stderr naming the
+file or field and the bad value, no traceback, and no result files written.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import describe, run_cli
+
+GOOD = {
+    "name": "tiny",
+    "collectives": ["allgather", "reduce_scatter", "allreduce"],
+    "implementations": ["mpi", {"impl": "pccl-flat", "algorithms": ["ring"]}],
+    "ranks": [2],
+    "sizes": {"min": "8B", "max": "64B"},
+    "timing": {"warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0},
+    "timeout_s": 60,
+}
+RESULT_FILES = ("results.parquet", "results.csv", "samples.parquet", "meta.json")
+
+
+def suite_text(**changes) -> str:
+    raw = copy.deepcopy(GOOD)
+    raw.update(changes)
+    return yaml.safe_dump(raw, sort_keys=False)
+
+
+@dataclass
+class Case:
+    """One bad invocation. ``argv`` gets (suite path, out folder, tmp_path); ``{suite}``/``{out}``
+    in ``needles`` are replaced by those paths."""
+
+    id: str
+    argv: Callable[[Path, Path, Path], list[str]]
+    needles: list[str]
+    suite: str | None = field(default_factory=suite_text)
+
+
+def sweep(*extra: str) -> Callable[[Path, Path, Path], list[str]]:
+    return lambda suite, out, tmp: ["run", "sweep", str(suite), "--out", str(out), *extra]
+
+
+def point(*extra: str) -> Callable[[Path, Path, Path], list[str]]:
+    return lambda suite, out, tmp: ["run", "point", "--out", str(out), *extra]
+
+
+CASES = [
+    Case(
+        "malformed-yaml",
+        sweep(),
+        ["{suite}", "malformed YAML"],
+        suite="name: tiny\ncollectives: [allgather\nranks: [2]\n",
+    ),
+    Case("tab-indented-yaml", sweep(), ["{suite}", "malformed YAML"], suite="name: tiny\n\tranks: [2]\n"),
+    Case("unknown-top-level-key", sweep(), ["{suite}", "bogus", "unknown field"], suite=suite_text(bogus=1)),
+    Case(
+        "unknown-nested-key",
+        sweep(),
+        ["{suite}", "timing.itrs", "unknown field"],
+        suite=suite_text(timing={"itrs": 3}),
+    ),
+    Case(
+        "unknown-implementation",
+        sweep(),
+        ["{suite}", "implementations.0", "nccl2"],
+        suite=suite_text(implementations=["nccl2"]),
+    ),
+    Case(
+        "unknown-algorithm",
+        sweep(),
+        ["{suite}", "implementations.0.algorithms.0", "bruck9"],
+        suite=suite_text(implementations=[{"impl": "pccl-flat", "algorithms": ["bruck9"]}]),
+    ),
+    Case(
+        "size-in-parsecs",
+        sweep(),
+        ["{suite}", "sizes.min", "4 parsecs"],
+        suite=suite_text(sizes={"min": "4 parsecs", "max": "1MiB"}),
+    ),
+    Case(
+        "fractional-size",
+        sweep(),
+        ["{suite}", "sizes.max", "1.5K"],
+        suite=suite_text(sizes={"min": "8", "max": "1.5K"}),
+    ),
+    Case(
+        "sizes-min-above-max",
+        sweep(),
+        ["{suite}", "sizes", "min", "1024", "64"],
+        suite=suite_text(sizes={"min": "1KiB", "max": "64B"}),
+    ),
+    Case("zero-ranks", sweep(), ["{suite}", "ranks.0", "got 0"], suite=suite_text(ranks=[0])),
+    Case("negative-ranks", sweep(), ["{suite}", "ranks.1", "-4"], suite=suite_text(ranks=[2, -4])),
+    Case(
+        "ranks-not-divisible",
+        sweep(),
+        ["{suite}", "ranks.1", "6", "ranks_per_node=4"],
+        suite=suite_text(ranks=[4, 6], ranks_per_node=4),
+    ),
+    Case("wrong-dtype", sweep(), ["{suite}", "dtype", "bfloat16"], suite=suite_text(dtype="bfloat16")),
+    Case("wrong-op", sweep(), ["{suite}", "op", "avg"], suite=suite_text(op="avg")),
+    Case(
+        "min-iters-above-iters",
+        sweep(),
+        ["{suite}", "timing.min_iters", "9"],
+        suite=suite_text(timing={"iters": 3, "min_iters": 9}),
+    ),
+    Case("suite-is-a-list", sweep(), ["{suite}", "mapping", "list"], suite="- allgather\n- allreduce\n"),
+    Case("suite-is-empty", sweep(), ["{suite}", "mapping"], suite=""),
+    Case(
+        "missing-required-field",
+        sweep(),
+        ["{suite}", "sizes", "missing"],
+        suite=yaml.safe_dump({k: v for k, v in GOOD.items() if k != "sizes"}),
+    ),
+    Case(
+        "missing-suite-file",
+        lambda suite, out, tmp: ["run", "sweep", str(tmp / "nope.yaml"), "--out", str(out)],
+        ["nope.yaml", "not found"],
+        suite=None,
+    ),
+    Case(
+        "suite-is-a-folder",
+        lambda suite, out, tmp: ["run", "sweep", str(tmp), "--out", str(out)],
+        ["{tmp}"],
+        suite=None,
+    ),
+    Case(
+        "out-under-a-regular-file",
+        lambda suite, out, tmp: ["run", "sweep", str(suite), "--out", str(suite / "run")],
+        ["--out", "{suite}/run"],
+    ),
+    Case("bad-set-syntax", sweep("--set", "timing.iters"), ["--set", "timing.iters"]),
+    Case("bad-set-yaml", sweep("--set", "ranks=[2"), ["--set", "ranks", "[2"]),
+    Case("set-into-a-scalar", sweep("--set", "name.first=x"), ["--set", "name.first"]),
+    Case("set-invalid-value", sweep("--set", "timing.iters=0"), ["timing.iters", "got 0"]),
+    Case("set-unknown-field", sweep("--set", "colectives=[allgather]"), ["colectives", "unknown field"]),
+    Case("unknown-launcher", sweep("--launcher", "slurmx"), ["--launcher", "slurmx"]),
+    Case(
+        "resume-not-a-run",
+        lambda suite, out, tmp: ["run", "sweep", "--resume", str(tmp / "elsewhere")],
+        ["--resume", "{tmp}/elsewhere"],
+    ),
+    Case(
+        "dry-run-of-a-bad-suite",
+        sweep("--dry-run"),
+        ["{suite}", "dtype", "bfloat16"],
+        suite=suite_text(dtype="bfloat16"),
+    ),
+    Case("point-size-in-parsecs", point("-b", "4 parsecs"), ["sizes.min", "4 parsecs"]),
+    Case("point-zero-ranks", point("-np", "0"), ["ranks", "got 0"]),
+    Case("point-negative-ranks", point("-np", "-3"), ["ranks", "-3"]),
+    Case("point-unknown-collective", point("-C", "alltoall"), ["collectives", "alltoall"]),
+    Case("point-unknown-impl", point("-i", "nccl2"), ["implementations", "nccl2"]),
+    Case("point-unknown-algorithm", point("-i", "pccl-flat", "-a", "bruck9"), ["algorithms", "bruck9"]),
+    Case("point-wrong-dtype", point("-d", "bfloat16"), ["dtype", "bfloat16"]),
+    Case("point-factor-one", point("-f", "1"), ["sizes.factor", "1"]),
+    Case("point-min-above-max", point("-b", "1M", "-e", "1K"), ["sizes", "min", "max"]),
+    Case(
+        "point-ranks-not-divisible",
+        point("-np", "3", "--ranks-per-node", "2"),
+        ["ranks", "3", "ranks_per_node"],
+    ),
+    Case("point-unknown-launcher", point("--launcher", "pbs"), ["--launcher", "pbs"]),
+]
+
+
+def assert_bad_input(result, out: Path, needles: list[str]) -> None:
+    everything = result.stdout + result.stderr
+    assert "Traceback" not in everything, describe(result)
+    assert result.returncode == 2, describe(result)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, f"stderr must be exactly one line\n{describe(result)}"
+    assert lines[0].startswith("pccl-bench: error:"), describe(result)
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} missing from the error line\n{describe(result)}"
+    for name in RESULT_FILES:
+        assert not (out / name).exists(), f"bad input wrote {name}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input(case: Case, tmp_path: Path):
+    suite = tmp_path / "suite.yaml"
+    if case.suite is not None:
+        suite.write_text(case.suite)
+    out = tmp_path / "out"
+    argv = case.argv(suite, out, tmp_path)
+    needles = [
+        n.replace("{suite}", str(suite)).replace("{out}", str(out)).replace("{tmp}", str(tmp_path))
+        for n in case.needles
+    ]
+    result = run_cli(*argv, timeout=60)
+    assert_bad_input(result, out, needles)
+
+
+def test_corpus_is_big_enough():
+    assert len(CASES) >= 14
+
+
+def test_out_folder_that_already_holds_a_run_is_refused(tmp_path: Path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(suite_text())
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.parquet").write_bytes(b"an earlier run")
+    result = run_cli("run", "sweep", suite, "--out", out, timeout=60)
+    everything = result.stdout + result.stderr
+    assert "Traceback" not in everything, describe(result)
+    assert result.returncode == 2, describe(result)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pccl-bench: error:"), describe(result)
+    assert "--out" in lines[0] and str(out) in lines[0] and "already holds a run" in lines[0]
+    assert (out / "results.parquet").read_bytes() == b"an earlier run"
+    assert sorted(p.name for p in out.iterdir()) == ["results.parquet"], "nothing else may be written"
+
+
+# ---------------------------------------------------------------- suites validate
+
+VALIDATE_CASES = [
+    ("malformed-yaml", "name: [a\n", ["malformed YAML"]),
+    ("unknown-key", suite_text(bogus=1), ["bogus", "unknown field"]),
+    ("unknown-implementation", suite_text(implementations=["nccl2"]), ["nccl2"]),
+    ("size-in-parsecs", suite_text(sizes={"min": "4 parsecs", "max": 64}), ["sizes.min", "4 parsecs"]),
+    ("list-not-mapping", "- a\n", ["mapping", "list"]),
+]
+
+
+@pytest.mark.parametrize(("text", "needles"), [c[1:] for c in VALIDATE_CASES], ids=[c[0] for c in VALIDATE_CASES])
+def test_suites_validate_reports_one_line(tmp_path: Path, text: str, needles: list[str]):
+    path = tmp_path / "suite.yaml"
+    path.write_text(text)
+    result = run_cli("suites", "validate", path, timeout=60)
+    assert "Traceback" not in result.stdout + result.stderr, describe(result)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pccl-bench: error:"), describe(result)
+    assert str(path) in lines[0]
+    for needle in needles:
+        assert needle in lines[0], describe(result)
+
+
+@pytest.mark.parametrize(("text", "needles"), [c[1:] for c in VALIDATE_CASES], ids=[c[0] for c in VALIDATE_CASES])
+def test_suites_validate_bad_suite_exits_2(tmp_path: Path, text: str, needles: list[str]):
+    path = tmp_path / "suite.yaml"
+    path.write_text(text)
+    result = run_cli("suites", "validate", path, timeout=60)
+    assert result.returncode == 2, describe(result)
+
+
+def test_suites_validate_one_bad_among_good_exits_2(tmp_path: Path, repo_root: Path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(suite_text(ranks=[0]))
+    result = run_cli("suites", "validate", repo_root / "suites" / "smoke.yaml", path, timeout=60)
+    assert ": ok (" in result.stdout
+    assert result.returncode == 2, describe(result)
+
+
+def test_suites_validate_missing_file(tmp_path: Path):
+    result = run_cli("suites", "validate", tmp_path / "nope.yaml", timeout=60)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "nope.yaml" in lines[0] and "not found" in lines[0], describe(result)
+
+
+# ---------------------------------------------------------------- command-line usage errors
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "sweep", "--bogus"],
+        ["run", "point", "-np", "abc"],
+        ["run", "point", "-n", "many"],
+        ["run", "sweepx"],
+    ],
+    ids=["unknown-option", "non-integer-ranks", "non-integer-iters", "unknown-command"],
+)
+def test_usage_errors_are_one_line_exit_2(tmp_path: Path, argv: list[str]):
+    result = run_cli(*argv, timeout=60)
+    assert "Traceback" not in result.stdout + result.stderr, describe(result)
+    assert result.returncode == 2, describe(result)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pccl-bench: error:"), describe(result)
+
+
+# ---------------------------------------------------------------- an existing run survives bad input
+
+
+def _fingerprint(folder: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """One real, tiny 2-rank sweep (about a second)."""
+    base = tmp_path_factory.mktemp("finished")
+    suite = base / "suite.yaml"
+    suite.write_text(suite_text(collectives=["allgather"], sizes={"min": "8B", "max": "16B"}))
+    out = base / "run"
+    result = run_cli("run", "sweep", suite, "--out", out, timeout=120)
+    assert result.returncode == 0, describe(result)
+    assert (out / "results.parquet").exists()
+    return out
+
+
+BAD_AFTER_RUN = {
+    "same-suite-again": lambda suite, out: ["run", "sweep", str(suite), "--out", str(out)],
+    "bad-suite": lambda suite, out: ["run", "sweep", str(suite.with_name("bad.yaml")), "--out", str(out)],
+    "bad-set": lambda suite, out: ["run", "sweep", str(suite), "--out", str(out), "--set", "ranks=[0]"],
+    "bad-launcher": lambda suite, out: ["run", "sweep", str(suite), "--out", str(out), "--launcher", "x"],
+    "missing-suite": lambda suite, out: [
+        "run",
+        "sweep",
+        str(suite.with_name("nope.yaml")),
+        "--out",
+        str(out),
+    ],
+    "bad-point": lambda suite, out: ["run", "point", "--out", str(out), "-b", "4 parsecs"],
+}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", list(BAD_AFTER_RUN))
+def test_bad_input_does_not_touch_an_existing_run(finished_run: Path, tmp_path: Path, name: str):
+    out = tmp_path / "run"
+    shutil.copytree(finished_run, out)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(suite_text(collectives=["allgather"], sizes={"min": "8B", "max": "16B"}))
+    (tmp_path / "bad.yaml").write_text(suite_text(dtype="bfloat16"))
+    before = _fingerprint(out)
+    result = run_cli(*BAD_AFTER_RUN[name](suite, out), timeout=60)
+    assert result.returncode == 2, describe(result)
+    assert "Traceback" not in result.stdout + result.stderr, describe(result)
+    assert len(result.stderr.splitlines()) == 1, describe(result)
+    assert _fingerprint(out) == before, "a refused invocation changed the existing run folder"
+
+
+@pytest.mark.mpi
+def test_point_refuses_an_out_folder_that_holds_a_run(finished_run: Path, tmp_path: Path):
+    out = tmp_path / "run"
+    shutil.copytree(finished_run, out)
+    before = _fingerprint(out)
+    result = run_cli("run", "point", "--out", out, "-b", "8", "-e", "8", "-n", "1", "-w", "0", timeout=120)
+    assert _fingerprint(out) == before, "run point rewrote an existing run"
+    assert result.returncode == 2, describe(result)
