@@ -12,7 +12,8 @@ from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
 from collectives.shapes import total_count
 
-#: the fields that say which measurement a row is (the gate matches on these)
+#: the fields that say which measurement a row is (the gate matches on these; repeats of a
+#: cell in separate launches share them and differ in ``repeat``)
 CELL_KEY = (
     "collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
     "dtype", "op", "placement", "count_per_rank", "timing_mode",
@@ -38,11 +39,12 @@ class Cell:
     bytes_per_rank: int
     bytes_total: int
     timing_mode: str
+    repeat: int = 0
 
     @property
     def key(self) -> str:
-        """Stable id of the measurement (same cell in another run = same key)."""
-        values = json.dumps([getattr(self, name) for name in CELL_KEY])
+        """Stable id of one measurement (the same cell and repeat in another run = the same key)."""
+        values = json.dumps([getattr(self, name) for name in (*CELL_KEY, "repeat")])
         return sha1(values.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
@@ -80,9 +82,10 @@ def counts_for(collective: str, nranks: int, dtype: str, sizes: list[int], seman
 def expand(suite: Suite) -> list[Launch]:
     sizes = geometric(suite.sizes.min, suite.sizes.max, suite.sizes.factor)
     launches: list[Launch] = []
-    for nranks in suite.ranks:
+    for repeat, nranks in ((r, n) for r in range(suite.repeats) for n in suite.ranks):
         per_node = suite.ranks_per_node or nranks
-        launch = Launch(f"n{nranks}-rpn{per_node}-{suite.device}", nranks, per_node, suite.device,
+        suffix = f"-r{repeat}" if suite.repeats > 1 else ""
+        launch = Launch(f"n{nranks}-rpn{per_node}-{suite.device}{suffix}", nranks, per_node, suite.device,
                         suite.ranks_per_node)
         for collective in suite.collectives:
             for entry in suite.implementations:
@@ -106,9 +109,14 @@ def expand(suite: Suite) -> list[Launch]:
                                         dtype=dtype, op=op, placement=placement, count_per_rank=count,
                                         bytes_per_rank=count * itemsize(dtype),
                                         bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
-                                        timing_mode=suite.timing.mode,
+                                        timing_mode=suite.timing.mode, repeat=repeat,
                                     ))
         # Entries may overlap (a default algorithm listed again): each cell is measured once.
-        launch.cells = list({cell.key: cell for cell in launch.cells}.values())
+        cells = list({cell.key: cell for cell in launch.cells}.values())
+        # Implementations take turns at each size, so slow drift of the machine (or of the MPI
+        # library's internal state) lands on all of them alike: side by side means adjacent in time.
+        position = {cell.key: index for index, cell in enumerate(cells)}
+        launch.cells = sorted(cells, key=lambda c: (c.collective, c.dtype, c.op, c.placement, c.count_per_rank,
+                                                    position[c.key]))
         launches.append(launch)
     return launches

@@ -108,6 +108,8 @@ class Suite(Strict):
     timing: Timing = Timing()
     #: check every result bit for bit before timing it
     check: bool = True
+    #: run every launch this many times, as separate MPI jobs (gates pool samples over launches)
+    repeats: int = Field(1, ge=1, le=100)
     #: seconds one MPI job may run before it is killed
     timeout_s: float = Field(300, gt=0)
     #: extra environment for every rank (recorded in the table's provenance)

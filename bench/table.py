@@ -29,7 +29,7 @@ COLUMNS = [
     # where
     "device", "nranks", "nnodes", "ranks_per_node", "virtual_nodes", "hosts",
     # size
-    "dtype", "op", "count_per_rank", "bytes_per_rank", "bytes_total", "placement",
+    "dtype", "op", "count_per_rank", "bytes_per_rank", "bytes_total", "placement", "repeat",
     # timing
     "timing_mode", "warmup", "iters", "time_us_min", "time_us_p50", "time_us_mean", "time_us_p95",
     "time_us_p99", "time_us_max", "time_us_std", "algbw_gbps", "busbw_gbps",
@@ -38,8 +38,9 @@ COLUMNS = [
     # provenance (full detail in meta.json)
     "mpi_thread_level", "oversubscribed", "tool_version", "git_sha", "schema_version",
 ]
-STATUSES = ("ok", "wrong", "failed", "timeout", "skipped", "unsupported")
-SAMPLE_COLUMNS = ["run_id", "cell_key", *CELL_KEY, "launch_id", "iteration", "time_us"]
+#: "modelled": rows that an analytical model produced rather than a measurement
+STATUSES = ("ok", "wrong", "failed", "timeout", "skipped", "unsupported", "modelled")
+SAMPLE_COLUMNS = ["run_id", "cell_key", *CELL_KEY, "repeat", "launch_id", "iteration", "time_us"]
 
 
 def timing_stats(samples_us: list[float], bytes_total: int, collective: str, nranks: int) -> dict:

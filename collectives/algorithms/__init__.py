@@ -65,6 +65,8 @@ def phase_algorithm(spec: str, phase: str) -> str:
 
 def unsupported_reason(collective: str, algorithm: str) -> str | None:
     """None if ``algorithm`` can run ``collective``, else why not."""
+    if collective == "allreduce" and supports(algorithm, "allreduce"):
+        return None
     parts = split_allreduce(algorithm) if collective == "allreduce" else [(collective, algorithm)]
     for phase, name in parts:
         name = phase_algorithm(name, phase)
@@ -93,6 +95,8 @@ def schedule_for(collective: str, algorithm: str, nranks: int, rank: int, count:
     if collective == "reduce_scatter":
         return ALGORITHMS[phase_algorithm(algorithm, collective)].reduce_scatter(
             nranks, rank, ContiguousLayout(source, (count,) * nranks), Block(RECV, 0, count))
+    if supports(algorithm, "allreduce"):  # an all-reduce schedule of its own
+        return ALGORITHMS[algorithm].allreduce(nranks, rank, Block(source, 0, count), Block(RECV, 0, count))
     # All-reduce: reduce-scatter uneven blocks of the buffer, each rank's result left at
     # its own position, then all-gather those blocks in place.
     (_, rs_name), (_, ag_name) = split_allreduce(algorithm)
@@ -111,4 +115,4 @@ def own_block_copy(layout: Layout, rank: int, in_place: bool) -> Schedule:
     return steps.build()
 
 
-from collectives.algorithms import bruck, recursive, ring  # noqa: E402,F401  (registers)
+from collectives.algorithms import bruck, exchange, recursive, ring  # noqa: E402,F401  (registers)

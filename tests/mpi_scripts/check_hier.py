@@ -25,7 +25,7 @@ from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
 from collectives.topology import topology  # noqa: E402
 
-FLAT = ["ring", "rd", "bruck", "rh+bruck", "ring+rd"]
+FLAT = ["ring", "rd", "bruck", "rh+bruck", "ring+rd", "rdfull"]
 PHASES = ["ring", "rd", "bruck", "mpi"]
 DTYPE_OPS = [("float32", "sum"), ("int32", "max")]
 
