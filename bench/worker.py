@@ -24,7 +24,7 @@ mpi4py.rc.thread_level = os.environ.get("PCCL_BENCH_THREAD_LEVEL", "single")
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from bench import collspec  # noqa: E402
+from bench import collspec, faults  # noqa: E402
 from bench.parts import append_rows  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
@@ -42,7 +42,8 @@ def _disable_numpy_hugepages() -> None:
         pass
 
 
-def run_cell(topo: Topology, cell: dict, timing: dict, check: bool) -> dict:
+def run_cell(topo: Topology, cell: dict, timing: dict, check: bool, where: tuple[int, str]) -> dict:
+    """Check, then time, one cell. ``where``: (index in the launch, launch id), for fault injection."""
     from cython_ext.timing import time_op
 
     comm = topo.comm
@@ -60,6 +61,7 @@ def run_cell(topo: Topology, cell: dict, timing: dict, check: bool) -> dict:
     sendbuf, recvbuf = collspec.make_buffers(call, comm.rank)
     op = implementation.build(topo, call, sendbuf, recvbuf)
     op()
+    faults.before_check(comm.rank, *where, recvbuf)
     if check:
         row["n_wrong"] = comm.allreduce(collspec.count_wrong(call, comm.rank, recvbuf), op=MPI.SUM)
     if row["n_wrong"]:
@@ -91,12 +93,12 @@ def main(plan_path: str) -> int:
     _disable_numpy_hugepages()
     topo, facts = launch_facts(comm, plan["requested_ranks_per_node"])
     part = Path(plan["part"])
-    for cell in plan["cells"]:
+    for index, cell in enumerate(plan["cells"]):
         if comm.rank == 0:
             print(json.dumps({"event": "start", "cell_key": cell["cell_key"]}), flush=True)
         started = time.time()
         # A shape that does not fit fails every cell of the launch with the reason.
-        result = run_cell(topo, cell, plan["timing"], plan["check"]) if topo else {}
+        result = run_cell(topo, cell, plan["timing"], plan["check"], (index, plan["launch_id"])) if topo else {}
         if comm.rank == 0:
             append_rows(part, [{**cell, **plan["row_extra"], **facts, **result, "timestamp": started,
                                 "launch_id": plan["launch_id"]}])
