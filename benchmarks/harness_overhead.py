@@ -25,8 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def spawn(args: argparse.Namespace) -> int:
     beside = Path(sys.executable).parent / "mpiexec"
     mpiexec = str(beside) if beside.exists() else os.environ.get("MPIEXEC", "mpiexec")
-    env = {**os.environ, "PCCL_BENCH_OVERHEAD_CHILD": "1", "MALLOC_MMAP_THRESHOLD_": "33554432",
-           "MALLOC_TRIM_THRESHOLD_": "67108864", "PYTHONPATH": str(ROOT)}
+    from bench.launch import Launcher, mpi_flavour
+
+    # The environment the sweep launcher gives its jobs (oversubscription aids included).
+    job_env = Launcher("mpiexec", mpi_flavour()).job_env(args.nranks, {})
+    env = {**os.environ, **job_env, "PCCL_BENCH_OVERHEAD_CHILD": "1", "PYTHONPATH": str(ROOT)}
     argv = [mpiexec, "-n", str(args.nranks), sys.executable, __file__, "--iters", str(args.iters),
             "--max-bytes", str(args.max_bytes)]
     return subprocess.run(argv, env=env).returncode
