@@ -294,3 +294,25 @@ def test_scratch_stays_above_base() -> None:
                     used &= steps[:, C["action"]] > 0
                 assert (steps[used, C[f"{prefix}_off"]] >= base).all()
             assert schedule.scratch <= base + 2 * sum(layout.counts)
+
+
+# --- whole-buffer all-reduce ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nranks", [*range(1, 34), 64, 100])
+def test_rdfull_allreduce_is_exact(nranks: int) -> None:
+    from bench.collspec import count_wrong, make_buffers
+    from collectives.call import CallSpec
+
+    for in_place, count, op in [(False, 1, "sum"), (True, 5, "max"), (False, 3, "prod"), (True, 2, "sum")]:
+        call = CallSpec("allreduce", nranks, count, "float32", op, in_place)
+        schedules = [schedule_for("allreduce", "rdfull", nranks, r, count, in_place) for r in range(nranks)]
+        buffers = [make_buffers(call, r) for r in range(nranks)]
+        sends = [np.zeros(0, np.float32) if s is None else s for s, _ in buffers]
+        recvs = [r for _, r in buffers]
+        simulate(schedules, sends, recvs, op)
+        assert sum(count_wrong(call, r, recvs[r]) for r in range(nranks)) == 0, (nranks, in_place, count, op)
+        power_of_two = nranks & (nranks - 1) == 0
+        expected_steps = (nranks.bit_length() - 1) + (0 if power_of_two else 2)
+        communicating = [row for row in schedules[0].steps if row[1] >= 0 or row[7] >= 0]
+        assert len(communicating) <= expected_steps

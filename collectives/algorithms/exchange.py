@@ -47,13 +47,7 @@ class WholeBufferDoubling:
                 steps.step(send=(peer, current), recv=(peer, incoming), reduce=(current, incoming, result))
                 current = result
             distance *= 2
-        if fold.extra:
-            if role == "extra":
-                steps.step(recv=(rank - 1, result))
-            elif role == "partner":
-                steps.step(send=(rank + 1, result))
-            else:
-                steps.step()
+        fold.hand_back(steps, rank, result)
         if current != result and role != "extra":  # p == 1 out of place
             steps.step(copy=(source, result))
         return steps.build()

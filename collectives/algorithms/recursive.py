@@ -55,6 +55,18 @@ class _Fold:
     def first_block(self, virtual: int) -> int:
         return 2 * virtual if virtual <= self.extra else virtual + self.extra
 
+    def hand_back(self, steps: StepList, rank: int, block: Block) -> None:
+        """The fold's last row: each partner sends ``block`` to its extra rank (others idle)."""
+        if not self.extra:
+            return
+        role = self.pair(rank)
+        if role == "extra":
+            steps.step(recv=(rank - 1, block))
+        elif role == "partner":
+            steps.step(send=(rank + 1, block))
+        else:
+            steps.step()
+
     def pair(self, rank: int) -> str:
         """'extra', 'partner' (of rank + 1) or 'core' (no partner)."""
         if rank >= 2 * self.extra:
@@ -117,13 +129,7 @@ class RecursiveDoubling:
                 steps.step(send=(peer, layout.span(*fold.blocks(mine, distance))),
                            recv=(peer, layout.span(*fold.blocks(mine ^ distance, distance))))
             distance *= 2
-        if fold.extra:
-            if role == "extra":
-                steps.step(recv=(rank - 1, layout.span(0, nranks)))
-            elif role == "partner":
-                steps.step(send=(rank + 1, layout.span(0, nranks)))
-            else:
-                steps.step()
+        fold.hand_back(steps, rank, layout.span(0, nranks))
         return steps.build()
 
 
