@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from collectives.algorithms import ALGORITHMS, own_block_copy, schedule_for, supports
-from collectives.schedule import RECV, SEND, Block, ContiguousLayout, Schedule, StridedLayout
+from collectives.schedule import COLUMNS, RECV, SEND, Block, ContiguousLayout, Schedule, StridedLayout
 from collectives.shapes import buffer_counts, even_blocks
 from collectives.simulate import C, simulate
 
@@ -314,5 +314,6 @@ def test_rdfull_allreduce_is_exact(nranks: int) -> None:
         assert sum(count_wrong(call, r, recvs[r]) for r in range(nranks)) == 0, (nranks, in_place, count, op)
         power_of_two = nranks & (nranks - 1) == 0
         expected_steps = (nranks.bit_length() - 1) + (0 if power_of_two else 2)
-        communicating = [row for row in schedules[0].steps if row[1] >= 0 or row[7] >= 0]
+        send_peer, recv_peer = COLUMNS.index("send_peer"), COLUMNS.index("recv_peer")
+        communicating = [row for row in schedules[0].steps if row[send_peer] >= 0 or row[recv_peer] >= 0]
         assert len(communicating) <= expected_steps
