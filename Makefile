@@ -1,8 +1,10 @@
 # Quick start:  make sweep   (set up .venv with the embedded MPICH, run suites/smoke.yaml)
-#               make test    (set up .venv, run the tests)
+#               make test    (set up .venv, run the tests; with root and apt also a local Slurm
+#                             for the Slurm tests, taken down afterwards; SLURM=0 leaves it out)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+SLURM ?= 1
 STAMP := $(VENV)/.pccl-bench-installed
 
 .PHONY: setup sweep test lint bench clean
@@ -10,9 +12,11 @@ STAMP := $(VENV)/.pccl-bench-installed
 $(STAMP): pyproject.toml setup.py $(wildcard cython_ext/*.pyx cython_ext/*.pxd)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# Build requirements first: the Cython build compiles with the MPICH wheel's mpicc.
-	$(PY) -m pip install --quiet "mpich>=4.2" "mpi4py>=4.0" "cython>=3.0" "setuptools>=68" "numpy>=1.24"
-	$(PY) -m pip install --quiet --no-build-isolation -e ".[mpich,test]"
+	# Build requirements first: the Cython build compiles with the MPICH wheel's mpicc, and
+	# builds the UCX binding against the UCX wheel (the rdma extra) found installed.
+	$(PY) -m pip install --quiet "mpich>=4.2" "mpi4py>=4.0" "cython>=3.0" "setuptools>=68" "numpy>=1.24" \
+		"libucx-cu12>=1.15"
+	$(PY) -m pip install --quiet --no-build-isolation -e ".[mpich,test,rdma]"
 	touch $@
 
 setup: $(STAMP)
@@ -21,7 +25,11 @@ sweep: setup
 	$(VENV)/bin/pccl-bench run sweep suites/smoke.yaml
 
 test: setup
+ifeq ($(SLURM),1)
+	bash scripts/local-slurm.sh run $(PY) -m pytest -q
+else
 	$(PY) -m pytest -q
+endif
 
 lint: setup
 	$(VENV)/bin/ruff check .

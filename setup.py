@@ -2,10 +2,16 @@
 
 The compiler wrapper is, in order: $MPICC; the ``mpicc`` beside this Python
 (the PyPI MPICH wheel in a virtual environment); ``mpicc`` on PATH.
+
+The UCX binding (cython_ext/ucx, cython_ext/rdma) is built only where UCX is found:
+$UCX_HOME, else ``pkg-config ucx``, else the PyPI UCX wheel (the ``rdma`` extra,
+package ``libucx``); each needs include/ucp/api/ucp.h and lib/libucp.so.
 """
 
+import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +35,27 @@ def find_mpicc() -> str:
     )
 
 
+def find_ucx() -> tuple[Path | None, str]:
+    """(UCX prefix, how it was found), or (None, why not)."""
+    tried = []
+    candidates = []
+    if os.environ.get("UCX_HOME"):
+        candidates.append((Path(os.environ["UCX_HOME"]), "$UCX_HOME"))
+    if shutil.which("pkg-config"):
+        found = subprocess.run(["pkg-config", "--variable=prefix", "ucx"], capture_output=True, text=True)
+        if found.returncode == 0 and found.stdout.strip():
+            candidates.append((Path(found.stdout.strip()), "pkg-config ucx"))
+    wheel = importlib.util.find_spec("libucx")
+    if wheel is not None and wheel.submodule_search_locations:
+        candidates.append((Path(next(iter(wheel.submodule_search_locations))), "the libucx wheel"))
+    for prefix, how in candidates:
+        if (prefix / "include/ucp/api/ucp.h").exists() and (prefix / "lib/libucp.so").exists():
+            return prefix, how
+        tried.append(f"{how} ({prefix})")
+    return None, ("no include/ucp/api/ucp.h with lib/libucp.so in " + ", ".join(tried) if tried
+                  else "no $UCX_HOME, no pkg-config ucx, no libucx wheel (pip install -e '.[rdma]')")
+
+
 mpicc = find_mpicc()
 # setuptools uses CC for both compiling and linking the shared object.
 os.environ["CC"] = mpicc
@@ -44,6 +71,24 @@ extensions = [
     )
     for name in MODULES
 ]
+
+ucx_prefix, ucx_how = find_ucx()
+if ucx_prefix is None:
+    print(f"pccl-bench: not building the UCX binding (cython_ext/ucx, rdma): {ucx_how}", file=sys.stderr)
+else:
+    print(f"pccl-bench: building the UCX binding against {ucx_prefix} ({ucx_how})", file=sys.stderr)
+    extensions += [
+        Extension(
+            f"cython_ext.{name}",
+            [f"cython_ext/{name}.pyx"],
+            include_dirs=[mpi4py.get_include(), "cython_ext", str(ucx_prefix / "include")],
+            library_dirs=[str(ucx_prefix / "lib")],
+            runtime_library_dirs=[str(ucx_prefix / "lib")],
+            libraries=["ucp", "ucs"],
+            extra_compile_args=["-O3", "-fno-strict-aliasing"],
+        )
+        for name in ("ucx", "rdma")
+    ]
 
 setup(
     ext_modules=cythonize(

@@ -37,21 +37,21 @@ def gather_value(rank: int, index: np.ndarray) -> np.ndarray:
 MARK_PERIOD = 1021  # prime, so the marked values do not line up with power-of-two block sizes
 
 
-def reduce_input(op: str, rank: int, index: np.ndarray, nranks: int) -> np.ndarray:
-    """Reduction input of ``rank`` (of ``nranks``) at global element ``index``."""
+def reduce_input(op: str, rank: int, index: np.ndarray, nranks: int, xp=np) -> np.ndarray:
+    """Reduction input of ``rank`` (of ``nranks``) at global element ``index`` (an ``xp`` array)."""
     marked = index % nranks == rank
     grows = 1 + index % MARK_PERIOD
     if op == "sum":  # total = (p - 1) * small + grows: at most 7 * 255 + 1021 < 2048
-        return np.where(marked, grows, (rank + 3 * index) % 8)
+        return xp.where(marked, grows, (rank + 3 * index) % 8)
     if op == "prod":  # +-grows
-        return np.where(marked, grows, np.where((rank + index) % 3 == 0, -1, 1))
+        return xp.where(marked, grows, xp.where((rank + index) % 3 == 0, -1, 1))
     # min and max: even elements are decided by the marked rank, odd ones by the spread of all ranks
     spread = (rank * 37 + index * 11) % 1021 - 510
     decided = (600 + index % 1021) * (-1 if op == "min" else 1)
-    return np.where(marked & (index % 2 == 0), decided, spread)
+    return xp.where(marked & (index % 2 == 0), decided, spread)
 
 
-_COMBINE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
+_COMBINE = {"sum": "add", "prod": "multiply", "min": "minimum", "max": "maximum"}  # ufuncs of numpy and cupy
 
 
 def make_buffers(call: CallSpec, rank: int) -> tuple[np.ndarray | None, np.ndarray]:
@@ -73,24 +73,44 @@ def make_buffers(call: CallSpec, rank: int) -> tuple[np.ndarray | None, np.ndarr
     return data, recv
 
 
-def expected_output(call: CallSpec, rank: int) -> np.ndarray:
-    """The exact result ``rank`` must hold (the region of recv the collective defines)."""
+def _sum_of_small(index: np.ndarray, nranks: int, xp=np) -> np.ndarray:
+    """sum over q < nranks of (q + 3 * index) % 8, in O(len(index)) whatever nranks is.
+
+    (q + c) % 8 runs through 0..7 once every 8 ranks (28 per round); the last nranks % 8
+    ranks add the table entry of their phase c = 3 * index % 8."""
+    rounds, rest = divmod(nranks, 8)
+    phase = np.arange(8)
+    partial = ((np.arange(rest)[None, :] + phase[:, None]) % 8).sum(axis=1)  # [c] for the last ranks
+    return rounds * 28 + xp.asarray(partial)[(3 * index) % 8]
+
+
+def expected_output(call: CallSpec, rank: int, xp=np) -> np.ndarray:
+    """The exact result ``rank`` must hold (the region of recv the collective defines).
+
+    ``xp``: the array module to compute it with (cupy: on the GPU, next to the result)."""
     dtype = numpy_dtype(call.dtype)
     if call.collective == "allgather":
-        index = np.arange(call.count)
-        return np.concatenate([gather_value(q, index) for q in range(call.nranks)]).astype(dtype)
+        index = xp.arange(call.count, dtype=np.int64)
+        return xp.concatenate([gather_value(q, index) for q in range(call.nranks)]).astype(dtype)
     start = rank * call.count if call.collective == "reduce_scatter" else 0
-    index = np.arange(start, start + call.count)
-    combine = _COMBINE[call.op]
-    result = reduce_input(call.op, 0, index, call.nranks).astype(np.int64)
+    index = xp.arange(start, start + call.count, dtype=np.int64)
+    if call.op == "sum":  # closed form: large all-reduce checks on many ranks stay fast
+        marked = index % call.nranks
+        total = _sum_of_small(index, call.nranks, xp) - (marked + 3 * index) % 8 + 1 + index % MARK_PERIOD
+        return total.astype(dtype)
+    combine = getattr(xp, _COMBINE[call.op])
+    result = reduce_input(call.op, 0, index, call.nranks, xp).astype(np.int64)
     for q in range(1, call.nranks):
-        result = combine(result, reduce_input(call.op, q, index, call.nranks))
+        result = combine(result, reduce_input(call.op, q, index, call.nranks, xp))
     return result.astype(dtype)
 
 
-def count_wrong(call: CallSpec, rank: int, recv: np.ndarray) -> int:
-    """Elements of this rank's result that differ bit for bit from the expected ones."""
-    expected = expected_output(call, rank)
+def count_wrong(call: CallSpec, rank: int, recv, xp=np) -> int:
+    """Elements of this rank's result that differ bit for bit from the expected ones.
+
+    ``xp``: the array module of ``recv`` (numpy, or cupy for device buffers: the
+    comparison then runs on the GPU and only the count comes back)."""
+    expected = expected_output(call, rank, xp)
     got = recv[: len(expected)]
     as_bits = f"u{expected.dtype.itemsize}"
-    return int(np.count_nonzero(got.view(as_bits) != expected.view(as_bits)))
+    return int(xp.count_nonzero(got.view(as_bits) != expected.view(as_bits)))

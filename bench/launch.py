@@ -1,12 +1,15 @@
-"""Start one MPI job per launch and follow it: mpiexec (MPICH or Open MPI) or none.
+"""Start one MPI job per launch and follow it: mpiexec (MPICH or Open MPI), srun, or none.
 
 Commands are argv lists, never shell strings. The job runs in its own process
-group so a timeout or an interrupt ends every rank, not just mpiexec.
+group so a timeout or an interrupt ends every rank, not just mpiexec (srun
+forwards the SIGTERM to its tasks). ``sbatch`` is not a per-job launcher: it
+submits the whole sweep as one batch job that uses srun (bench/slurm.py).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -18,14 +21,24 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
 
-LAUNCHERS = ("auto", "mpiexec", "none")
+if TYPE_CHECKING:
+    from bench.suite import Slurm
+
+LAUNCHERS = ("auto", "mpiexec", "srun", "sbatch", "none")
 
 #: glibc keeps MPICH's per-call temporary buffers instead of mmap/munmap every call
 #: (REFERENCE.md §5: 128 KiB reduce-scatter 300 us -> 70 us).
 BASE_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "67108864"}
+
+#: srun --mpi=<plugin> for the MPI that mpi4py loads ("other": the site's MpiDefault)
+PMI_PLUGIN = {"mpich": "pmi2", "openmpi": "pmix"}
+
+#: srun --time is a backstop behind run_job's own kill: the job's timeout plus this, in minutes
+SRUN_TIME_MARGIN_S = 60
 
 
 def mpi_flavour() -> str:
@@ -44,6 +57,16 @@ def mpi_flavour() -> str:
     return "other"
 
 
+def pmi_plugin(flavour: str) -> str | None:
+    """srun's --mpi for the loaded MPI; None leaves the site's MpiDefault, which is right for
+    Cray MPICH (cray_shasta) and for libraries this does not know."""
+    from mpi4py import MPI  # mpi_flavour() has set it up without initialising MPI
+
+    if "CRAY MPICH" in MPI.Get_library_version().upper():
+        return None
+    return PMI_PLUGIN.get(flavour)
+
+
 def find_mpiexec() -> str | None:
     beside = Path(sys.executable).parent / "mpiexec"
     if beside.exists():
@@ -51,14 +74,43 @@ def find_mpiexec() -> str | None:
     return os.environ.get("MPIEXEC") or shutil.which("mpiexec")
 
 
+def find_slurm_tool(name: str) -> str:
+    """The path of srun/sbatch on PATH, or a one-line error naming what is missing."""
+    path = shutil.which(name)
+    if path is None:
+        raise BadInput("--launcher", f"{name}: not found on PATH (is Slurm installed and loaded here?)")
+    return path
+
+
+def in_slurm_allocation() -> bool:
+    """Inside an salloc/sbatch allocation with srun at hand: ``--launcher auto`` picks srun."""
+    return bool(os.environ.get("SLURM_JOB_ID")) and shutil.which("srun") is not None
+
+
 @dataclass(frozen=True)
 class Launcher:
-    kind: str  # mpiexec | none
+    kind: str  # mpiexec | srun | none
     flavour: str  # mpich | openmpi | other
-    mpiexec: str | None = None
+    #: the mpiexec or srun executable
+    program: str | None = None
+    #: what --launcher asked for (auto resolves to mpiexec or srun)
+    requested: str = ""
+    #: srun --mpi=<pmi> (None: the site's MpiDefault); the suite's srun_args may name another
+    pmi: str | None = None
+    #: the suite's slurm.srun_args, partition and account
+    srun_args: tuple[str, ...] = ()
+    partition: str | None = None
+    account: str | None = None
+
+    def ranks_per_host(self, nranks: int, ranks_per_node: int) -> int:
+        """Ranks that share one host's cores: all of them under mpiexec, one node's worth under srun."""
+        return ranks_per_node if self.kind == "srun" else nranks
 
     def job_env(self, nranks: int, suite_env: dict) -> dict[str, str]:
-        """Environment every rank gets: base settings, oversubscription aids, the suite's own."""
+        """Environment every rank gets: base settings, oversubscription aids, the suite's own.
+
+        ``nranks``: the ranks sharing this host's cores (see ``ranks_per_host``).
+        """
         env = dict(BASE_ENV)
         if nranks > (os.cpu_count() or 1):
             # Ranks outnumber cores: a rank spinning in the progress loop holds the core its
@@ -74,11 +126,17 @@ class Launcher:
         env.update({key: str(value) for key, value in suite_env.items()})
         return env
 
-    def command(self, nranks: int, env: dict[str, str], worker_args: list[str]) -> list[str]:
+    def command(self, nranks: int, env: dict[str, str], worker_args: list[str],
+                ranks_per_node: int | None = None, timeout_s: float | None = None) -> list[str]:
         program = [sys.executable, "-m", "bench.worker", *worker_args]
         if self.kind == "none":
             return program
-        argv = [self.mpiexec or "mpiexec"]
+        if self.kind == "srun":
+            return self._srun_argv(nranks, ranks_per_node or nranks, env, timeout_s) + program
+        return self._mpiexec_argv(nranks, env) + program
+
+    def _mpiexec_argv(self, nranks: int, env: dict[str, str]) -> list[str]:
+        argv = [self.program or "mpiexec"]
         if self.flavour == "openmpi":
             if hasattr(os, "geteuid") and os.geteuid() == 0:
                 argv.append("--allow-run-as-root")
@@ -89,19 +147,50 @@ class Launcher:
         else:
             for key, value in env.items():
                 argv += ["-genv", key, value]
-        return argv + ["-n", str(nranks), *program]
+        return argv + ["-n", str(nranks)]
+
+    def _srun_argv(self, nranks: int, ranks_per_node: int, env: dict[str, str], timeout_s: float | None) -> list[str]:
+        argv = [*_env_prefix(env), self.program or "srun", f"--nodes={nranks // ranks_per_node}",
+                f"--ntasks={nranks}", f"--ntasks-per-node={ranks_per_node}", "--kill-on-bad-exit=1",
+                _srun_export(env)]
+        if self.pmi and not any(arg.startswith("--mpi=") for arg in self.srun_args):
+            argv.append(f"--mpi={self.pmi}")
+        if timeout_s is not None:
+            argv.append(f"--time={math.ceil((timeout_s + SRUN_TIME_MARGIN_S) / 60)}")
+        if not os.environ.get("SLURM_JOB_ID"):  # a job of its own: where and on whose account
+            argv += [f"--partition={self.partition}"] if self.partition else []
+            argv += [f"--account={self.account}"] if self.account else []
+        return argv + list(self.srun_args)
 
 
-def choose_launcher(name: str) -> Launcher:
+def _srun_export(env: dict[str, str]) -> str:
+    """``--export=ALL,KEY=VALUE,...`` for the values without a comma (see ``_env_prefix``)."""
+    pairs = [f"{key}={value}" for key, value in env.items() if "," not in value]
+    return ",".join(["--export=ALL", *pairs])
+
+
+def _env_prefix(env: dict[str, str]) -> list[str]:
+    """``env KEY=a,b`` before srun: --export cannot escape a comma in a value (UCX_TLS=rc,sm), so
+    such variables go into srun's own environment, which ALL passes on; the argv stays exact."""
+    pairs = [f"{key}={value}" for key, value in env.items() if "," in value]
+    return [shutil.which("env") or "/usr/bin/env", *pairs] if pairs else []
+
+
+def choose_launcher(name: str, slurm: Slurm | None = None) -> Launcher:
+    """The per-job launcher for ``--launcher NAME`` (sbatch is handled by bench/slurm.py)."""
     if name not in LAUNCHERS:
         raise BadInput("--launcher", f"{name!r} is not a launcher; expected one of {LAUNCHERS}")
     flavour = mpi_flavour()
     if name == "none":
-        return Launcher("none", flavour)
+        return Launcher("none", flavour, requested=name)
+    if name in ("srun", "sbatch") or (name == "auto" and in_slurm_allocation()):
+        extra = {"srun_args": tuple(slurm.srun_args), "partition": slurm.partition,
+                 "account": slurm.account} if slurm else {}
+        return Launcher("srun", flavour, find_slurm_tool("srun"), name, pmi_plugin(flavour), **extra)
     mpiexec = find_mpiexec()
     if mpiexec is None:
         raise BadInput("--launcher", "no mpiexec beside this Python, in $MPIEXEC or on PATH")
-    return Launcher("mpiexec", flavour, mpiexec)
+    return Launcher("mpiexec", flavour, mpiexec, name)
 
 
 @dataclass

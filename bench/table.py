@@ -37,6 +37,10 @@ COLUMNS = [
     "n_wrong", "status", "error",
     # provenance (full detail in meta.json)
     "mpi_thread_level", "oversubscribed", "tool_version", "git_sha", "schema_version",
+    # GPU cells: how GPU-awareness was decided, which device each rank used
+    "gpu_aware_how", "gpu_binding",
+    # modelled runs (pccl-bench model): the machine description, and the GPU-time price of a call
+    "model_machine", "price_per_gpu_hour_usd", "cost_per_call_usd",
 ]
 #: "modelled": rows that an analytical model produced rather than a measurement
 STATUSES = ("ok", "wrong", "failed", "timeout", "skipped", "unsupported", "modelled")

@@ -1,7 +1,8 @@
 """The MPI worker: ``python -m bench.worker PLAN.json`` on every rank.
 
 For each cell: build and fill the buffers, run the collective once, count wrong
-elements over all ranks, then time it with the Cython loop. Rank 0 appends one
+elements over all ranks, then time it with the Cython loop. GPU cells (device cuda
+or rocm) take bench/device_cell.py instead. Rank 0 appends one
 JSON row per finished cell to the launch's part file, flushed and synced, so an
 interrupted sweep keeps every finished cell.
 """
@@ -51,11 +52,13 @@ def run_cell(topo: Topology, cell: dict, timing: dict, check: bool, where: tuple
                     cell["placement"] == "in_place", cell["algorithm"], cell["intra"] or None,
                     cell["inter"] or None, cell["nnodes"])
     implementation = get(cell["impl"])
+    if cell["device"] != "host":  # CuPy buffers, device ops, the check on the GPU
+        from bench.device_cell import run_device_cell
+
+        return run_device_cell(topo, call, implementation, cell, timing, check, where)
     described = implementation.describe(call)
     row = {**described, "warmup": timing["warmup"], "n_wrong": 0, "error": ""}
     reason = implementation.unsupported_reason(call)
-    if cell["device"] != "host":
-        reason = f"device {cell['device']!r} buffers are not built in this version (host only)"
     if reason:
         return {**row, "status": "unsupported", "error": reason, "iters": 0, "samples_us": []}
     sendbuf, recvbuf = collspec.make_buffers(call, comm.rank)

@@ -9,8 +9,10 @@ the rail into the result. All-reduce: both, plus a flat ring for the last
 ``count % p`` elements. A phase run by the MPI library (``mpi``) needs
 contiguous buffers, so it costs the packing copies that PCCL itself does.
 
-Phase names: any registered algorithm, ``mpi``, or ``rs+ag`` pairs; ``rd`` for a
-reduce-scatter phase means its mirror ``rh`` (recursive halving) and vice versa.
+Phase names: any registered algorithm, ``mpi``, ``xccl`` (NCCL/RCCL, GPU buffers only;
+the same rows as ``mpi``, which the device executor hands to NCCL/RCCL), or ``rs+ag``
+pairs; ``rd`` for a reduce-scatter phase means its mirror ``rh`` (recursive halving)
+and vice versa.
 """
 
 from __future__ import annotations
@@ -37,14 +39,23 @@ from collectives.shapes import even_blocks
 from collectives.topology import Grid
 
 MPI_PHASE = "mpi"
+#: a library's own collective on a sub-communicator: the MPI library's, or NCCL/RCCL's (``xccl``)
+XCCL_PHASE = "xccl"
+LIBRARY_PHASES = (MPI_PHASE, XCCL_PHASE)
+
+
+def schedule_algorithm(spec: str, phase: str) -> str:
+    """The algorithm whose rows ``spec`` generates for ``phase``: library phases all give MPI_PHASE rows."""
+    name = phase_algorithm(spec, phase)
+    return MPI_PHASE if name in LIBRARY_PHASES else name
 
 
 def phase_problem(spec: str, phase: str) -> str | None:
     name = phase_algorithm(spec, phase)
-    if name == MPI_PHASE:
+    if name in LIBRARY_PHASES:
         return None
     if name not in ALGORITHMS:
-        return f"unknown phase algorithm {name!r} (known: {', '.join(sorted([*ALGORITHMS, MPI_PHASE]))})"
+        return f"unknown phase algorithm {name!r} (known: {', '.join(sorted([*ALGORITHMS, *LIBRARY_PHASES]))})"
     if not supports(name, phase):
         return f"algorithm {name!r} has no {phase} schedule"
     return None
@@ -71,7 +82,7 @@ def allgather_phases(grid: Grid, rank: int, chunk: int, own: Block | None, intra
     final_own = Block(RECV, rank * chunk, chunk)
     # Where each node's chunk of this rail lands in the final buffer.
     rail_final = Block(RECV, local * chunk, chunk, nnodes, per_node * chunk)
-    inter_name, intra_name = phase_algorithm(inter, "allgather"), phase_algorithm(intra, "allgather")
+    inter_name, intra_name = schedule_algorithm(inter, "allgather"), schedule_algorithm(intra, "allgather")
     parts: list[Schedule] = []
     contiguous_rail = intra_name == MPI_PHASE or inter_name == MPI_PHASE
     gathered = Block(SCRATCH, scratch_base, nnodes * chunk)  # the rail's chunks, contiguous
@@ -111,7 +122,7 @@ def reduce_scatter_phases(grid: Grid, rank: int, chunk: int, source_buf: int, re
     """Hierarchical reduce-scatter of a natural-order source (``chunk`` per rank) into ``result``."""
     nnodes, per_node = grid.nnodes, grid.ranks_per_node
     node, local = grid.node(rank), grid.local(rank)
-    inter_name, intra_name = phase_algorithm(inter, "reduce_scatter"), phase_algorithm(intra, "reduce_scatter")
+    inter_name, intra_name = schedule_algorithm(inter, "reduce_scatter"), schedule_algorithm(intra, "reduce_scatter")
     partial = Block(SCRATCH, scratch_base, nnodes * chunk)  # this node's sums for my local rank, by node
     after = scratch_base + nnodes * chunk
     parts: list[Schedule] = []

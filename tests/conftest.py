@@ -120,6 +120,9 @@ def describe(result: subprocess.CompletedProcess) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "mpi: spawns mpiexec as a subprocess")
+    config.addinivalue_line(
+        "markers", "slurm: runs sweeps through Slurm (scripts/local-slurm.sh up); skipped where none answers"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -6,7 +6,18 @@ import sys
 
 import typer
 
-from bench.cli import env_cmd, run_cmd, suites_cmd, tune_cmd
+from bench.cli import (
+    baseline_cmd,
+    env_cmd,
+    gate_cmd,
+    import_cmd,
+    model_cmd,
+    plot_cmd,
+    report_cmd,
+    run_cmd,
+    suites_cmd,
+    tune_cmd,
+)
 from bench.errors import EXIT_BAD_INPUT, EXIT_CODES_HELP, EXIT_INTERRUPTED, BadInput
 
 app = typer.Typer(
@@ -23,8 +34,14 @@ app = typer.Typer(
 )
 app.add_typer(run_cmd.app, name="run")
 app.add_typer(suites_cmd.app, name="suites")
+app.add_typer(model_cmd.app, name="model")
 app.command("env")(env_cmd.env)
 app.command("tune")(tune_cmd.tune)
+app.command("gate", epilog=gate_cmd.GATE_EXIT_HELP)(gate_cmd.gate_command)
+app.command("plot")(plot_cmd.plot)
+app.command("report")(report_cmd.report)
+app.command("import")(import_cmd.import_results)
+app.add_typer(baseline_cmd.app, name="baseline")
 
 
 def main(argv: list[str] | None = None) -> None:

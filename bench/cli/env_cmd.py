@@ -30,22 +30,23 @@ def _mpi_rows() -> list[tuple[str, str, str]]:
 
 
 def _gpu_rows() -> list[tuple[str, str, str]]:
-    try:
-        import cupy
-    except ImportError:
-        return [("GPU", "unavailable: CuPy is not installed (pip install 'pccl-bench[gpu]')", "import cupy")]
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as error:  # no driver, no device
-        return [("GPU", f"unavailable: {error}", "cupy.cuda.runtime.getDeviceCount()")]
-    return [("GPU", f"{count} device(s), CuPy {cupy.__version__}", "cupy.cuda.runtime.getDeviceCount()")]
+    from bench.gpu_env import gpu_rows
+
+    return gpu_rows()
+
+
+def _ucx_rows() -> list[tuple[str, str, str]]:
+    from collectives.rdma_env import env_rows
+
+    return env_rows()
 
 
 def env() -> None:
-    """Report the MPI library, version and ABI, launcher, cores, GPUs, and how each was found."""
+    """Report the MPI library, version and ABI, launcher, cores, GPUs, NCCL/RCCL, GPU-aware MPI, and how each
+    was found."""
     table = Table("what", "value", "found by")
     table.add_row("hostname", socket.gethostname(), "socket.gethostname()")
     table.add_row("cores", str(os.cpu_count()), "os.cpu_count()")
-    for row in _mpi_rows() + _gpu_rows():
+    for row in _mpi_rows() + _gpu_rows() + _ucx_rows():
         table.add_row(*(escape(text) for text in row))
     Console().print(table)

@@ -21,8 +21,19 @@ def _console() -> Console:
     return console if console.is_terminal else Console(width=130)
 
 Out = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: results/<run_id>).")]
-Launcher = Annotated[str, typer.Option("--launcher", help="auto | mpiexec | none (run the worker directly).")]
-DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the exact launch commands and exit.")]
+Launcher = Annotated[str, typer.Option("--launcher", help=(
+    "auto (srun inside a Slurm allocation, else mpiexec) | mpiexec | srun (one job step per launch) | "
+    "sbatch (submit the sweep as one batch job) | none (run the worker directly)."))]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the exact launch commands (or batch script) and exit.")]
+Wait = Annotated[bool, typer.Option("--wait", help="--launcher sbatch: wait for the job, then print the summary.")]
+Partition = Annotated[str | None, typer.Option("--partition", help="Slurm partition (suite: slurm.partition).")]
+Account = Annotated[str | None, typer.Option("--account", help="Slurm account (suite: slurm.account).")]
+Time = Annotated[str | None, typer.Option("--time", help="Batch job time limit, e.g. 30 or 1:00:00 (slurm.time).")]
+
+
+def _slurm_flags(partition: str | None, account: str | None, time: str | None) -> dict[str, str]:
+    flags = {"partition": partition, "account": account, "time": time}
+    return {name: value for name, value in flags.items() if value is not None}
 
 
 @app.command("sweep", epilog=EXIT_CODES_HELP)
@@ -35,12 +46,18 @@ def sweep(
     dry_run: DryRun = False,
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a suite field, e.g. --set timing.iters=5 --set ranks=[2].")] = None,
+    wait: Wait = False,
+    partition: Partition = None,
+    account: Account = None,
+    time: Time = None,
 ) -> None:
     """Run every cell of a suite: one MPI job per rank count, a tidy table at the end.
 
     Writes results.parquet, results.csv, samples.parquet and meta.json to the run folder.
+    With --launcher sbatch the sweep runs as one batch job (srun inside) into the same folder.
     """
-    options = SweepOptions(resolve_suite_path(suite), out, launcher, resume, dry_run, overrides or [])
+    options = SweepOptions(resolve_suite_path(suite), out, launcher, resume, dry_run, overrides or [],
+                           wait=wait, slurm_flags=_slurm_flags(partition, account, time))
     raise typer.Exit(run_sweep(options, _console()))
 
 
@@ -64,6 +81,10 @@ def point(
     out: Out = None,
     launcher: Launcher = "auto",
     dry_run: DryRun = False,
+    wait: Wait = False,
+    partition: Partition = None,
+    account: Account = None,
+    time: Time = None,
 ) -> None:
     """One ad-hoc sweep with nccl-tests-style flags (sizes are totals, as nccl-tests' -b/-e)."""
     raw = {
@@ -78,5 +99,6 @@ def point(
     if algorithm:
         raw["implementations"] = [name if name == "mpi" else {"impl": name, "algorithms": [algorithm]}
                                   for name in raw["implementations"]]
-    options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_raw=raw)
+    options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_raw=raw, wait=wait,
+                           slurm_flags=_slurm_flags(partition, account, time))
     raise typer.Exit(run_sweep(options, _console()))

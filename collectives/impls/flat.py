@@ -43,6 +43,16 @@ class FlatSchedule(Implementation):
             keepalive=(sendbuf, recvbuf, scratch, schedule),
         )
 
+    def build_device(self, topo, call, sendbuf, recvbuf, context):
+        from collectives.gpu_executor import DeviceScheduleOp
+
+        topo = as_topology(topo)
+        schedule = algorithms.schedule_for(
+            call.collective, self.algorithm(call), topo.grid.nranks, topo.comm.Get_rank(), call.count, call.in_place
+        )
+        scratch = context.backend.empty(schedule.scratch, numpy_dtype(call.dtype))
+        return DeviceScheduleOp(context, [topo.comm], schedule.steps, (sendbuf, recvbuf, scratch), call.dtype, call.op)
+
     def describe(self, call):
         return {"transport": "mpi", "library": "pccl-bench", "library_version": library_version(),
                 "resolved_algorithm": self.algorithm(call)}

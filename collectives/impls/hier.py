@@ -7,8 +7,9 @@ import numpy as np
 from collectives import tuning
 from collectives.call import CallSpec
 from collectives.dtypes import dtype_code, itemsize, numpy_dtype, op_code
-from collectives.hier import MPI_PHASE, hier_schedule, phase_algorithm, phase_problem, phases_needed
+from collectives.hier import MPI_PHASE, XCCL_PHASE, hier_schedule, phase_algorithm, phase_problem, phases_needed
 from collectives.impls import Implementation, address, register
+from collectives.schedule import ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, COMM_INTER, COMM_INTRA
 from collectives.topology import as_topology
 from collectives.version import library_version
 
@@ -30,7 +31,14 @@ class Hierarchical(Implementation):
             inter = tuned_inter if inter == tuning.AUTO else inter
         return intra, inter
 
-    def unsupported_reason(self, call: CallSpec) -> str | None:
+    def phase_plan(self, call: CallSpec) -> list[tuple[str, int, str, str]]:
+        """(role, communicator index, phase, algorithm) of every phase the call runs."""
+        intra, inter = self.phases(call)
+        return [(role, comm, phase, phase_algorithm(spec, phase))
+                for phase in phases_needed(call.collective)
+                for role, comm, spec in (("intra", COMM_INTRA, intra), ("inter", COMM_INTER, inter))]
+
+    def _shape_reason(self, call: CallSpec) -> str | None:
         if self.algorithm(call) != "hier":
             return f"pccl-hier composes phases (intra/inter), it has no algorithm {call.algorithm!r}"
         try:
@@ -42,13 +50,28 @@ class Hierarchical(Implementation):
                 problem = phase_problem(spec, phase)
                 if problem:
                     return f"{role} phase: {problem}"
-                if phase_algorithm(spec, phase) == MPI_PHASE:
-                    from cython_ext import native
-
-                    reason = native.unsupported_reason(dtype_code(call.dtype), op_code(call.op), call.count)
-                    if reason:
-                        return f"{role} phase by MPI: {reason}"
         return None
+
+    def _library_reason(self, call: CallSpec, xccl_reason) -> str | None:
+        for role, comm, _, name in self.phase_plan(call):
+            if name == MPI_PHASE:
+                from cython_ext import native
+
+                reason = native.unsupported_reason(dtype_code(call.dtype), op_code(call.op), call.count)
+                if reason:
+                    return f"{role} phase by MPI: {reason}"
+            if name == XCCL_PHASE:
+                reason = xccl_reason(comm)
+                if reason:
+                    return f"{role} phase by xccl: {reason}"
+        return None
+
+    def unsupported_reason(self, call: CallSpec) -> str | None:
+        return self._shape_reason(call) or self._library_reason(
+            call, lambda comm: "NCCL/RCCL run on GPU buffers only (device: cuda or rocm)")
+
+    def device_unsupported_reason(self, call: CallSpec, context) -> str | None:
+        return self._shape_reason(call) or self._library_reason(call, context.xccl_reason)
 
     def build(self, topo, call, sendbuf, recvbuf):
         from cython_ext.executor import ScheduleOp
@@ -65,7 +88,31 @@ class Hierarchical(Implementation):
             keepalive=(sendbuf, recvbuf, scratch, schedule),
         )
 
+    def build_device(self, topo, call, sendbuf, recvbuf, context):
+        from collectives.gpu_executor import DeviceScheduleOp
+
+        topo = as_topology(topo)
+        intra, inter = self.phases(call)
+        schedule = hier_schedule(call.collective, topo.grid, topo.comm.Get_rank(), call.count, call.in_place,
+                                 intra, inter)
+        actions = {"allgather": ACT_MPI_ALLGATHER, "reduce_scatter": ACT_MPI_REDUCE_SCATTER}
+        libraries = {(comm, actions[phase]): XCCL_PHASE
+                     for _, comm, phase, name in self.phase_plan(call) if name == XCCL_PHASE}
+        scratch = context.backend.empty(schedule.scratch, numpy_dtype(call.dtype))
+        return DeviceScheduleOp(context, topo.comms, schedule.steps, (sendbuf, recvbuf, scratch), call.dtype,
+                                call.op, libraries)
+
     def describe(self, call):
         intra, inter = self.phases(call)
         return {"transport": "mpi", "library": "pccl-bench", "library_version": library_version(),
                 "resolved_algorithm": f"{inter}/{intra}"}
+
+    def describe_device(self, call, context):
+        """transport: inter-node phase's, then intra-node phase's when they differ (``mpi-staged/nccl``)."""
+        by_role: dict[str, list[str]] = {"inter": [], "intra": []}
+        for role, _, _, name in self.phase_plan(call):
+            moved = context.xccl_transport if name == XCCL_PHASE else context.mpi_transport
+            if moved not in by_role[role]:
+                by_role[role].append(moved)
+        roles = ["+".join(by_role["inter"]), "+".join(by_role["intra"])]
+        return {**self.describe(call), "transport": "/".join(dict.fromkeys(roles))}

@@ -31,6 +31,12 @@ class MPINative(Implementation):
             dtype_code(call.dtype), op_code(call.op), call.in_place, keepalive=(sendbuf, recvbuf),
         )
 
+    def build_device(self, topo, call, sendbuf, recvbuf, context):
+        from collectives.gpu_ops import mpi_collective
+
+        topo = as_topology(topo)
+        return mpi_collective(context, topo.comm, call.collective, sendbuf, recvbuf, call.count, call.dtype, call.op)
+
     def describe(self, call):
         name, version = mpi_library()
         return {"transport": "mpi", "library": name, "library_version": version, "resolved_algorithm": "native"}

@@ -2,7 +2,7 @@
 
     mpiexec -n N python tests/mpi_scripts/check_collectives.py
 
-Checks each implementation in collectives.impls.IMPLEMENTATIONS through the
+Checks each host implementation in collectives.impls.IMPLEMENTATIONS through the
 harness path (bench.collspec buffers, Implementation.build, count_wrong) and the
 library API (collectives.allgather / reduce_scatter / allreduce on numpy
 buffers, sendbuf=None in place). Rank 0 prints one JSON summary line last;
@@ -30,10 +30,12 @@ from collectives.impls import IMPLEMENTATIONS, get  # noqa: E402
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 DTYPE_OPS = (("float32", "sum"), ("int32", "max"), ("float16", "sum"))
 COUNTS = (0, 1, 7, 1000)
+#: implementations that run on host buffers (xccl is GPU-only: tests/test_gpu_*.py)
+HOST_IMPLEMENTATIONS = sorted(name for name, cls in IMPLEMENTATIONS.items() if cls.host_buffers)
 
 
 def check_harness_path(comm, failures: list[str], summary: dict) -> None:
-    for name in sorted(IMPLEMENTATIONS):
+    for name in HOST_IMPLEMENTATIONS:
         implementation = get(name)
         for collective in COLLECTIVES:
             for in_place in (False, True):
@@ -75,7 +77,7 @@ def check_library_api(comm, failures: list[str], summary: dict) -> None:
             failures.append(f"api {label}: rank {r} got {got[:8]} want {want[:8]}" if not ok else f"api {label}")
         summary["api_checked"] += 1
 
-    for name in sorted(IMPLEMENTATIONS):
+    for name in HOST_IMPLEMENTATIONS:
         options = [{"impl": name}]
         if IMPLEMENTATIONS[name].algorithms is None:
             options.append({"impl": name, "algorithm": "ring"})

@@ -1,0 +1,73 @@
+"""``pccl-bench baseline update``: measure a suite afresh and replace its committed baseline."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from bench.errors import EXIT_OK, BadInput
+from bench.suite import load_suite, resolve_suite_path
+from bench.sweep import SweepOptions, run_sweep
+
+app = typer.Typer(help="The committed baselines of the regression gate (results/baselines/).",
+                  no_args_is_help=True)
+#: what a baseline keeps of each run (the gate reads nothing else)
+KEPT = ("results.parquet", "samples.parquet", "meta.json")
+BASELINES = Path("results") / "baselines"
+
+
+def _replace(folder: Path, runs: list[Path]) -> None:
+    """Swap the new runs in as ``folder`` (run-1, run-2, ...), dropping the old baseline."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes 0700; a baseline is as readable as the repository
+    for index, run in enumerate(runs, start=1):
+        target = staging / f"run-{index}"
+        target.mkdir()
+        for name in KEPT:
+            shutil.copy2(run / name, target / name)
+    old = folder.with_name(f".{folder.name}.old")
+    if folder.exists():
+        folder.rename(old)
+    staging.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@app.command("update")
+def update(
+    suite: Annotated[str, typer.Argument(help="Suite file, or a name from suites/.")] = "ci",
+    runs: Annotated[int, typer.Option(help="Independent runs to pool (each is the suite's repeats launches).")] = 3,
+    dest: Annotated[Path | None, typer.Option(help="Baseline folder (default: results/baselines/<suite name>).")]
+        = None,
+) -> None:
+    """Run SUITE --runs times and make the runs the baseline that `pccl-bench gate` compares against.
+
+    The old baseline is replaced only when every run finished with exit code 0.
+    Commit the folder afterwards (git add results/baselines/<suite>).
+    """
+    if runs < 1:
+        raise BadInput("--runs", "at least one run")
+    path = resolve_suite_path(suite)
+    definition, _ = load_suite(path, [])
+    folder = dest or BASELINES / definition.name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    console = Console() if Console().is_terminal else Console(width=130)
+    with tempfile.TemporaryDirectory(prefix="pccl-baseline-") as scratch:
+        done = []
+        for index in range(1, runs + 1):
+            out = Path(scratch) / f"run-{index}"
+            code = run_sweep(SweepOptions(path, out=out), console)
+            if code != EXIT_OK:
+                console.print(f"[red]run {index} exited {code}: the baseline in {folder} is unchanged[/red]")
+                raise typer.Exit(code)
+            done.append(out)
+        _replace(folder, done)
+    console.print(f"baseline of {definition.name}: {runs} runs -> {folder} (commit it: git add {folder})",
+                  highlight=False)

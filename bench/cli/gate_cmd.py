@@ -1,0 +1,108 @@
+"""``pccl-bench gate BASELINE... CURRENT``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from bench import gate as rules
+from bench.allowlist import load_allowlist
+from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from bench.gate import GateOptions, gate
+from bench.gate_output import benchmark_json, headline, junit, markdown, rich_table, write_text
+from bench.runset import load_runs
+from bench.sizes import SIZE_HELP, parse_size
+
+GATE_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression, or a cell that failed, returned wrong data or is "
+                  "missing; 2 bad input (unreadable, empty or mismatched tables, bad options).")
+
+
+def _size(text: str | None, flag: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise BadInput(flag, str(error)) from None
+
+
+def _output(path: Path | None, flag: str) -> Path | None:
+    if path is not None and not path.resolve().parent.is_dir():
+        raise BadInput(flag, f"folder {path.resolve().parent} does not exist")
+    return path
+
+
+def _check(options: GateOptions) -> GateOptions:
+    if not 0 < options.confidence < 1:
+        raise BadInput("--confidence", f"{options.confidence} is not between 0 and 1")
+    if options.threshold < 0 or options.small_threshold < 0:
+        raise BadInput("--threshold", "thresholds are relative slowdowns >= 0, e.g. 0.1 for 10%")
+    if options.min_samples < 1 or options.resamples < 100:
+        raise BadInput("--min-samples", "min-samples must be >= 1 and resamples >= 100")
+    return options
+
+
+def gate_command(
+    runs: Annotated[list[Path], typer.Argument(
+        help="BASELINE... CURRENT: run folders, results.parquet files or folders of runs; "
+             "several baselines are pooled, the last path is the current run.", show_default=False,
+        metavar="BASELINE... CURRENT")],
+    threshold: Annotated[float, typer.Option(help="Relative slowdown that is a regression (0.1 = 10%).")]
+        = rules.THRESHOLD,
+    small_threshold: Annotated[float, typer.Option(help="The same below --small-below (noisier).")]
+        = rules.SMALL_THRESHOLD,
+    small_below: Annotated[str, typer.Option(help=f"Size (bytes_total) under which --small-threshold "
+                                                  f"applies; {SIZE_HELP}.")] = "64KiB",
+    confidence: Annotated[float, typer.Option(help="Two-sided confidence of the bootstrap interval.")]
+        = rules.CONFIDENCE,
+    min_samples: Annotated[int, typer.Option(help="Fewest timed iterations per side to judge a cell.")]
+        = rules.MIN_SAMPLES,
+    paired: Annotated[bool, typer.Option("--paired", help="BASELINE and CURRENT hold as many runs, measured in "
+                                                         "alternation (b1 c1 b2 c2 ...): judge every cell pair by "
+                                                         "pair, so that drift of the machine cancels.")] = False,
+    impl: Annotated[list[str] | None, typer.Option("--impl", help="Gate only this implementation; repeatable.")]
+        = None,
+    collective: Annotated[list[str] | None, typer.Option("--collective", help="Gate only this collective.")]
+        = None,
+    nranks: Annotated[list[int] | None, typer.Option("--nranks", help="Gate only this rank count.")] = None,
+    min_size: Annotated[str | None, typer.Option(help="Gate only sizes (bytes_total) >= this.")] = None,
+    max_size: Annotated[str | None, typer.Option(help="Gate only sizes (bytes_total) <= this.")] = None,
+    allow: Annotated[Path | None, typer.Option(help="YAML allow-list of known regressions (docs/GATE.md).")]
+        = None,
+    markdown_out: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown summary here.")] = None,
+    junit_out: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (one case per cell).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write github-action-benchmark JSON "
+                                                                 "(customSmallerIsBetter).")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="List every cell, not only the flagged ones.")] = False,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed (verdicts are reproducible).")] = 0,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples per side.")] = 1000,
+) -> None:
+    """Compare CURRENT with BASELINE cell by cell on the per-iteration samples.
+
+    A cell regressed when the bootstrap interval of median(current)/median(baseline) lies above
+    1 + threshold; cells that failed, returned wrong data or are missing always fail the gate.
+    """
+    if len(runs) < 2:
+        raise BadInput("gate", "give at least one BASELINE and the CURRENT run")
+    options = _check(GateOptions(
+        threshold=threshold, small_threshold=small_threshold, small_below_bytes=_size(small_below, "--small-below"),
+        confidence=confidence, min_samples=min_samples, resamples=resamples, seed=seed, paired=paired,
+        impls=impl or [],
+        collectives=collective or [], nranks=nranks or [], min_bytes=_size(min_size, "--min-size") or 0,
+        max_bytes=_size(max_size, "--max-size"), allow=load_allowlist(allow) if allow else []))
+    outputs = [(_output(markdown_out, "--markdown"), markdown), (_output(junit_out, "--junit"), junit),
+               (_output(json_out, "--json"), benchmark_json)]
+    result = gate(load_runs(runs[:-1]), load_runs(runs[-1:]), options)
+    console = Console() if Console().is_terminal else Console(width=160)
+    if show_all or any(cell.verdict != "unchanged" or cell.allowed for cell in result.cells):
+        console.print(rich_table(result, show_all))
+    for path, render in outputs:
+        if path is not None:
+            write_text(path, render(result))
+    if warning := result.common_shift():
+        console.print(f"warning: {warning}", style="yellow", highlight=False)
+    console.print(headline(result), style="bold green" if result.passed else "bold red", highlight=False)
+    raise typer.Exit(EXIT_OK if result.passed else EXIT_CHECK_FAILED)

@@ -1,0 +1,49 @@
+"""``pccl-bench import nccl-tests|rccl-tests|osu FILE...``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bench.errors import BadInput
+from bench.importers.rows import ImportOptions
+from bench.importers.run import import_files, write_import
+
+TOOLS = ("nccl-tests", "rccl-tests", "osu")
+
+
+def import_results(
+    tool: Annotated[str, typer.Argument(help="nccl-tests | rccl-tests | osu", show_default=False, metavar="TOOL")],
+    files: Annotated[list[Path], typer.Argument(help="Output files of the tool (nccl-tests text or -J JSON; "
+                                                     "OSU text, with or without -f).", show_default=False,
+                                                metavar="FILE...")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder to write (results.parquet/csv, meta.json).")],
+    nranks: Annotated[int | None, typer.Option("--nranks", "-np", help="Ranks (GPUs) that ran; required for OSU, "
+                                                                        "read from nccl-tests' rank lines.")] = None,
+    nnodes: Annotated[int | None, typer.Option(help="Nodes (default: distinct hosts in the output, else 1).")] = None,
+    collective: Annotated[str | None, typer.Option(help="allgather | reduce_scatter | allreduce (default: from "
+                                                        "the output's title or the file name).")] = None,
+    impl: Annotated[str | None, typer.Option(help="Implementation name (default: xccl for nccl/rccl-tests, "
+                                                  "osu-<library> for OSU).")] = None,
+    device: Annotated[str | None, typer.Option(help="host | cuda | rocm (default: from the tool).")] = None,
+    library: Annotated[str | None, typer.Option(help="Library name, e.g. 'Cray MPICH' (default: parsed).")] = None,
+    library_version: Annotated[str | None, typer.Option(help="Library version (default: parsed where "
+                                                             "printed).")] = None,
+) -> None:
+    """Turn another tool's output into a pccl-bench run folder (same tidy table, status ok),
+    with sizes converted to nccl-tests semantics, so plots and reports can show it beside
+    pccl-bench runs. Imported runs have no per-iteration samples: the gate cannot judge them."""
+    if tool not in TOOLS:
+        raise BadInput("import", f"unknown tool {tool!r}; expected one of {', '.join(TOOLS)}")
+    if collective not in (None, "allgather", "reduce_scatter", "allreduce"):
+        raise BadInput("--collective", f"{collective!r}: expected allgather, reduce_scatter or allreduce")
+    if device not in (None, "host", "cuda", "rocm"):
+        raise BadInput("--device", f"{device!r}: expected host, cuda or rocm")
+    options = ImportOptions(nranks=nranks, nnodes=nnodes, collective=collective, impl=impl, device=device,
+                            library=library, library_version=library_version)
+    results, meta = import_files(tool, files, options)
+    write_import(out, results, meta)
+    shapes = ", ".join(sorted({f"{row.collective} on {row.nranks} ranks" for row in results.itertuples()}))
+    print(f"{len(results)} cells ({shapes}) -> {out}/results.parquet")

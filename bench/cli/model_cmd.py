@@ -1,0 +1,293 @@
+"""``pccl-bench model run|fit|check|replay``: the analytical model (docs/MODEL.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bench.errors import EXIT_CODES_HELP, BadInput
+from bench.model.check import error_summary, error_table, measured_calls
+from bench.model.fit import fit, with_rendezvous
+from bench.model.impls import DEFAULT_VARIANTS, parse_variant
+from bench.model.machine import Library, Machine, dump_machine, load_machine
+from bench.model.replay import Timed, measured_timer, model_timer, replay_rows
+from bench.model.run import ModelSpec, node_shape, write_model_run
+from bench.model.workload import load_workload
+from bench.results_io import read_results
+from bench.sizes import format_size, geometric, parse_size
+from collectives.dtypes import DTYPES
+from collectives.shapes import COLLECTIVES
+
+app = typer.Typer(help="Model collectives on a machine description: project, fit, check, replay.",
+                  no_args_is_help=True)
+
+MachineArg = Annotated[str, typer.Argument(help="Machine description: a name from suites/machines/ or a path.")]
+Ranks = Annotated[str | None, typer.Option("--ranks", "-n", help="GPU counts, comma-separated (e.g. 64,512,2048).")]
+Impls = Annotated[list[str] | None, typer.Option(
+    "--impl", "-i", help="mpi | xccl | pccl-flat:<alg> | pccl-hier:<inter>/<intra>; repeatable.")]
+OnlyRanks = Annotated[str | None, typer.Option("--ranks", "-n", help="Only cells with these rank counts, e.g. 2,3.")]
+Price = Annotated[float | None, typer.Option(
+    "--price-per-gpu-hour", help="US$ per GPU-hour for the cost columns (default: the description's).")]
+Results = Annotated[list[Path], typer.Argument(help="Run folders or results.parquet files.")]
+
+
+def _console() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=140)
+
+
+def _ranks(text: str | None, default: list[int]) -> list[int]:
+    if not text:
+        return default
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise BadInput("--ranks", f"{text!r} is not a comma-separated list of whole numbers") from None
+    if not values or min(values) < 1:
+        raise BadInput("--ranks", f"{text!r}: give at least one GPU count, each at least 1")
+    return values
+
+
+def _size(text: str, where: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise BadInput(where, str(error)) from None
+
+
+def _sizes(text: str, factor: int) -> list[int]:
+    low, sep, high = text.partition(":")
+    try:
+        sizes = geometric(parse_size(low), parse_size(high if sep else low), factor)
+    except ValueError as error:
+        raise BadInput("--sizes", str(error)) from None
+    if not sizes or factor < 2:
+        raise BadInput("--sizes", f"{text!r} with factor {factor} gives no sizes (min:max, factor >= 2)")
+    return sizes
+
+
+def _variants(impls: list[str] | None) -> list:
+    return [parse_variant(text) for text in (impls or list(DEFAULT_VARIANTS))]
+
+
+@app.command("run", epilog=EXIT_CODES_HELP)
+def run(
+    machine_name: MachineArg,
+    ranks: Ranks = None,
+    sizes: Annotated[str, typer.Option("--sizes", help="min:max nccl-tests sizes, e.g. 1MiB:1GiB.")] = "1MiB:1GiB",
+    factor: Annotated[int, typer.Option("--factor", "-f", help="Each size is the previous times this.")] = 2,
+    collective: Annotated[list[str] | None, typer.Option(
+        "--collective", "-C", help="allgather | reduce_scatter | allreduce; repeatable (default: all).")] = None,
+    impl: Impls = None,
+    dtype: Annotated[str, typer.Option("--dtype", "-d", help="Element type (sizes in bytes as nccl-tests).")]
+    = "float32",
+    price: Price = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: results/model-<machine>).")]
+    = None,
+) -> None:
+    """Project every implementation onto a machine: the tidy result table with status=modelled."""
+    machine, path = load_machine(machine_name)
+    collectives = collective or list(COLLECTIVES)
+    unknown = sorted(set(collectives) - set(COLLECTIVES))
+    if unknown:
+        raise BadInput("--collective", f"{unknown} not in {list(COLLECTIVES)}")
+    if dtype not in DTYPES:
+        raise BadInput("--dtype", f"{dtype!r} is not one of {sorted(DTYPES)}")
+    default_ranks = [machine.gpus_per_node * n for n in (1, 8, 64, 256)]
+    spec = ModelSpec(machine, str(path), collectives, _variants(impl), _ranks(ranks, default_ranks),
+                     _sizes(sizes, factor), dtype, price_per_gpu_hour_usd=price or machine.price_per_gpu_hour_usd)
+    folder = out or Path("results") / f"model-{machine.name}"
+    results, notes = write_model_run(folder, spec)
+    console = _console()
+    for note in notes:
+        console.print(f"note: {note}", highlight=False)
+    _print_speedups(results, console)
+    console.print(f"{len(results)} modelled cells -> {folder / 'results.parquet'}", highlight=False)
+
+
+def _print_speedups(results: pd.DataFrame, console: Console) -> None:
+    frame = results.assign(label=results.apply(_label, axis=1))
+    for (collective, nranks), group in frame.groupby(["collective", "nranks"]):
+        pivot = group.pivot_table(index="bytes_total", columns="label", values="time_us_p50")
+        table = Table(title=f"{collective} on {nranks} GPUs: modelled time (ms)", title_justify="left")
+        table.add_column("size", justify="right")
+        for name in pivot.columns:
+            table.add_column(name, justify="right")
+        for size, values in pivot.iterrows():
+            table.add_row(format_size(int(size)), *(f"{value / 1e3:.3f}" for value in values))
+        console.print(table)
+
+
+def _label(row) -> str:
+    if row["impl"] == "pccl-hier":
+        return f"pccl-hier:{row['inter']}/{row['intra']}"
+    return row["impl"] if row["impl"] in ("mpi", "xccl") else f"{row['impl']}:{row['algorithm']}"
+
+
+def _library_name(results: pd.DataFrame, impl: str, fallback: str) -> str | None:
+    rows = results[results["impl"] == impl]
+    if rows.empty:
+        return None
+    return str(rows["library"].iloc[0]) if "library" in rows else fallback
+
+
+def _generic_base(name: str, results: pd.DataFrame, gpus_per_node: int | None) -> Machine:
+    """A starting description for a fit without --base: every link alike, one NIC, the data's libraries."""
+    link = {"latency_us": 1.0, "bandwidth_gbps": 5.0}
+    libraries = {"pccl": Library(name="pccl-bench")}
+    if mpi_name := _library_name(results, "mpi", "MPI"):
+        libraries["mpi"] = Library(name=mpi_name)
+    if xccl_name := _library_name(results, "xccl", "NCCL"):
+        libraries["xccl"] = Library(name=xccl_name, nic_policy="striped")
+    per_node = gpus_per_node or int(results["ranks_per_node"].max())
+    device = str(results["device"].iloc[0]) if "device" in results else "host"
+    return Machine(name=name, device=device, gpus_per_node=per_node, intra=link, inter=link, copy_gbps=10.0,
+                   reduce_gbps=10.0, host_reduce_gbps=10.0, libraries=libraries)
+
+
+def _select_ranks(results: pd.DataFrame, ranks: str | None) -> pd.DataFrame:
+    if not ranks:
+        return results
+    chosen = results[results["nranks"].isin(_ranks(ranks, []))]
+    if chosen.empty:
+        raise BadInput("--ranks", f"no cells with {ranks} ranks in the results")
+    return chosen
+
+
+def _print_errors(errors: pd.DataFrame, console: Console, title: str) -> None:
+    summary = error_summary(errors)
+    table = Table(*summary.columns, title=title, title_justify="left")
+    for row in summary.itertuples(index=False):
+        table.add_row(*(f"{value:.1f}" if isinstance(value, float) else str(value) for value in row))
+    console.print(table)
+
+
+def _fit_report(results: list[Path], measured: list, result, errors: pd.DataFrame) -> dict:
+    """What the fitted description records about its fit."""
+    return {"results": [str(p) for p in results], "ranks": sorted({m.call.nranks for m in measured}),
+            "cells": len(measured), "rounds": result.rounds, "notes": result.notes,
+            "median_abs_error_pct": round(float(errors["error_pct"].abs().median()), 1),
+            "p90_abs_error_pct": round(float(errors["error_pct"].abs().quantile(0.9)), 1)}
+
+
+@app.command("fit", epilog=EXIT_CODES_HELP)
+def fit_command(
+    results: Results,
+    base: Annotated[str | None, typer.Option("--base", help="Description to start from (default: generic).")] = None,
+    name: Annotated[str, typer.Option("--name", help="Name of the fitted description.")] = "fitted",
+    gpus_per_node: Annotated[int | None, typer.Option(
+        "--gpus-per-node", help="Node size of the fitted description (default: the largest in the data).")] = None,
+    ranks: OnlyRanks = None,
+    tie_links: Annotated[bool, typer.Option("--tie-links", help="One set of link parameters (virtual nodes).")]
+    = False,
+    rendezvous: Annotated[str, typer.Option(
+        "--rendezvous", help="Rendezvous threshold: auto (search powers of two), none, or a size like 8KiB.")]
+    = "auto",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the fitted description here.")] = None,
+    errors_csv: Annotated[Path | None, typer.Option("--errors", help="Per-cell errors as CSV.")] = None,
+) -> None:
+    """Fit latency and bandwidth parameters to measured sweeps; report the fit's error per cell."""
+    frame = _select_ranks(read_results(results), ranks)
+    start = load_machine(base)[0] if base else _generic_base(name, frame, gpus_per_node)
+    if rendezvous != "auto":
+        start = with_rendezvous(start, None if rendezvous == "none" else _size(rendezvous, "--rendezvous"))
+    measured = measured_calls(frame, set(start.libraries))
+    result = fit(measured, start.model_copy(update={"name": name}), tie_links, search_rendezvous=rendezvous == "auto")
+    errors = error_table(measured, result.machine)
+    machine = result.machine.model_copy(update={"fit": _fit_report(results, measured, result, errors)})
+    console = _console()
+    console.print_json(json.dumps(machine.model_dump(exclude={"sources", "fit"}, exclude_none=True)))
+    for note in result.notes:
+        console.print(f"note: {note}", highlight=False)
+    _print_errors(errors, console, "fit error per cell, |model - measured| / measured (%)")
+    if out:
+        dump_machine(machine, out, f"Fitted by `pccl-bench model fit` from {', '.join(map(str, results))}.")
+        console.print(f"fitted description -> {out}", highlight=False)
+    if errors_csv:
+        errors.to_csv(errors_csv, index=False)
+
+
+@app.command("check", epilog=EXIT_CODES_HELP)
+def check(
+    machine_name: MachineArg,
+    results: Results,
+    ranks: OnlyRanks = None,
+    errors_csv: Annotated[Path | None, typer.Option("--errors", help="Per-cell errors as CSV.")] = None,
+) -> None:
+    """Predict measured cells with a description: the error per cell (validation on held-out sweeps)."""
+    machine, _ = load_machine(machine_name)
+    frame = _select_ranks(read_results(results), ranks)
+    errors = error_table(measured_calls(frame, set(machine.libraries)), machine)
+    _print_errors(errors, _console(), f"{machine.name}: |model - measured| / measured (%)")
+    if errors_csv:
+        errors.to_csv(errors_csv, index=False)
+
+
+@app.command("replay", epilog=EXIT_CODES_HELP)
+def replay(
+    workload_name: Annotated[str, typer.Argument(help="Workload: a name from suites/workloads/ or a path.")],
+    machine_name: Annotated[str | None, typer.Option("--machine", "-m", help="Model on this description.")] = None,
+    measured: Annotated[list[Path] | None, typer.Option(
+        "--results", help="Time from these measured runs instead (repeatable).")] = None,
+    ranks: Ranks = None,
+    impl: Impls = None,
+    price: Price = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write replay.csv and replay.parquet here.")]
+    = None,
+) -> None:
+    """Communication time per training step of a workload, per implementation (modelled or measured)."""
+    workload = load_workload(workload_name)
+    if (machine_name is None) == (not measured):
+        raise BadInput("model replay", "give exactly one of --machine (modelled) or --results (measured)")
+    if machine_name:
+        machine, _ = load_machine(machine_name)
+        variants = [v for v in _variants(impl) if v.library in machine.libraries]
+        timed = [Timed(v.label, model_timer(machine, v)) for v in variants]
+        table = replay_rows(workload, _ranks(ranks, workload.ranks), timed, "modelled", machine.name,
+                            lambda n: node_shape(machine, n), price or machine.price_per_gpu_hour_usd)
+    else:
+        table = _measured_replay(workload, read_results(measured), ranks, impl, price)
+    _print_replay(table, _console())
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "replay.csv", index=False)
+        table.to_parquet(out / "replay.parquet", index=False)
+
+
+def _measured_replay(workload, frame: pd.DataFrame, ranks: str | None, impl: list[str] | None,
+                     price: float | None) -> pd.DataFrame:
+    """Replay from measured sweeps; implementations without the needed cells are left out, with a note."""
+    ok = frame[frame["status"] == "ok"]
+    labels = [v.label for v in _variants(impl)] if impl else sorted(set(ok.apply(_label, axis=1)))
+    shape = dict(zip(ok["nranks"], ok["ranks_per_node"], strict=False))
+    chosen_ranks = _ranks(ranks, sorted(shape))
+    timed, console = [], _console()
+    for label in labels:
+        item = Timed(label, measured_timer(frame, label))
+        try:
+            replay_rows(workload, chosen_ranks, [item], "measured", "", lambda n: shape.get(n, n), None)
+        except BadInput as error:
+            console.print(f"note: {label} left out: {error}", highlight=False)
+            continue
+        timed.append(item)
+    if not timed:
+        raise BadInput("--results", "no implementation has ok cells covering the workload's sizes")
+    return replay_rows(workload, chosen_ranks, timed, "measured", str(frame["run_id"].iloc[0]),
+                       lambda n: shape.get(n, n), price)
+
+
+def _print_replay(table: pd.DataFrame, console: Console) -> None:
+    shown = ["nranks", "implementation", "calls", "allgather_ms", "reduce_scatter_ms", "allreduce_ms",
+             "comm_ms_per_step", "speedup_vs_baseline", "cost_per_step_usd"]
+    first = table.iloc[0]
+    out = Table(*shown, title=f"{first['workload']} ({first['strategy']}), {first['source']} on {first['machine']}",
+                title_justify="left")
+    for row in table[shown].itertuples(index=False):
+        out.add_row(*("-" if pd.isna(v) else f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
+    console.print(out)

@@ -1,0 +1,275 @@
+"""The regression gate: judge every cell of CURRENT against a (pooled) BASELINE on its samples.
+
+Per cell (``bench.plan.CELL_KEY``: collective, implementation, algorithm and phases, device,
+ranks, nodes, dtype, op, placement, count, timing mode; repeats and runs pooled):
+
+* failed     the current cell returned wrong data, failed, timed out or stopped running
+* missing    in the baseline, not in the current run
+* new        in the current run only (or the baseline's cell had failed)
+* insufficient  fewer than ``min_samples`` timed iterations on a side: not judged
+* regressed  the interval of median(current)/median(baseline) lies above 1 + threshold
+* improved   the interval lies below 1 / (1 + threshold)
+* unchanged  otherwise
+
+The gate fails on regressed, failed and missing cells that the allow-list does not name.
+It never averages over sizes: the summary counts verdicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bench.allowlist import AllowEntry, apply_allowlist
+from bench.errors import BadInput
+from bench.labels import cell_label
+from bench.plan import CELL_KEY
+from bench.runset import RunSet
+from bench.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio
+
+VERDICTS = ("regressed", "failed", "missing", "insufficient", "new", "improved", "unchanged")
+#: verdicts that fail the gate unless allowed
+FAILING = ("regressed", "failed", "missing")
+#: statuses that mean the cell did not produce a trustworthy timing
+BAD_STATUSES = ("wrong", "failed", "timeout")
+NOT_RUN = ("unsupported", "skipped")
+#: default thresholds, calibrated with scripts/evaluate_gate.py (docs/GATE.md)
+THRESHOLD = 0.10
+SMALL_THRESHOLD = 0.15
+SMALL_BELOW_BYTES = 64 << 10
+MIN_SAMPLES = 20
+CONFIDENCE = 0.95
+#: common_shift() speaks when at least this many cells were judged and this share moved together
+COMMON_SHIFT_CELLS = 8
+COMMON_SHIFT_SHARE = 0.8
+
+
+@dataclass
+class GateOptions:
+    #: relative slowdown that counts as a regression at bytes_total >= small_below_bytes
+    threshold: float = THRESHOLD
+    #: the same below small_below_bytes (small messages are noisier)
+    small_threshold: float = SMALL_THRESHOLD
+    small_below_bytes: int = SMALL_BELOW_BYTES
+    confidence: float = CONFIDENCE
+    min_samples: int = MIN_SAMPLES
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = 0
+    #: baseline and current runs were measured in alternation: judge each cell pair by pair
+    paired: bool = False
+    #: gate only these (empty: all)
+    impls: list[str] = field(default_factory=list)
+    collectives: list[str] = field(default_factory=list)
+    nranks: list[int] = field(default_factory=list)
+    min_bytes: int = 0
+    max_bytes: int | None = None
+    #: known regressions (bench.allowlist entries)
+    allow: list[AllowEntry] = field(default_factory=list)
+
+    def threshold_for(self, bytes_total: int) -> float:
+        return self.small_threshold if bytes_total < self.small_below_bytes else self.threshold
+
+
+@dataclass
+class CellVerdict:
+    key: tuple
+    label: str
+    row: dict
+    verdict: str
+    estimate: RatioEstimate | None = None
+    threshold: float = 0.0
+    reason: str = ""
+    allowed: str = ""  # the allow-list's reason, when it names this cell
+
+    @property
+    def fails(self) -> bool:
+        return self.verdict in FAILING and not self.allowed
+
+
+@dataclass
+class GateResult:
+    cells: list[CellVerdict]
+    options: GateOptions
+    baseline_runs: list[str]
+    current_runs: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return not any(cell.fails for cell in self.cells)
+
+    def common_shift(self) -> str:
+        """A warning when most judged cells moved together: the machine changed speed, or a layer
+        that every cell uses (the MPI library, the compiler) did. "" otherwise."""
+        ratios = np.array([cell.estimate.ratio for cell in self.cells if cell.estimate])
+        if len(ratios) < COMMON_SHIFT_CELLS:
+            return ""
+        median = float(np.exp(np.median(np.log(ratios))))
+        same_way = float(np.mean(ratios > 1.0) if median > 1.0 else np.mean(ratios < 1.0))
+        if abs(np.log(median)) < np.log1p(self.options.threshold / 2) or same_way < COMMON_SHIFT_SHARE:
+            return ""
+        return (f"{same_way:.0%} of the judged cells moved the same way (median ratio {median:.2f}): the machine "
+                "was busier or quieter, or a layer every cell uses changed; re-run on a quiet machine "
+                "before trusting single verdicts")
+
+    def counts(self) -> dict[str, int]:
+        found = {name: 0 for name in VERDICTS}
+        for cell in self.cells:
+            found[cell.verdict] += 1
+        return found
+
+
+def _select(frame: pd.DataFrame, options: GateOptions) -> pd.DataFrame:
+    keep = ~frame["status"].eq("modelled")
+    if options.impls:
+        keep &= frame["impl"].isin(options.impls)
+    if options.collectives:
+        keep &= frame["collective"].isin(options.collectives)
+    if options.nranks:
+        keep &= frame["nranks"].isin(options.nranks)
+    keep &= frame["bytes_total"] >= options.min_bytes
+    if options.max_bytes is not None:
+        keep &= frame["bytes_total"] <= options.max_bytes
+    return frame[keep]
+
+
+def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Key columns normalised so that "" and missing compare equal."""
+    frame = frame.copy()
+    for name in CELL_KEY:
+        if name not in frame.columns:
+            frame[name] = ""
+        if frame[name].dtype == object or pd.api.types.is_string_dtype(frame[name]):
+            frame[name] = frame[name].fillna("").astype(str)
+    return frame
+
+
+def _sample_groups(samples: pd.DataFrame) -> dict[tuple, dict[str, list[np.ndarray]]]:
+    """Per cell key and run id, one array of iteration times per launch."""
+    if samples.empty:
+        return {}
+    groups: dict[tuple, dict[str, list[np.ndarray]]] = {}
+    for values, launch in samples.groupby([*CELL_KEY, "run_id", "launch_id"], sort=False):
+        times = launch["time_us"].to_numpy(dtype=np.float64)
+        times = times[np.isfinite(times)]
+        if len(times):
+            runs = groups.setdefault(tuple(values[: len(CELL_KEY)]), {})
+            runs.setdefault(str(values[len(CELL_KEY)]), []).append(times)
+    return groups
+
+
+def _launches(runs: dict[str, list[np.ndarray]]) -> list[np.ndarray]:
+    return [times for launches in runs.values() for times in launches]
+
+
+def _status_reason(rows: pd.DataFrame) -> str:
+    """Why the rows of one cell are not trustworthy ("" when they are)."""
+    bad = rows[rows["status"].isin(BAD_STATUSES) | (rows["n_wrong"].fillna(0) > 0)]
+    if bad.empty:
+        return ""
+    row = bad.iloc[0]
+    error = str(row.get("error") or "").strip()
+    wrong = int(row.get("n_wrong") or 0)
+    detail = f"{wrong} wrong elements" if wrong else error[:160]
+    return f"{row['status']}" + (f": {detail}" if detail else "")
+
+
+def _good(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows that measured something trustworthy (a pooled baseline may mix good and failed runs)."""
+    return rows[rows["status"].eq("ok") & ~(rows["n_wrong"].fillna(0) > 0)]
+
+
+def _estimate(current: dict, baseline: dict, pairing: list[tuple[str, str]] | None,
+              options: GateOptions) -> RatioEstimate | None:
+    """Pooled (or, with a pairing of run ids, paired) ratio; None when a pair has no samples."""
+    if pairing is None:
+        return median_ratio(_launches(current), _launches(baseline), options.confidence, options.resamples,
+                            options.seed)
+    pairs = [(current[c], baseline[b]) for c, b in pairing if c in current and b in baseline]
+    if len(pairs) < len(pairing):
+        return None
+    return paired_ratio(pairs, options.confidence, options.resamples, options.seed)
+
+
+def _judge_pair(cell: CellVerdict, current: dict, baseline: dict, pairing: list | None,
+                options: GateOptions) -> None:
+    n_current = sum(map(len, _launches(current)))
+    n_baseline = sum(map(len, _launches(baseline)))
+    estimate = _estimate(current, baseline, pairing, options) if min(n_current, n_baseline) >= options.min_samples \
+        else None
+    if estimate is None:
+        cell.verdict = "insufficient"
+        cell.reason = f"{n_current} current / {n_baseline} baseline samples (>= {options.min_samples}" + \
+            (", every pair" if pairing else "") + " needed)"
+        return
+    cell.estimate = estimate
+    limit = 1.0 + cell.threshold
+    if estimate.low > limit:
+        cell.verdict, cell.reason = "regressed", f"interval above {limit:.2f}"
+    elif estimate.high < 1.0 / limit:
+        cell.verdict, cell.reason = "improved", f"interval below {1.0 / limit:.2f}"
+    else:
+        cell.verdict = "unchanged"
+
+
+def _judge(key: tuple, current: pd.DataFrame, baseline: pd.DataFrame, groups: tuple[dict, dict],
+           pairing: list | None, options: GateOptions) -> CellVerdict | None:
+    source = current if len(current) else baseline
+    row = source.iloc[0].to_dict()
+    cell = CellVerdict(key, cell_label(source.iloc[0]), row, "unchanged",
+                       threshold=options.threshold_for(int(row["bytes_total"])))
+    if current.empty:
+        cell.verdict, cell.reason = "missing", "not in the current run"
+        return None if baseline["status"].isin(NOT_RUN).all() else cell
+    if reason := _status_reason(current):
+        cell.verdict, cell.reason = "failed", reason
+    elif current["status"].isin(NOT_RUN).all():
+        if baseline.empty or baseline["status"].isin(NOT_RUN).all():
+            return None  # run in neither: nothing to judge
+        cell.verdict, cell.reason = "failed", f"{current['status'].iloc[0]} now; the baseline ran it"
+    elif _good(baseline).empty:
+        cell.verdict = "new"
+        cell.reason = "not in the baseline" if baseline.empty else "the baseline has no good measurement"
+    else:
+        _judge_pair(cell, groups[0].get(key, {}), groups[1].get(key, {}), pairing, options)
+    return cell
+
+
+def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
+    """A verdict for every cell of either side, after the selection options."""
+    base = _keyed(_select(baseline.results, options))
+    cur = _keyed(_select(current.results, options))
+    if base.empty or cur.empty:
+        side = "baseline" if base.empty else "current run"
+        raise BadInput("gate", f"the {side} has no cells after the selection options")
+    base_groups = base.groupby(list(CELL_KEY), sort=False)
+    cur_groups = cur.groupby(list(CELL_KEY), sort=False)
+    base_keys, cur_keys = set(base_groups.groups), set(cur_groups.groups)
+    if not base_keys & cur_keys:
+        raise BadInput("gate", "the baseline and the current run have no cell in common "
+                               "(another suite, rank count or size range?)")
+    groups = (_sample_groups(_keyed(current.samples)), _sample_groups(_keyed(baseline.samples)))
+    pairing = _pairing(baseline, current) if options.paired else None
+    empty = cur.iloc[0:0]
+    cells = []
+    for key in sorted(base_keys | cur_keys, key=_sort_key):
+        verdict = _judge(key, cur_groups.get_group(key) if key in cur_keys else empty,
+                         base_groups.get_group(key) if key in base_keys else empty, groups, pairing, options)
+        if verdict is not None:
+            cells.append(verdict)
+    apply_allowlist(cells, options.allow)
+    return GateResult(cells, options, baseline.run_ids, current.run_ids)
+
+
+def _pairing(baseline: RunSet, current: RunSet) -> list[tuple[str, str]]:
+    """(current run, baseline run) in measurement order: the i-th of each side were neighbours."""
+    base, cur = baseline.run_order(), current.run_order()
+    if len(base) != len(cur) or len(cur) < 2:
+        raise BadInput("--paired", f"needs as many current runs as baseline runs, at least 2, measured in "
+                                   f"alternation; got {len(cur)} current and {len(base)} baseline")
+    return list(zip(cur, base, strict=True))
+
+
+def _sort_key(key: tuple) -> tuple:
+    return tuple((0, value, "") if isinstance(value, int | np.integer) else (1, 0, str(value)) for value in key)

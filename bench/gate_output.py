@@ -1,0 +1,143 @@
+"""The gate's verdicts as a Rich table, Markdown, JUnit XML and github-action-benchmark JSON."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from rich.table import Table
+
+from bench.gate import VERDICTS, CellVerdict, GateResult
+from bench.table import atomic_write
+
+COLOURS = {"regressed": "red", "failed": "red", "missing": "red", "insufficient": "yellow", "new": "cyan",
+           "improved": "green", "unchanged": "white"}
+MARKS = {"regressed": "❌", "failed": "❌", "missing": "❌", "insufficient": "⚠️", "new": "🆕",
+         "improved": "✅", "unchanged": "✔️"}
+
+
+def verdict_text(cell: CellVerdict) -> str:
+    return f"{cell.verdict} (allowed)" if cell.allowed else cell.verdict
+
+
+def ratio_text(cell: CellVerdict) -> str:
+    return f"{cell.estimate.ratio:.3f}" if cell.estimate else ""
+
+
+def interval_text(cell: CellVerdict) -> str:
+    return f"[{cell.estimate.low:.3f}, {cell.estimate.high:.3f}]" if cell.estimate else ""
+
+
+def times_text(cell: CellVerdict) -> tuple[str, str]:
+    if not cell.estimate:
+        return "", ""
+    return f"{cell.estimate.baseline_us:.2f}", f"{cell.estimate.current_us:.2f}"
+
+
+def note_text(cell: CellVerdict) -> str:
+    return "; ".join(filter(None, [cell.reason, f"allowed: {cell.allowed}" if cell.allowed else ""]))
+
+
+def headline(result: GateResult) -> str:
+    counts = {name: count for name, count in result.counts().items() if count}
+    summary = ", ".join(f"{count} {name}" for name, count in counts.items())
+    verdict = "PASS" if result.passed else "FAIL"
+    return f"{verdict}: {summary} of {len(result.cells)} cells"
+
+
+def settings_text(result: GateResult) -> str:
+    o = result.options
+    kind = "median ratio of alternating run pairs" if o.paired else "median ratio"
+    return (f"threshold {o.threshold:.0%} (below {o.small_below_bytes // 1024} KiB: {o.small_threshold:.0%}), "
+            f"{o.confidence:.0%} bootstrap interval of the {kind}, >= {o.min_samples} samples per side")
+
+
+def _shown(result: GateResult, show_all: bool) -> list[CellVerdict]:
+    if show_all:
+        return result.cells
+    return [cell for cell in result.cells if cell.verdict != "unchanged" or cell.allowed]
+
+
+def rich_table(result: GateResult, show_all: bool = False) -> Table:
+    """Cells that are not unchanged (all with ``show_all``), worst first."""
+    shown = sorted(_shown(result, show_all), key=lambda cell: VERDICTS.index(cell.verdict))
+    table = Table(title=f"gate: {headline(result)}", title_justify="left", caption=settings_text(result),
+                  caption_justify="left")
+    for name in ("cell", "baseline us", "current us", "ratio", "interval", "verdict", "note"):
+        table.add_column(name, justify="left" if name in ("cell", "verdict", "note") else "right")
+    for cell in shown:
+        colour = "yellow" if cell.allowed else COLOURS[cell.verdict]
+        table.add_row(cell.label, *times_text(cell), ratio_text(cell), interval_text(cell),
+                      f"[{colour}]{verdict_text(cell)}[/{colour}]", note_text(cell))
+    return table
+
+
+def _markdown_rows(cells: list[CellVerdict]) -> list[str]:
+    lines = ["| cell | baseline µs | current µs | ratio | interval | verdict | note |",
+             "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
+    for cell in cells:
+        note = note_text(cell).replace("|", "\\|")
+        lines.append(f"| {cell.label} | {' | '.join(times_text(cell))} | {ratio_text(cell)} | {interval_text(cell)} "
+                     f"| {MARKS[cell.verdict]} {verdict_text(cell)} | {note} |")
+    return lines
+
+
+def markdown(result: GateResult) -> str:
+    """A pull-request comment / CI step summary."""
+    counts = result.counts()
+    lines = [f"### pccl-bench gate: {headline(result)}", "",
+             f"Baseline: {', '.join(result.baseline_runs) or '-'}  ", f"Current: {', '.join(result.current_runs)}  ",
+             f"Rule: {settings_text(result)}.", ""]
+    if warning := result.common_shift():
+        lines += [f"> **Warning:** {warning}.", ""]
+    lines += ["| verdict | cells |", "| --- | ---: |"]
+    lines += [f"| {MARKS[name]} {name} | {count} |" for name, count in counts.items() if count]
+    flagged = sorted(_shown(result, False), key=lambda cell: VERDICTS.index(cell.verdict))
+    if flagged:
+        lines += ["", "#### Cells that are not unchanged", "", *_markdown_rows(flagged)]
+    lines += ["", f"<details><summary>All {len(result.cells)} cells</summary>", "",
+              *_markdown_rows(result.cells), "", "</details>", ""]
+    return "\n".join(lines)
+
+
+def junit(result: GateResult) -> str:
+    """One test case per cell: failures for failing verdicts, skipped for allowed or unjudged ones."""
+    failures = sum(cell.fails for cell in result.cells)
+    skipped = sum(1 for cell in result.cells if not cell.fails and (cell.allowed or cell.verdict == "insufficient"))
+    suite = ET.Element("testsuite", name="pccl-bench gate", tests=str(len(result.cells)),
+                       failures=str(failures), errors="0", skipped=str(skipped))
+    for cell in result.cells:
+        case = ET.SubElement(suite, "testcase", classname=f"gate.{cell.row['collective']}.{cell.row['impl']}",
+                             name=cell.label, time="0")
+        message = f"{verdict_text(cell)} {ratio_text(cell)} {interval_text(cell)} {note_text(cell)}".strip()
+        if cell.fails:
+            ET.SubElement(case, "failure", message=message, type=cell.verdict).text = settings_text(result)
+        elif cell.allowed or cell.verdict == "insufficient":
+            ET.SubElement(case, "skipped", message=message)
+        else:
+            ET.SubElement(case, "system-out").text = message
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def benchmark_json(result: GateResult) -> str:
+    """github-action-benchmark ``customSmallerIsBetter``: the current median per judged cell."""
+    entries = []
+    for cell in result.cells:
+        if not cell.estimate:
+            continue
+        e = cell.estimate
+        entries.append({
+            "name": cell.label, "unit": "us", "value": round(e.current_us, 4),
+            "range": f"±{e.current_us * (e.high - e.low) / 2:.4f}",
+            "extra": f"baseline {e.baseline_us:.4f} us; ratio {e.ratio:.3f} [{e.low:.3f}, {e.high:.3f}]; "
+                     f"{verdict_text(cell)}; {e.n_current} samples in {e.launches_current} launches",
+        })
+    return json.dumps(entries, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda temp: temp.write_text(text, encoding="utf-8"))

@@ -1,0 +1,84 @@
+"""The GPU rows of ``pccl-bench env``: GPUs, binding, NCCL/RCCL, GPU-aware MPI, each with how it was found."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from collectives import device as devices
+from collectives import gpu_aware, xccl
+
+Row = tuple[str, str, str]
+PROBE_TIMEOUT_S = 60
+
+
+def _which_device() -> str:
+    """rocm for a ROCm build of CuPy, else cuda (also when CuPy is missing)."""
+    try:
+        import cupy
+
+        return "rocm" if cupy.cuda.runtime.is_hip else "cuda"
+    except Exception:
+        return "cuda"
+
+
+def _names(count: int) -> str:
+    import cupy
+
+    names = []
+    for index in range(count):
+        try:
+            name = cupy.cuda.runtime.getDeviceProperties(index)["name"]
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+        except Exception:
+            names.append("?")
+    return ", ".join(f"{index}: {name}" for index, name in enumerate(names))
+
+
+def gpu_aware_row(device: str) -> Row:
+    """Asked in a subprocess that initialises MPI (the extension query needs it)."""
+    command = [sys.executable, "-m", "collectives.gpu_aware", device]
+    how = f"{' '.join(command[1:])} (override, MPI extension query, library switches)"
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return "GPU-aware MPI", f"unknown: the probe did not finish in {PROBE_TIMEOUT_S} s", how
+    except OSError as error:
+        return "GPU-aware MPI", f"unknown: the probe did not start: {error}", how
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = " ".join(done.stderr.split())[-300:]
+        return "GPU-aware MPI", f"unknown: the probe failed (exit {done.returncode}) {tail}".strip(), how
+    if answer["error"]:
+        return "GPU-aware MPI", f"unknown: {answer['error']}", how
+    verdict = ("yes: device buffers go to MPI (transport mpi-gpu-aware)" if answer["aware"]
+               else "no: device buffers are staged through pinned host memory (transport mpi-staged)")
+    return "GPU-aware MPI", f"{verdict}; {answer['library']}, {device}", f"{answer['how']} [{how}]"
+
+
+def gpu_rows() -> list[Row]:
+    device = _which_device()
+    found = devices.probe(device)
+    override = os.environ.get(devices.ENV_GPU)
+    rows: list[Row] = []
+    if found.reason:
+        rows.append(("GPU", f"unavailable: {found.reason}; every {device} cell is reported unsupported", found.how))
+    else:
+        rows.append(("GPU", f"{found.count} {device} device(s) [{_names(found.count)}], {found.runtime}, "
+                            f"CuPy {found.cupy_version}", found.how))
+    rows.append(("GPU binding", devices.binding_text(override), f"${devices.ENV_GPU} or the suite's gpu_bind"))
+    library = xccl.info(device)
+    if library.reason:
+        rows.append((library.library, f"unavailable: {library.reason}", "cupy.cuda.nccl.available"))
+    else:
+        usable = "" if not found.reason else " (loaded by CuPy, but there is no usable GPU)"
+        rows.append((library.library, f"{library.library} {library.version}{usable}", "cupy.cuda.nccl.get_version()"))
+    rows.append(gpu_aware_row(device))
+    override = os.environ.get(gpu_aware.ENV_OVERRIDE)
+    if override:
+        rows.append(("GPU-aware override", f"{gpu_aware.ENV_OVERRIDE}={override}", "environment"))
+    return rows

@@ -1,0 +1,69 @@
+"""Build one result row of bench.table's schema for an imported measurement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bench.collspec import busbw_factor
+from bench.plan import Cell
+from bench.table import COLUMNS, SCHEMA_VERSION
+
+#: element sizes of the types other tools print (pccl-bench's own names where they exist)
+ITEMSIZE = {"int8": 1, "uint8": 1, "char": 1, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
+            "float32": 4, "int64": 8, "uint64": 8, "float64": 8, "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+
+@dataclass
+class ImportOptions:
+    """What the files may not say: given on the command line, else parsed, else these defaults."""
+
+    nranks: int | None = None
+    nnodes: int | None = None
+    collective: str | None = None
+    impl: str | None = None
+    device: str | None = None
+    library: str | None = None
+    library_version: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Measurement:
+    """One size of one tool's output, in the tool's own terms converted to pccl-bench's."""
+
+    collective: str
+    dtype: str
+    op: str
+    count_per_rank: int
+    placement: str
+    time_us: float
+    time_us_min: float | None = None
+    time_us_max: float | None = None
+    n_wrong: int = 0
+    iters: int = 0
+
+
+def make_row(m: Measurement, context: dict) -> dict:
+    """A full row: ``context`` holds run_id, suite, launch_id, timestamp, impl, device, nranks, nnodes,
+    hosts, library, library_version, transport, tool_version, warmup."""
+    nranks, nnodes = int(context["nranks"]), int(context["nnodes"])
+    total_count = m.count_per_rank if m.collective == "allreduce" else m.count_per_rank * nranks
+    bytes_total = total_count * ITEMSIZE[m.dtype]
+    cell = Cell(collective=m.collective, impl=context["impl"], algorithm="native", intra="", inter="",
+                device=context["device"], nranks=nranks, nnodes=nnodes, ranks_per_node=max(nranks // nnodes, 1),
+                virtual_nodes=False, dtype=m.dtype, op=m.op, placement=m.placement,
+                count_per_rank=m.count_per_rank, bytes_per_rank=m.count_per_rank * ITEMSIZE[m.dtype],
+                bytes_total=bytes_total, timing_mode="sync")
+    # recomputed from the time (the tools print two decimals; the formulas are nccl-tests' own)
+    algbw = bytes_total / m.time_us / 1e3 if m.time_us > 0 else None
+    busbw = algbw * busbw_factor(m.collective, nranks) if algbw is not None else None
+    row = {
+        **cell.to_dict(), **{name: context.get(name) for name in (
+            "run_id", "suite", "launch_id", "timestamp", "hosts", "library", "library_version", "transport",
+            "tool_version", "warmup")},
+        "resolved_algorithm": "native", "iters": m.iters, "time_us_p50": m.time_us, "time_us_mean": m.time_us,
+        "time_us_min": m.time_us_min, "time_us_max": m.time_us_max, "algbw_gbps": algbw, "busbw_gbps": busbw,
+        "n_wrong": m.n_wrong, "status": "wrong" if m.n_wrong else "ok", "error": "",
+        "mpi_thread_level": "", "oversubscribed": False, "git_sha": "", "schema_version": SCHEMA_VERSION,
+    }
+    return {name: row.get(name) for name in COLUMNS}

@@ -1,0 +1,54 @@
+"""Names for implementations and cells, the same in the gate, plots and reports.
+
+Rows may be itertuples() rows, pandas Series or dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from bench.sizes import format_size
+
+#: implementations that name themselves without an algorithm
+PLAIN_IMPLS = ("mpi", "xccl")
+
+
+def field(row, name: str, default=""):
+    """``row[name]`` for Series and dicts (``Series.dtype`` is not the column), else an attribute."""
+    if isinstance(row, Mapping | pd.Series):
+        value = row.get(name, default)
+    else:
+        value = getattr(row, name, default)
+    return default if value is None or (isinstance(value, float) and value != value) else value
+
+
+def impl_label(row) -> str:
+    """``mpi``, ``pccl-flat:ring``, ``pccl-hier:rd/ring`` (inter/intra phases), ``osu-mpich``."""
+    impl, algorithm = str(field(row, "impl")), str(field(row, "algorithm"))
+    if impl == "pccl-hier":
+        return f"pccl-hier:{field(row, 'inter')}/{field(row, 'intra')}"
+    if impl in PLAIN_IMPLS or impl.startswith("osu") or algorithm in ("", "native", "default"):
+        return impl
+    return f"{impl}:{algorithm}"
+
+
+def shape_label(row) -> str:
+    """``2 ranks`` or ``8 ranks / 2 nodes``."""
+    nodes = int(field(row, "nnodes", 1) or 1)
+    return f"{int(field(row, 'nranks'))} ranks" + (f" / {nodes} nodes" if nodes > 1 else "")
+
+
+def cell_label(row) -> str:
+    """One line that names a cell: collective, implementation, shape, size, dtype/op, placement."""
+    collective = field(row, "collective")
+    text = f"{collective} {impl_label(row)} {shape_label(row)} {format_size(int(field(row, 'bytes_total')))}"
+    text += f" {field(row, 'dtype')}"
+    if collective != "allgather":
+        text += f" {field(row, 'op')}"
+    if field(row, "placement", "out_of_place") != "out_of_place":
+        text += " in-place"
+    if field(row, "timing_mode", "sync") not in ("sync", ""):
+        text += f" {field(row, 'timing_mode')}"
+    return text

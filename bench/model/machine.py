@@ -1,0 +1,174 @@
+"""Machine descriptions for the analytical model (``suites/machines/*.yaml``).
+
+A description says what one node holds (GPUs, NICs and which GPUs share a NIC),
+what a step costs on each link class (intra-node, inter-node), how fast local
+copies and reductions run, how each library behaves (its NIC use, where it
+reduces, its own per-step and per-call costs), and optionally a price per
+GPU-hour. Units are in the names: microseconds, decimal GB/s, bytes, US dollars.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from bench.errors import BadInput
+
+#: how a library's inter-node traffic uses the NICs of a node
+#: mapped: each GPU through its own NIC (nic_of_gpu), GPUs on one NIC share it;
+#: single: every GPU of a node through one NIC; striped: a node's flows spread over all NICs
+NicPolicy = Literal["mapped", "single", "striped"]
+LIBRARY_KEYS = ("pccl", "mpi", "xccl")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Link(Strict):
+    #: start-up cost of one message step on this link class
+    latency_us: float = Field(ge=0)
+    #: one message's bandwidth, decimal GB/s (inter: one NIC, each direction)
+    bandwidth_gbps: float = Field(gt=0)
+    #: messages of at least this many bytes use a rendezvous protocol (None: never)
+    rendezvous_bytes: int | None = Field(None, ge=1)
+    #: what a rendezvous message costs on top of ``latency_us``
+    rendezvous_us: float = Field(0.0, ge=0)
+
+
+class Oversubscription(Strict):
+    """Extra per-step costs when one host runs more ranks than it has cores (a CI machine
+    running every virtual node itself)."""
+
+    #: cores of the one host that runs every (virtual) node
+    host_cores: int = Field(ge=1)
+    #: added to every message step, times the share of ranks off a core (1 - host_cores / ranks)
+    latency_us: float = Field(0.0, ge=0)
+    #: added to every rendezvous message, times the same share
+    rendezvous_us: float = Field(0.0, ge=0)
+
+
+class Library(Strict):
+    #: what modelled rows name as ``library`` (e.g. "RCCL", "Cray MPICH")
+    name: str
+    nic_policy: NicPolicy = "mapped"
+    #: where reductions run: device (GPU kernel or the host of a host run) or host (CPU of a GPU run)
+    reduce_on: Literal["device", "host"] = "device"
+    #: the library's own cost per message step, on top of the link (may be negative after a fit)
+    step_overhead_us: float = 0.0
+    #: the library's own cost per call
+    call_overhead_us: float = 0.0
+
+
+class Machine(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    device: Literal["host", "cuda", "rocm"]
+    gpus_per_node: int = Field(ge=1)
+    nics_per_node: int = Field(1, ge=1)
+    #: NIC of each local rank (default: consecutive blocks of gpus_per_node / nics_per_node)
+    nic_of_gpu: list[int] | None = None
+    intra: Link
+    inter: Link
+    #: local copies (read + write), GB/s of copied bytes
+    copy_gbps: float = Field(gt=0)
+    #: reductions on the device, GB/s of output bytes
+    reduce_gbps: float = Field(gt=0)
+    #: reductions on the host CPU of a GPU node (libraries with reduce_on: host)
+    host_reduce_gbps: float = Field(gt=0)
+    oversubscription: Oversubscription | None = None
+    price_per_gpu_hour_usd: float | None = Field(None, ge=0)
+    libraries: dict[str, Library]
+    #: where each figure came from (free text per field)
+    sources: dict[str, str] = Field(default_factory=dict)
+    #: the fit that produced the parameters (``model fit``), if any
+    fit: dict | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Machine:
+        unknown = sorted(set(self.libraries) - set(LIBRARY_KEYS))
+        if unknown:
+            raise ValueError(f"libraries: unknown {unknown}; expected some of {list(LIBRARY_KEYS)}")
+        if "pccl" not in self.libraries:
+            raise ValueError("libraries: 'pccl' (this project's schedules) is required")
+        if self.nic_of_gpu is not None:
+            if len(self.nic_of_gpu) != self.gpus_per_node:
+                raise ValueError(f"nic_of_gpu lists {len(self.nic_of_gpu)} GPUs, gpus_per_node is {self.gpus_per_node}")
+            if any(not 0 <= nic < self.nics_per_node for nic in self.nic_of_gpu):
+                raise ValueError(f"nic_of_gpu: NIC indices must be 0..{self.nics_per_node - 1}")
+        return self
+
+    def nic_of(self, local: int, ranks_per_node: int) -> int:
+        """NIC of local rank ``local`` when a node runs ``ranks_per_node`` ranks."""
+        if self.nic_of_gpu is not None and ranks_per_node == self.gpus_per_node:
+            return self.nic_of_gpu[local]
+        return min(local * self.nics_per_node // ranks_per_node, self.nics_per_node - 1)
+
+    def off_core_share(self, nranks: int) -> float:
+        """Share of ranks without a core at any moment, 1 - host_cores / ranks (0: not oversubscribed).
+
+        A step waits for its partner to be scheduled; that wait grows with this share."""
+        if self.oversubscription is None:
+            return 0.0
+        return max(0.0, 1.0 - self.oversubscription.host_cores / nranks)
+
+
+def _error_line(where: str, error: ValidationError) -> str:
+    first = error.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
+    return f"{where}: {loc}: {message}"
+
+
+def machines_dir() -> Path:
+    here = Path("suites/machines")
+    return here if here.is_dir() else Path(__file__).resolve().parent.parent / "suites" / "machines"
+
+
+def resolve_machine_path(name_or_path: str) -> Path:
+    """A path as given, or a bare name like ``frontier`` from suites/machines/."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    return machines_dir() / f"{name_or_path}.yaml"
+
+
+def parse_machine(raw: object, where: str) -> Machine:
+    if not isinstance(raw, dict):
+        raise BadInput(where, "a machine description is a YAML mapping of fields")
+    try:
+        return Machine.model_validate(raw)
+    except ValidationError as error:
+        raise BadInput("", _error_line(where, error)) from None
+
+
+def load_machine(name_or_path: str) -> tuple[Machine, Path]:
+    path = resolve_machine_path(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        known = sorted(p.stem for p in machines_dir().glob("*.yaml"))
+        raise BadInput(str(path), f"machine description not found (known: {', '.join(known)})") from None
+    except yaml.YAMLError as error:
+        raise BadInput(str(path), f"malformed YAML: {getattr(error, 'problem', None) or error}") from None
+    return parse_machine(raw, str(path)), path
+
+
+def _rounded(value: object, digits: int = 5) -> object:
+    """Floats to ``digits`` significant digits, through dicts and lists (readable fitted files)."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {key: _rounded(item, digits) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item, digits) for item in value]
+    return value
+
+
+def dump_machine(machine: Machine, path: Path, header: str = "") -> None:
+    text = yaml.safe_dump(_rounded(machine.model_dump(exclude_none=True)), sort_keys=False, width=110)
+    comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    path.write_text(comment + text)

@@ -1,0 +1,63 @@
+"""What the MPI library's own collectives do, as schedules the model can walk.
+
+The model treats ``mpi`` as MPICH's classic algorithm selection (Thakur, Rabenseifner
+and Gropp 2005; the MPIR_CVAR defaults of MPICH 3-4 and of Cray MPICH, which derives
+from it): the thresholds below compare the nccl-tests ``size`` (bytes_total).
+
+- all-gather: recursive doubling below 512 KiB when p is a power of two, else Bruck
+  below 80 KiB, else ring;
+- reduce-scatter (block, commutative op): recursive halving below 512 KiB, else
+  pairwise exchange (p - 1 steps, step i sends block rank+i to rank+i);
+- all-reduce: whole-buffer recursive doubling up to 2 KiB, else Rabenseifner
+  (recursive-halving reduce-scatter + recursive-doubling all-gather).
+
+MPICH 4's shared-memory fast paths and JSON-tuned selection are not modelled.
+"""
+
+from __future__ import annotations
+
+from collectives.algorithms import ALGORITHMS, schedule_for
+from collectives.schedule import RECV, SCRATCH, SEND, Block, ContiguousLayout, Schedule, StepList
+
+ALLGATHER_SHORT_BYTES = 81920
+ALLGATHER_LONG_BYTES = 524288
+REDUCE_SCATTER_LONG_BYTES = 524288
+ALLREDUCE_SHORT_BYTES = 2048
+
+
+def _power_of_two(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
+def mpich_algorithm(collective: str, nranks: int, bytes_total: int) -> str:
+    """The algorithm MPICH's default selection runs for this call."""
+    if collective == "allgather":
+        if bytes_total < ALLGATHER_LONG_BYTES and _power_of_two(nranks):
+            return "rd"
+        return "bruck" if bytes_total < ALLGATHER_SHORT_BYTES else "ring"
+    if collective == "reduce_scatter":
+        return "rh" if bytes_total < REDUCE_SCATTER_LONG_BYTES else "pairwise"
+    if bytes_total <= ALLREDUCE_SHORT_BYTES and "rdfull" in ALGORITHMS:
+        return "rdfull"
+    return "rh+rd"
+
+
+def pairwise_reduce_scatter(nranks: int, rank: int, count: int, in_place: bool) -> Schedule:
+    """MPICH's long-message reduce-scatter: at step i send block rank+i to rank+i, receive
+    rank-i's contribution to my block and add it in; partial sums live in scratch."""
+    source = ContiguousLayout(RECV if in_place else SEND, (count,) * nranks)
+    total, incoming = Block(SCRATCH, 0, count), Block(SCRATCH, count, count)
+    steps = StepList()
+    steps.step(copy=(source.block(rank), total))
+    for i in range(1, nranks):
+        to, source_rank = (rank + i) % nranks, (rank - i) % nranks
+        steps.step(send=(to, source.block(to)), recv=(source_rank, incoming), reduce=(incoming, total, total))
+    steps.step(copy=(total, Block(RECV, 0, count)))
+    return steps.build()
+
+
+def mpich_schedule(collective: str, algorithm: str, nranks: int, rank: int, count: int, in_place: bool) -> Schedule:
+    """One rank's steps of MPICH's ``algorithm`` (as named by mpich_algorithm)."""
+    if algorithm == "pairwise":
+        return pairwise_reduce_scatter(nranks, rank, count, in_place)
+    return schedule_for(collective, algorithm, nranks, rank, count, in_place)

@@ -1,0 +1,237 @@
+"""Comparison figures from result tables (matplotlib, Agg).
+
+Per collective: latency and bus bandwidth against message size (log-log, one panel per rank or
+GPU count, one line per implementation), the speedup over a baseline implementation as a
+heatmap over GPU count x size, and scaling (time against GPU count at fixed sizes).
+Sizes are nccl-tests sizes (bytes_total) in binary units; colours follow the implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from fnmatch import fnmatch
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from bench import plot_style as style  # selects the Agg backend
+from bench.labels import impl_label
+from bench.plan import CELL_KEY
+
+FORMATS = ("png", "svg", "pdf")
+#: speedup heatmaps saturate beyond 2**4 = 16x either way (the cells still print the value)
+SPEEDUP_LIMIT_LOG2 = 4
+#: what, when a collective has several, splits its figures (one set per dtype, op, placement, mode)
+VARIANTS = ("dtype", "op", "placement", "timing_mode")
+
+
+def plot_frame(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell (repeats and runs pooled: median of medians) with an implementation label,
+    a shape ("8 GPUs, 2 nodes") and a variant (the dtype/op/placement/mode, where a collective has several)."""
+    ok = results[results["status"].eq("ok") & results["time_us_p50"].notna()].copy()
+    if ok.empty:
+        return ok.assign(label=[], shape=[], variant=[])
+    for name in CELL_KEY:
+        if ok[name].dtype == object or pd.api.types.is_string_dtype(ok[name]):
+            ok[name] = ok[name].fillna("").astype(str)
+    ok.loc[ok["collective"].eq("allgather"), "op"] = ""  # an all-gather reduces nothing
+    keys = [*CELL_KEY, "bytes_total"]
+    frame = ok.groupby(keys, as_index=False, sort=False).agg(
+        time_us=("time_us_p50", "median"), busbw_gbps=("busbw_gbps", "median"))
+    frame["label"] = [impl_label(row) for row in frame.itertuples()]
+    frame["variant"] = ""
+    for _, group in frame.groupby("collective"):
+        varying = [name for name in VARIANTS if group[name].nunique() > 1]
+        frame.loc[group.index, "variant"] = group[varying].astype(str).agg(" ".join, axis=1) if varying else ""
+    # "total" sizes are rounded to a multiple of the rank count: compare sizes by nearest power of two
+    frame["size_bucket"] = np.exp2(np.round(np.log2(frame["bytes_total"].clip(lower=1)))).astype(np.int64)
+    unit = np.where(frame["device"].eq("host"), "ranks", "GPUs")
+    frame["shape"] = [f"{n} {u}" + (f", {m} nodes" if m > 1 else "") for n, u, m in
+                      zip(frame["nranks"], unit, frame["nnodes"], strict=True)]
+    return frame.sort_values(["collective", "nranks", "nnodes", "label", "bytes_total"]).reset_index(drop=True)
+
+
+def select_impls(frame: pd.DataFrame, patterns: list[str]) -> pd.DataFrame:
+    """Rows whose implementation label matches one of the shell patterns (all when none given)."""
+    if not patterns:
+        return frame
+    keep = frame["label"].map(lambda label: any(fnmatch(label, pattern) for pattern in patterns))
+    return frame[keep]
+
+
+def _shapes(frame: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(frame.sort_values(["nranks", "nnodes"])["shape"]))
+
+
+def _panels(count: int, width_in: float = 4.6, height_in: float = 3.6, most_columns: int = 3):
+    columns = min(count, most_columns)
+    rows = (count + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(width_in * columns + 1.8, height_in * rows), squeeze=False)
+    for extra in axes.flat[count:]:
+        extra.set_visible(False)
+    return figure, list(axes.flat[:count])
+
+
+def _legend(figure, axes) -> None:
+    handles = {}
+    for axis in axes:
+        for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    columns = 1 + (len(handles) - 1) // 28
+    figure.legend(handles.values(), handles.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False,
+                  ncols=columns)
+
+
+def _lines(axis, group: pd.DataFrame, x: str, y: str) -> None:
+    for label, line in group.groupby("label", sort=True):
+        line = line.groupby(x, as_index=False)[y].median()
+        axis.plot(line[x], line[y], label=label, color=style.colour(label), marker=style.marker(label),
+                  linestyle=style.line_style(label), markersize=4, linewidth=1.4)
+
+
+def size_figure(data: pd.DataFrame, title: str, column: str, ylabel: str, what: str) -> Figure | None:
+    """One panel per shape: ``column`` against size, one line per implementation."""
+    data = data[data[column].notna() & (data[column] > 0)]
+    shapes = _shapes(data)
+    if not shapes:
+        return None
+    figure, axes = _panels(len(shapes))
+    for axis, shape in zip(axes, shapes, strict=True):
+        group = data[data["shape"].eq(shape)]
+        _lines(axis, group, "bytes_total", column)
+        style.size_axis(axis, sorted(group["bytes_total"].unique()))
+        style.log_axis(axis)
+        axis.set_title(shape)
+        axis.set_xlabel("message size (total bytes, nccl-tests size)")
+        axis.set_ylabel(ylabel)
+    figure.suptitle(f"{title}: {what}", x=0.02, ha="left", fontweight="bold")
+    _legend(figure, axes)
+    figure.tight_layout()
+    return figure
+
+
+def speedup_grid(data: pd.DataFrame, label: str, baseline: str) -> pd.DataFrame:
+    """baseline time / ``label`` time, shapes x sizes (> 1: ``label`` is faster)."""
+    keys = ["shape", "nranks", "nnodes", "bytes_total", "size_bucket"]
+    base = data[data["label"].eq(baseline)].groupby(keys)["time_us"].median()
+    mine = data[data["label"].eq(label)].groupby(keys)["time_us"].median()
+    speedup = (base / mine).dropna().rename("speedup").reset_index()
+    grid = speedup.pivot_table(index="shape", columns="size_bucket", values="speedup", aggfunc="median")
+    return grid.reindex([shape for shape in _shapes(data) if shape in grid.index])
+
+
+def speedup_figure(data: pd.DataFrame, title: str, baseline: str) -> Figure | None:
+    """One heatmap per implementation over shape x size; None without the baseline implementation."""
+    labels = [label for label in sorted(data["label"].unique()) if label != baseline]
+    if not data["label"].eq(baseline).any() or not labels:
+        return None
+    grids = [(label, speedup_grid(data, label, baseline)) for label in labels]
+    columns = sorted(set().union(*(grid.columns for _, grid in grids)))
+    grids = [(label, grid.reindex(columns=columns)) for label, grid in grids if grid.size]
+    if not grids:
+        return None
+    limit = max(1.0, *(float(np.nanmax(np.abs(np.log2(grid.to_numpy())))) for _, grid in grids))
+    limit = float(min(np.ceil(limit), SPEEDUP_LIMIT_LOG2))  # beyond 16x the colour saturates; the text says
+    norm = TwoSlopeNorm(vmin=-limit, vcenter=0.0, vmax=limit)
+    width = min(2.5 + 0.6 * max(len(grid.columns) for _, grid in grids), 16.0)
+    figure, axes = _panels(len(grids), width_in=width, height_in=1.7 + 0.4 * data["shape"].nunique(),
+                           most_columns=1 if width > 8 else 2)
+    for axis, (label, grid) in zip(axes, grids, strict=True):
+        _heatmap(axis, grid, norm)
+        axis.set_title(f"{label} vs {baseline}")
+    figure.suptitle(f"{title}: speedup over {baseline} (> 1: faster; colour scale is log2)", x=0.02, ha="left",
+                    fontweight="bold")
+    figure.tight_layout()
+    return figure
+
+
+def _heatmap(axis, grid: pd.DataFrame, norm) -> None:
+    values = grid.to_numpy(dtype=float)
+    image = axis.imshow(np.log2(values), cmap="RdBu", norm=norm, aspect="auto")
+    axis.set_xticks(range(len(grid.columns)), [style.short_size(size) for size in grid.columns], rotation=45,
+                    ha="right")
+    axis.set_yticks(range(len(grid.index)), list(grid.index))
+    axis.grid(False)
+    axis.set_xlabel("message size (total bytes, nearest power of two)")
+    if len(grid.columns) <= 24:
+        for (row, column), value in np.ndenumerate(values):
+            if np.isfinite(value):
+                axis.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                          color="white" if abs(np.log2(value)) > 0.6 * norm.vmax else "black")
+    step = max(1, int(norm.vmax) // 2)
+    bar = axis.figure.colorbar(image, ax=axis, fraction=0.05, pad=0.02,
+                               ticks=np.arange(-int(norm.vmax), int(norm.vmax) + 1, step))
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: style.ratio_label(2.0 ** value)))
+
+
+def scaling_sizes(data: pd.DataFrame, most: int = 4) -> list[int]:
+    """Size buckets measured at the most rank counts, spread from smallest to largest."""
+    coverage = data.groupby("size_bucket")["nranks"].nunique()
+    sizes = sorted(coverage[coverage.eq(coverage.max())].index)
+    if len(sizes) <= most:
+        return sizes
+    return [sizes[i] for i in dict.fromkeys(np.linspace(0, len(sizes) - 1, most).round().astype(int))]
+
+
+def scaling_figure(data: pd.DataFrame, title: str) -> Figure | None:
+    """Time against rank/GPU count at fixed sizes; None when only one count was measured."""
+    if data["nranks"].nunique() < 2:
+        return None
+    sizes = scaling_sizes(data)
+    figure, axes = _panels(len(sizes), width_in=4.0)
+    unit = "ranks" if data["device"].eq("host").all() else "GPUs"
+    for axis, size in zip(axes, sizes, strict=True):
+        group = data[data["size_bucket"].eq(size)]
+        _lines(axis, group, "nranks", "time_us")
+        counts = sorted(group["nranks"].unique())
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(counts, [str(count) for count in counts])
+        axis.minorticks_off()
+        style.log_axis(axis)
+        axis.set_title(f"≈ {style.short_size(size)}")
+        axis.set_xlabel(unit)
+        axis.set_ylabel("time (µs, median)")
+    figure.suptitle(f"{title}: scaling at fixed message size", x=0.02, ha="left", fontweight="bold")
+    _legend(figure, axes)
+    figure.tight_layout()
+    return figure
+
+
+def _slug(text: str) -> str:
+    return "-".join(text.split()).replace("/", "_")
+
+
+def _figures_of(data: pd.DataFrame, title: str, baseline: str) -> Iterator[tuple[str, Figure | None]]:
+    yield "latency", size_figure(data, title, "time_us", "time (µs, median)", "latency against size")
+    yield "busbw", size_figure(data, title, "busbw_gbps", "bus bandwidth (GB/s)", "bus bandwidth (nccl-tests formula)")
+    yield f"speedup-vs-{_slug(baseline).replace(':', '_')}", speedup_figure(data, title, baseline)
+    yield "scaling", scaling_figure(data, title)
+
+
+def figures(frame: pd.DataFrame, baseline: str = "mpi") -> Iterator[tuple[str, Figure]]:
+    """(name, figure) for every collective (and every variant of it), made one at a time."""
+    style.apply_defaults()
+    style.assign_colours(frame["label"].unique())
+    for (collective, variant), data in frame.groupby(["collective", "variant"], sort=True):
+        name = f"{collective}-{_slug(variant)}" if variant else collective
+        for suffix, figure in _figures_of(data, f"{collective} {variant}".strip(), baseline):
+            if figure is not None:
+                yield f"{name}-{suffix}", figure
+
+
+def save(named: Iterable[tuple[str, Figure]], out: Path, formats: list[str]) -> list[Path]:
+    """Write every figure in every format; close them."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, figure in named:
+        for extension in formats:
+            path = out / f"{name}.{extension}"
+            figure.savefig(path, bbox_inches="tight")
+            written.append(path)
+        plt.close(figure)
+    return written

@@ -1,0 +1,129 @@
+"""``pccl-bench report``: provenance, summary tables, plots and (with a baseline) the gate's verdicts."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from bench import __version__
+from bench import plot as plots
+from bench.gate import GateResult
+from bench.gate_output import headline, interval_text, note_text, ratio_text, settings_text, times_text, verdict_text
+from bench.report_doc import Details, Document, Image, Paragraph, Section, TableBlock
+from bench.runset import RunSet
+from bench.sizes import format_size
+
+#: the runs' own environment is long: these prefixes are shown first
+ENV_SHOWN = 40
+
+
+def _joined(values) -> str:
+    found = sorted({str(value) for value in values if str(value) not in ("", "nan", "None")})
+    return ", ".join(found) or "-"
+
+
+def _run_rows(runs: RunSet) -> list[list[str]]:
+    rows = []
+    for source, meta in zip(runs.sources, runs.metas, strict=True):
+        frame = runs.results[runs.results["run_id"].eq(meta.get("run_id"))] if meta else runs.results.iloc[0:0]
+        machine = meta.get("machine", {})
+        started = meta.get("started")
+        libraries = _joined(f"{row.library} {row.library_version}".strip() for row in frame.itertuples())
+        statuses = ", ".join(f"{n} {s}" for s, n in frame["status"].value_counts().items()) if len(frame) else "-"
+        rows.append([meta.get("run_id", Path(source).name), meta.get("suite", "-"),
+                     time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)) if started else "-",
+                     f"{machine.get('hostname', '-')} ({machine.get('cores', '?')} cores)",
+                     libraries, str(meta.get("git_sha", "-")), statuses])
+    return rows
+
+
+def _versions(runs: RunSet) -> TableBlock:
+    names = sorted({name for meta in runs.metas for name in meta.get("versions", {})})
+    rows = [[name, _joined(meta.get("versions", {}).get(name, "") for meta in runs.metas)] for name in names]
+    platforms = _joined(meta.get("machine", {}).get("platform", "") for meta in runs.metas)
+    return TableBlock(["component", "version"], [["platform", platforms], *rows])
+
+
+def _environment(runs: RunSet) -> TableBlock:
+    env: dict[str, set] = {}
+    for meta in runs.metas:
+        for name, value in meta.get("env", {}).items():
+            env.setdefault(name, set()).add(str(value))
+        for launch in meta.get("launches", {}).values():
+            for name, value in launch.get("env", {}).items():
+                env.setdefault(name, set()).add(str(value))
+    rows = [[name, ", ".join(sorted(values))] for name, values in sorted(env.items())]
+    return TableBlock(["variable", "value"], rows)
+
+
+def provenance_section(runs: RunSet) -> Section:
+    return Section("Provenance", [
+        TableBlock(["run", "suite", "started (UTC)", "machine", "libraries", "git sha", "cells"], _run_rows(runs)),
+        _versions(runs),
+        Details("Environment recorded for the runs (meta.json and every launch)", [_environment(runs)]),
+    ])
+
+
+def _summary_table(group: pd.DataFrame, baseline: str) -> TableBlock:
+    labels = sorted(group["label"].unique(), key=lambda label: (label != baseline, label))
+    grid = group.pivot_table(index="bytes_total", columns="label", values="time_us", aggfunc="median")[labels]
+    rows = []
+    for size, times in grid.iterrows():
+        best = times.idxmin() if times.notna().any() else "-"
+        speedup = (times[baseline] / times[best]) if baseline in times and pd.notna(times.get(baseline)) else None
+        rows.append([format_size(int(size)), *[f"{value:.2f}" if pd.notna(value) else "" for value in times],
+                     best, f"{speedup:.2f}x" if speedup else ""])
+    header = ["size", *[f"{label} µs" for label in labels], "fastest", f"fastest vs {baseline}"]
+    return TableBlock(header, rows, numeric=set(range(1, len(labels) + 1)) | {len(labels) + 2})
+
+
+def summary_section(frame: pd.DataFrame, baseline: str) -> Section:
+    blocks = [Paragraph("Median per-iteration time in µs (iteration time = maximum over ranks; repeats and runs "
+                        "pooled as the median of their medians). Sizes are nccl-tests sizes (total bytes).")]
+    for (collective, shape), group in frame.groupby(["collective", "shape"], sort=False):
+        blocks += [Paragraph(f"**{collective}, {shape}**"), _summary_table(group, baseline)]
+    return Section("Summary", blocks)
+
+
+def gate_section(result: GateResult) -> Section:
+    rows = [[cell.label, *times_text(cell), ratio_text(cell), interval_text(cell), verdict_text(cell),
+             note_text(cell)] for cell in result.cells]
+    flagged = [row for row, cell in zip(rows, result.cells, strict=True) if cell.verdict != "unchanged"]
+    header = ["cell", "baseline µs", "current µs", "ratio", "interval", "verdict", "note"]
+    counts = [[name, str(count)] for name, count in result.counts().items() if count]
+    warning = result.common_shift()
+    blocks = [Paragraph(f"**{headline(result)}**"),
+              Paragraph(f"Baseline: {', '.join(result.baseline_runs)}. Rule: {settings_text(result)}."),
+              *([Paragraph(f"**Warning:** {warning}.")] if warning else []),
+              TableBlock(["verdict", "cells"], counts, numeric={1})]
+    if flagged:
+        blocks += [Paragraph("Cells that are not unchanged:"), TableBlock(header, flagged, numeric={1, 2, 3})]
+    blocks.append(Details(f"All {len(rows)} cells", [TableBlock(header, rows, numeric={1, 2, 3})]))
+    return Section("Regression gate", blocks)
+
+
+def plots_section(frame: pd.DataFrame, baseline: str) -> Section:
+    blocks = []
+    for name, figure in plots.figures(frame, baseline):
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", bbox_inches="tight")
+        plots.plt.close(figure)
+        blocks.append(Image(name, buffer.getvalue()))
+    return Section("Plots", blocks)
+
+
+def build(runs: RunSet, baseline_impl: str = "mpi", gate_result: GateResult | None = None) -> Document:
+    frame = plots.plot_frame(runs.results)
+    title = f"pccl-bench report: {', '.join(runs.run_ids[:4])}" + (" ..." if len(runs.run_ids) > 4 else "")
+    document = Document(title, [Section("About", [Paragraph(
+        f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by pccl-bench {__version__} from "
+        f"{len(runs.sources)} run(s): {', '.join(runs.sources)}.")])])
+    document.sections.append(provenance_section(runs))
+    if gate_result is not None:
+        document.sections.append(gate_section(gate_result))
+    if not frame.empty:
+        document.sections += [summary_section(frame, baseline_impl), plots_section(frame, baseline_impl)]
+    return document

@@ -1,0 +1,150 @@
+"""``--launcher sbatch``: the whole sweep as one batch job that runs it with srun inside.
+
+The run folder is made here as for any sweep (suite.yaml, run.json); the batch
+script (``<run>/sbatch.sh``) runs ``pccl-bench run sweep --launcher srun --resume
+<run>`` in the allocation, so the results land in the same folder, under the same
+run id, in the same layout. Submitting the script again finishes what a time
+limit cut off. ``<run>/slurm.json`` records the submission and the job id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.errors import BadInput
+from bench.plan import Launch
+from bench.suite import Slurm
+from bench.table import atomic_write
+
+BATCH_SCRIPT = "sbatch.sh"
+JOB_RECORD = "slurm.json"
+#: allocation facts a run records in meta.json when it runs inside one
+ALLOCATION_ENV = {"job_id": "SLURM_JOB_ID", "job_name": "SLURM_JOB_NAME", "cluster": "SLURM_CLUSTER_NAME",
+                  "partition": "SLURM_JOB_PARTITION", "nodelist": "SLURM_JOB_NODELIST",
+                  "nnodes": "SLURM_JOB_NUM_NODES"}
+
+
+def allocation_shape(launches: list[Launch]) -> tuple[int, int]:
+    """(nodes, tasks per node) that hold every launch of the sweep, one after another."""
+    nodes = max(launch.nranks // launch.ranks_per_node for launch in launches)
+    return nodes, max(launch.ranks_per_node for launch in launches)
+
+
+def _directive(option: str) -> str:
+    return f"#SBATCH {shlex.quote(option)}"
+
+
+def batch_options(slurm: Slurm, launches: list[Launch], folder: Path) -> list[str]:
+    """The sbatch options of the sweep's batch job, then the suite's extras."""
+    nodes, per_node = allocation_shape(launches)
+    options = ["--job-name=pccl-bench", f"--nodes={nodes}", f"--ntasks-per-node={per_node}", "--export=ALL",
+               f"--output={folder.resolve()}/logs/sbatch-%j.log", f"--chdir={Path.cwd()}"]
+    options += [f"--time={slurm.time}"] if slurm.time else []
+    options += [f"--partition={slurm.partition}"] if slurm.partition else []
+    options += [f"--account={slurm.account}"] if slurm.account else []
+    return options + list(slurm.sbatch_args)
+
+
+def inner_command(folder: Path) -> list[str]:
+    """What the batch job runs: this sweep, resumed in its own folder, one srun step per launch."""
+    return [sys.executable, "-m", "bench", "run", "sweep", "--launcher", "srun", "--resume", str(folder.resolve())]
+
+
+def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path) -> str:
+    lines = [
+        "#!/bin/bash",
+        f"# pccl-bench run {run_id}: the sweep in one allocation, one srun job step per launch.",
+        "# Submit again (sbatch this file) to finish cells that a time limit cut off: the sweep resumes.",
+        *(_directive(option) for option in batch_options(slurm, launches, folder)),
+        "set -eu",
+        f"exec {shlex.join(inner_command(folder))}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def sbatch_argv(sbatch: str, script: Path, wait: bool) -> list[str]:
+    return [sbatch, "--parsable", *(["--wait"] if wait else []), str(script.resolve())]
+
+
+def write_record(folder: Path, record: dict) -> None:
+    """``slurm.json``, replaced whole (temp file + rename)."""
+    atomic_write(folder / JOB_RECORD, lambda path: path.write_text(json.dumps(record, indent=2) + "\n"))
+
+
+def job_facts(folder: Path) -> dict:
+    """For meta.json: the allocation this process runs in, and the batch submission of the run."""
+    facts = {name: os.environ[var] for name, var in ALLOCATION_ENV.items() if var in os.environ}
+    record = folder / JOB_RECORD
+    if record.exists():
+        try:
+            facts["batch"] = json.loads(record.read_text())
+        except json.JSONDecodeError:
+            pass
+    return facts
+
+
+@dataclass
+class Submission:
+    job_id: str | None = None
+    returncode: int | None = None
+    interrupted: bool = False
+    stderr: list[str] = field(default_factory=list)
+
+
+def _job_id(line: str) -> str | None:
+    """``sbatch --parsable`` prints ``JOBID`` or ``JOBID;CLUSTER``."""
+    head = line.strip().split(";")[0]
+    return head if head.isdigit() else None
+
+
+def submit(argv: list[str], on_job_id: Callable[[str], None]) -> Submission:
+    """Run sbatch (with or without --wait); hand over the job id as soon as it is printed.
+
+    An interrupt stops the waiting, not the job: it runs on and finishes the run folder.
+    """
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    outcome = Submission()
+    reader = threading.Thread(target=lambda: outcome.stderr.extend(process.stderr), daemon=True)
+    reader.start()
+    try:
+        for line in process.stdout:
+            job_id = _job_id(line)
+            if job_id and outcome.job_id is None:
+                outcome.job_id = job_id
+                on_job_id(job_id)
+        outcome.returncode = process.wait()
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        _stop_waiting(process)
+    reader.join(timeout=5)
+    return outcome
+
+
+def _stop_waiting(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+
+
+def refusal(outcome: Submission) -> BadInput:
+    """sbatch refused the job (a bad partition, account, time or option): its own words, one line."""
+    lines = [line.strip() for line in outcome.stderr if line.strip() and not line.startswith("Try ")]
+    reason = lines[-1].removeprefix("sbatch: error: ") if lines else f"exited with {outcome.returncode}"
+    return BadInput("sbatch", reason)
+
+
+def submission_record(argv: list[str], script: Path, job_id: str | None = None) -> dict:
+    return {"argv": argv, "script": str(script.resolve()), "job_id": job_id, "submitted": time.time()}

@@ -1,0 +1,200 @@
+"""The device layer: where a rank's buffers live, which GPU it uses, and why a GPU cannot be used.
+
+Backends: CuPy on CUDA or ROCm (``cupy.cuda.runtime.is_hip`` tells which build it
+is), and ``HostEmulation``, numpy arrays standing in for device memory so the
+device executor's logic runs in tests on machines without a GPU (never reported
+as a GPU: the harness only opens CuPy backends for ``cuda``/``rocm`` cells).
+
+Every rank binds to one GPU: its local rank (from a shared-memory split of the
+communicator) modulo the GPUs it sees, or the index in ``$PCCL_BENCH_GPU``.
+All GPU work of a rank goes to one stream of its own; ``synchronize`` waits for it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+GPU_DEVICES = ("cuda", "rocm")
+#: GPU binding override: "local" (local rank modulo the visible GPUs) or a device index
+ENV_GPU = "PCCL_BENCH_GPU"
+INSTALL_HINT = "install the [gpu] extra, pip install -e '.[gpu]' (ROCm: a ROCm build of CuPy)"
+
+
+@dataclass(frozen=True)
+class GpuProbe:
+    """What this process can see of the GPU stack; ``reason`` is empty when ``device`` is usable."""
+
+    device: str
+    reason: str = ""
+    count: int = 0
+    runtime: str = ""  # "CUDA 12.9" | "ROCm (HIP 6.2)"
+    cupy_version: str = ""
+    how: str = "import cupy"
+
+
+def _runtime_text(cupy) -> str:
+    version = cupy.cuda.runtime.runtimeGetVersion()
+    if cupy.cuda.runtime.is_hip:
+        return f"ROCm (HIP {version // 10_000_000}.{version // 100_000 % 100})"
+    return f"CUDA {version // 1000}.{version % 1000 // 10}"
+
+
+def probe(device: str) -> GpuProbe:
+    """Can this process put ``device`` ("cuda" | "rocm") buffers on a GPU? Never raises."""
+    if device not in GPU_DEVICES:
+        return GpuProbe(device, f"{device!r} is not a GPU device (expected one of {GPU_DEVICES})")
+    try:
+        import cupy
+    except ImportError as error:
+        return GpuProbe(device, f"CuPy is not installed ({error}); {INSTALL_HINT}")
+    except Exception as error:  # a broken CUDA/ROCm install raises all sorts at import
+        return GpuProbe(device, f"CuPy failed to import: {type(error).__name__}: {error}")
+    built_for = "rocm" if cupy.cuda.runtime.is_hip else "cuda"
+    how = "cupy.cuda.runtime.is_hip, cupy.cuda.runtime.getDeviceCount()"
+    if built_for != device:
+        return GpuProbe(device, f"this CuPy ({cupy.__version__}) is a {built_for} build; the suite asks for {device}",
+                        cupy_version=cupy.__version__, how=how)
+    try:
+        runtime = _runtime_text(cupy)
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # no driver, driver too old, no device
+        return GpuProbe(device, f"no usable {device} device: {error}", cupy_version=cupy.__version__, how=how)
+    if count < 1:
+        visible = os.environ.get("HIP_VISIBLE_DEVICES" if device == "rocm" else "CUDA_VISIBLE_DEVICES")
+        return GpuProbe(device, f"no {device} device visible" + (f" (visible devices: {visible!r})" if visible else ""),
+                        runtime=runtime, cupy_version=cupy.__version__, how=how)
+    return GpuProbe(device, "", count, runtime, cupy.__version__, how)
+
+
+def choose_device(local_rank: int, count: int, override: str | None = None) -> int:
+    """The GPU index of a rank: local rank modulo ``count``, or the override (an index)."""
+    if count < 1:
+        raise ValueError("no GPU to bind to")
+    text = (override or "local").strip()
+    if text == "local":
+        return local_rank % count
+    if not text.isdigit():
+        raise ValueError(f"{ENV_GPU}={override!r}: expected 'local' or a device index")
+    index = int(text)
+    if index >= count:
+        raise ValueError(f"{ENV_GPU}={index}: this rank sees only {count} device(s)")
+    return index
+
+
+def binding_text(override: str | None) -> str:
+    if (override or "local").strip() == "local":
+        return "local rank (shared-memory split) modulo the visible GPUs"
+    return f"device {override} on every rank ({ENV_GPU})"
+
+
+def local_rank(comm) -> int:
+    """This rank's index among the ranks of its (real) node. Collective over ``comm``."""
+    from mpi4py import MPI
+
+    shared = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    try:
+        return shared.Get_rank()
+    finally:
+        shared.Free()
+
+
+def host_address(array: np.ndarray | None) -> int:
+    """Address of a host (numpy, pinned or not) array; 0 for None or an empty one."""
+    return int(array.__array_interface__["data"][0]) if array is not None and array.size else 0
+
+
+class HostEmulation:
+    """numpy arrays in place of device memory: runs the device code paths without a GPU (tests)."""
+
+    kind = "host-emulation"
+    xp = np
+    index = 0
+
+    def synchronize(self) -> None:
+        pass
+
+    def ptr(self, array) -> int:
+        return host_address(array)
+
+    def empty(self, count: int, dtype) -> np.ndarray:
+        return np.empty(count, dtype=dtype)
+
+    def from_host(self, array: np.ndarray) -> np.ndarray:
+        return array.copy()
+
+    def pinned(self, count: int, dtype) -> np.ndarray:
+        return np.empty(count, dtype=dtype)
+
+    def download(self, dst: np.ndarray, src) -> None:
+        """Device -> host, contiguous, asynchronous on the rank's stream."""
+        dst[...] = src
+
+    def upload(self, dst, src: np.ndarray) -> None:
+        """Host -> device, contiguous, asynchronous on the rank's stream."""
+        dst[...] = src
+
+    def identity(self) -> str | None:
+        return None
+
+    def strided(self, array, off: int, count: int, nblocks: int, stride: int):
+        """``nblocks`` pieces of ``count`` elements ``stride`` apart from ``off``, as a 2-D view."""
+        item = array.itemsize
+        return np.lib.stride_tricks.as_strided(array[off:], shape=(nblocks, count), strides=(stride * item, item))
+
+
+class CupyBackend(HostEmulation):
+    """CuPy device memory on one GPU, all work on one non-blocking stream of this rank."""
+
+    def __init__(self, device: str, index: int) -> None:
+        import cupy
+        import cupyx
+
+        self.kind, self.index = device, index
+        self.xp, self._cupy, self._cupyx = cupy, cupy, cupyx
+        self._runtime = cupy.cuda.runtime
+        cupy.cuda.Device(index).use()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.stream.use()
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def ptr(self, array) -> int:
+        return int(array.data.ptr)
+
+    def empty(self, count: int, dtype):
+        return self._cupy.empty(count, dtype=dtype)
+
+    def from_host(self, array: np.ndarray):
+        return self._cupy.asarray(array)
+
+    def pinned(self, count: int, dtype) -> np.ndarray:
+        return self._cupyx.empty_pinned(count, dtype=dtype)
+
+    def download(self, dst: np.ndarray, src) -> None:
+        if src.nbytes:
+            self._runtime.memcpyAsync(dst.ctypes.data, src.data.ptr, src.nbytes, self._runtime.memcpyDeviceToHost,
+                                      self.stream.ptr)
+
+    def upload(self, dst, src: np.ndarray) -> None:
+        if dst.nbytes:
+            self._runtime.memcpyAsync(dst.data.ptr, src.ctypes.data, dst.nbytes, self._runtime.memcpyHostToDevice,
+                                      self.stream.ptr)
+
+    def identity(self) -> str | None:
+        """The PCI bus id of the bound GPU (ranks that share one are found by it), or None."""
+        try:
+            return str(self._cupy.cuda.Device(self.index).pci_bus_id)
+        except Exception:
+            return None
+
+    def strided(self, array, off: int, count: int, nblocks: int, stride: int):
+        item = array.itemsize
+        return self._cupy.lib.stride_tricks.as_strided(array[off:], shape=(nblocks, count),
+                                                       strides=(stride * item, item))
+
+
+Backend = HostEmulation | CupyBackend

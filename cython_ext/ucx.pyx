@@ -1,0 +1,436 @@
+"""A small binding to UCP for one-sided collectives (declarations in ucx.pxd).
+
+Setup happens once and over MPI: a Worker per process; Endpoints per communicator
+(worker addresses exchanged with an allgather); a Region per buffer (ucp_mem_map,
+rkey packed, exchanged with an allgather, unpacked once per peer). The hot path is
+``Region.put`` plus ``Worker.wait_word`` (progress until a flag word reaches a
+value, bounded by a timeout) and ``Worker.wait_request``; all nogil. Every UCX status
+goes through ``check``, which raises UcxError with ucs_status_string.
+
+Setup steps that can fail on one rank (an endpoint, a mapping) exchange the outcome
+before anyone waits on a peer, so every rank raises the same error instead of hanging.
+"""
+cimport cython
+from libc.stdint cimport uint64_t, uintptr_t
+from libc.stdio cimport FILE, fclose
+from libc.stdlib cimport calloc, free
+from libc.string cimport memset
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+cdef extern from "<stdio.h>" nogil:
+    FILE *open_memstream(char **ptr, size_t *size)
+
+cdef extern from "<sched.h>" nogil:
+    int sched_yield()
+
+cdef extern from *:
+    """
+    /* Acquire load: the data a peer wrote before its flag is visible once the flag is. */
+    static inline uint64_t pccl_load_acquire(volatile uint64_t *p) {
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    }
+    """
+    uint64_t pccl_load_acquire(volatile uint64_t *p) noexcept nogil
+
+
+class UcxError(RuntimeError):
+    """A UCX call failed, or a one-sided setup step failed on some rank."""
+
+
+class UcxTimeout(UcxError):
+    """A wait for a peer's flag or for a request exceeded the timeout (a peer gone, or no progress)."""
+
+
+MEMORY_TYPES = {UCS_MEMORY_TYPE_HOST: "host", UCS_MEMORY_TYPE_CUDA: "cuda",
+                UCS_MEMORY_TYPE_CUDA_MANAGED: "cuda-managed", UCS_MEMORY_TYPE_ROCM: "rocm",
+                UCS_MEMORY_TYPE_ROCM_MANAGED: "rocm-managed"}
+MEMORY_TYPE_CODES = {name: code for code, name in MEMORY_TYPES.items()}
+
+# Process-wide setup counters (the setup-once property is checked against them).
+cdef unsigned long n_workers = 0, n_endpoints = 0, n_registrations = 0, n_rkey_unpacks = 0
+
+
+def counters() -> dict:
+    """How many workers, endpoints, memory registrations and rkey unpacks this process made."""
+    return {"workers": n_workers, "endpoints": n_endpoints, "registrations": n_registrations,
+            "rkey_unpacks": n_rkey_unpacks}
+
+
+cdef int check(ucs_status_t status, const char *what) except -1 nogil:
+    if status == UCS_OK:
+        return 0
+    with gil:
+        raise UcxError(f"{what.decode()} failed: {ucs_status_string(status).decode()} (UCS status {status})")
+
+
+cdef inline double now() noexcept nogil:
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return t.tv_sec + 1e-9 * t.tv_nsec
+
+
+cdef str _memstream_text(char *text, size_t size):
+    result = text[:size].decode(errors="replace") if text != NULL else ""
+    free(text)
+    return result
+
+
+def version() -> str:
+    """The version of the libucp this process loaded (not the headers it was built with)."""
+    return ucp_get_version_string().decode()
+
+
+def header_version() -> str:
+    return f"{UCP_API_MAJOR}.{UCP_API_MINOR}"
+
+
+def library_path() -> str:
+    """Path of the libucp.so this process loaded (it may be another package's: MPI's own UCX)."""
+    import ctypes
+
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                    ("saddr", ctypes.c_void_p)]
+
+    info = DlInfo()
+    libc = ctypes.CDLL(None)
+    if libc.dladdr(ctypes.c_void_p(<uintptr_t>ucp_get_version_string), ctypes.byref(info)) and info.fname:
+        return info.fname.decode()
+    return ""
+
+
+cdef class Worker:
+    def __cinit__(self, double timeout_s=30.0, bint yield_when_idle=False):
+        global n_workers
+        cdef ucp_config_t *config = NULL
+        cdef ucp_params_t params
+        cdef ucp_worker_params_t worker_params
+        cdef unsigned major = 0, minor = 0, release = 0
+        cdef ucs_status_t status
+        self.context = NULL
+        self.handle = NULL
+        self.timeout_s = timeout_s
+        self.yield_when_idle = yield_when_idle
+        self.progress_calls = 0
+        # Ask for the API level of the library actually loaded when it is older than the headers
+        # (MPI's bundled UCX, say); only fields present in both are used.
+        ucp_get_version(&major, &minor, &release)
+        check(ucp_config_read(NULL, NULL, &config), b"ucp_config_read")
+        memset(&params, 0, sizeof(params))
+        params.field_mask = UCP_PARAM_FIELD_FEATURES
+        params.features = UCP_FEATURE_RMA
+        status = ucp_init_version(UCP_API_MAJOR, min(<unsigned>UCP_API_MINOR, minor), &params, config, &self.context)
+        ucp_config_release(config)
+        check(status, b"ucp_init")
+        memset(&worker_params, 0, sizeof(worker_params))
+        worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE
+        worker_params.thread_mode = UCS_THREAD_MODE_SINGLE
+        check(ucp_worker_create(self.context, &worker_params, &self.handle), b"ucp_worker_create")
+        n_workers += 1
+
+    def __dealloc__(self):
+        if self.handle != NULL:
+            ucp_worker_destroy(self.handle)
+        if self.context != NULL:
+            ucp_cleanup(self.context)
+
+    def address(self) -> bytes:
+        cdef ucp_address_t *address = NULL
+        cdef size_t length = 0
+        check(ucp_worker_get_address(self.handle, &address, &length), b"ucp_worker_get_address")
+        try:
+            return (<char *>address)[:length]
+        finally:
+            ucp_worker_release_address(self.handle, address)
+
+    def progress(self) -> int:
+        cdef unsigned events
+        with nogil:
+            events = ucp_worker_progress(self.handle)
+        return events
+
+    def memory_types(self) -> list:
+        """Memory types this UCX context can move (from ucp_context_query): 'host', 'cuda', ..."""
+        cdef ucp_context_attr_t attr
+        memset(&attr, 0, sizeof(attr))
+        attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES
+        check(ucp_context_query(self.context, &attr), b"ucp_context_query")
+        return [name for code, name in MEMORY_TYPES.items() if attr.memory_types & (1ULL << code)]
+
+    def context_info(self) -> str:
+        """ucp_context_print_info: the context's resources (one line per transport/device)."""
+        cdef char *text = NULL
+        cdef size_t size = 0
+        cdef FILE *stream = open_memstream(&text, &size)
+        if stream == NULL:
+            raise MemoryError()
+        ucp_context_print_info(self.context, stream)
+        fclose(stream)
+        return _memstream_text(text, size)
+
+    cdef int wait_word(self, volatile uint64_t *word, uint64_t value, const char *what, int peer) except -1 nogil:
+        """Progress until ``*word >= value``; UcxTimeout after timeout_s."""
+        cdef unsigned long spins = 0
+        cdef double start = 0.0
+        while pccl_load_acquire(word) < value:
+            if ucp_worker_progress(self.handle) == 0 and self.yield_when_idle:
+                sched_yield()
+            spins += 1
+            if spins == 1:
+                start = now()
+            elif (spins & 1023) == 0 and now() - start > self.timeout_s:
+                with gil:
+                    raise UcxTimeout(
+                        f"no {what.decode()} from rank {peer} within {self.timeout_s:g} s (flag {word[0]}, "
+                        f"want {value}): the peer is gone or no transport makes progress "
+                        f"(PCCL_RDMA_TIMEOUT_S sets the bound)")
+        self.progress_calls += spins
+        return 0
+
+    cdef int wait_request(self, void *request, const char *what) except -1 nogil:
+        """Progress until a request from a *_nbx call completes, then free it; NULL is done."""
+        cdef ucs_status_t status
+        cdef double start = now()
+        cdef unsigned long spins = 0
+        if request == NULL:
+            return 0
+        if UCS_PTR_IS_ERR(request):
+            return check(UCS_PTR_STATUS(request), what)
+        status = ucp_request_check_status(request)
+        while status == UCS_INPROGRESS:
+            if ucp_worker_progress(self.handle) == 0 and self.yield_when_idle:
+                sched_yield()
+            spins += 1
+            if (spins & 1023) == 0 and now() - start > self.timeout_s:
+                with gil:
+                    raise UcxTimeout(f"{what.decode()} did not complete within {self.timeout_s:g} s "
+                                     f"(PCCL_RDMA_TIMEOUT_S sets the bound)")
+            status = ucp_request_check_status(request)
+        ucp_request_free(request)
+        self.progress_calls += spins
+        return check(status, what)
+
+
+def _agree(comm, error: str) -> None:
+    """Every rank raises the first rank's error (or none does): no rank waits on a failed peer."""
+    errors = [(rank, text) for rank, text in enumerate(comm.allgather(error)) if text]
+    if errors:
+        rank, text = errors[0]
+        raise UcxError(text if f"rank {rank}" in text else f"rank {rank}: {text}")
+
+
+# Endpoints and Region use their references (worker, endpoints) when deallocated: the GC must
+# not clear them first when it breaks a reference cycle (at interpreter exit, say).
+@cython.no_gc_clear
+cdef class Endpoints:
+    def __cinit__(self, Worker worker, comm):
+        """Collective over ``comm``: one endpoint to every rank (itself included)."""
+        global n_endpoints
+        cdef ucp_ep_params_t params
+        cdef int peer
+        cdef bytes remote
+        self.worker = worker
+        self.size, self.rank = comm.Get_size(), comm.Get_rank()
+        self.eps = <ucp_ep_h *>calloc(self.size, sizeof(ucp_ep_h))
+        if self.eps == NULL:
+            raise MemoryError()
+        error = ""
+        try:
+            addresses = comm.allgather(worker.address())
+        except UcxError as failure:
+            addresses, error = comm.allgather(b""), str(failure)
+        for peer in range(self.size):
+            if error:
+                break
+            remote = addresses[peer]
+            memset(&params, 0, sizeof(params))
+            params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE
+            params.address = <const ucp_address_t *><char *>remote
+            params.err_mode = UCP_ERR_HANDLING_MODE_NONE
+            try:
+                check(ucp_ep_create(worker.handle, &params, &self.eps[peer]), b"ucp_ep_create")
+                n_endpoints += 1
+            except UcxError as failure:
+                error = f"endpoint to rank {peer}: {failure}"
+        _agree(comm, error)
+
+    def __dealloc__(self):
+        cdef ucp_request_param_t param
+        cdef int peer
+        if self.eps == NULL:
+            return
+        memset(&param, 0, sizeof(param))
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS
+        param.flags = UCP_EP_CLOSE_FLAG_FORCE  # no handshake: the peer may have gone already
+        for peer in range(self.size):
+            if self.eps[peer] != NULL:
+                request = ucp_ep_close_nbx(self.eps[peer], &param)
+                try:
+                    self.worker.wait_request(request, b"ucp_ep_close_nbx")
+                except UcxError:
+                    pass
+        free(self.eps)
+
+    def wire_up(self, comm):
+        """Collective: connect every endpoint now, so no connection handshake happens inside a call.
+
+        Each rank puts one word into every rank's twin of a small region and flushes, then all
+        wait in an MPI barrier that keeps progressing UCX (a rank that is done must still serve
+        its peers' connection handshakes and flushes)."""
+        import numpy as np
+
+        cdef ucp_request_param_t param
+        cdef void *request = NULL
+        cdef uint64_t mark = self.rank + 1
+        cdef int peer
+        words = np.zeros(self.size, dtype=np.uint64)
+        region = Region(self, comm, words.ctypes.data, words.nbytes, words, "host")
+        memset(&param, 0, sizeof(param))
+        for peer in range(self.size):
+            region.put(peer, &mark, 8, self.rank * 8, &param, &request)
+            self.worker.wait_request(request, b"ucp_put_nbx (wire-up)")
+            self.worker.wait_request(ucp_ep_flush_nbx(self.eps[peer], &param), b"ucp_ep_flush_nbx (wire-up)")
+        barrier = comm.Ibarrier()
+        start = now()
+        while not barrier.Test():
+            ucp_worker_progress(self.worker.handle)
+            if now() - start > self.worker.timeout_s:
+                raise UcxTimeout(f"wire-up: not every rank connected within {self.worker.timeout_s:g} s")
+        expected = np.arange(1, self.size + 1, dtype=np.uint64)
+        if not (words == expected).all():
+            raise UcxError(f"wire-up: words {words.tolist()} after the barrier, expected {expected.tolist()}")
+
+    def transports(self, int peer) -> list:
+        """(transport, device) pairs of the lanes UCX set up to ``peer`` (ucp_ep_query)."""
+        cdef ucp_ep_attr_t attr
+        cdef ucp_transport_entry_t entries[32]
+        memset(&attr, 0, sizeof(attr))
+        attr.field_mask = UCP_EP_ATTR_FIELD_TRANSPORTS
+        attr.transports.entries = entries
+        attr.transports.num_entries = 32
+        attr.transports.entry_size = sizeof(ucp_transport_entry_t)
+        check(ucp_ep_query(self.eps[peer], &attr), b"ucp_ep_query")
+        return [(entries[i].transport_name.decode(), entries[i].device_name.decode())
+                for i in range(attr.transports.num_entries)]
+
+    def info(self, int peer) -> str:
+        """ucp_ep_print_info: the endpoint's lanes and what each carries (am, rma, rma_bw, ...)."""
+        cdef char *text = NULL
+        cdef size_t size = 0
+        cdef FILE *stream = open_memstream(&text, &size)
+        if stream == NULL:
+            raise MemoryError()
+        ucp_ep_print_info(self.eps[peer], stream)
+        fclose(stream)
+        return _memstream_text(text, size)
+
+
+@cython.no_gc_clear
+cdef class Region:
+    def __cinit__(self, Endpoints endpoints, comm, uintptr_t address, size_t length, owner=None,
+                  str memory_type="auto"):
+        """Collective over ``comm`` (the endpoints' communicator): map ``length`` bytes at ``address``,
+        exchange (base, rkey) with every rank and unpack each peer's rkey once.
+
+        ``owner`` keeps the memory alive as long as the mapping. ``memory_type``: 'auto' lets UCX
+        detect it; otherwise one of MEMORY_TYPES' names. ``address`` 0: UCX allocates ``length``
+        zeroed bytes of host memory itself (``address`` property), in a segment its shared-memory
+        transports can map into the peers, so puts there need no system call on one host."""
+        global n_registrations, n_rkey_unpacks
+        cdef ucp_mem_map_params_t params
+        cdef ucp_mem_attr_t attr
+        cdef void *packed = NULL
+        cdef size_t packed_size = 0
+        cdef int peer
+        cdef bytes key
+        self.endpoints = endpoints
+        self.memh = NULL
+        self.base = <char *>address
+        self.length = length
+        self.owner = owner
+        self.memory_type = UCS_MEMORY_TYPE_HOST
+        self.remote_base = <uint64_t *>calloc(endpoints.size, sizeof(uint64_t))
+        self.rkeys = <ucp_rkey_h *>calloc(endpoints.size, sizeof(ucp_rkey_h))
+        if self.remote_base == NULL or self.rkeys == NULL:
+            raise MemoryError()
+        context = endpoints.worker.context
+        error, rkey = "", b""
+        if length:
+            try:
+                memset(&params, 0, sizeof(params))
+                params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                params.address = <void *>address
+                params.length = length
+                if address == 0:
+                    params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS
+                    params.flags = UCP_MEM_MAP_ALLOCATE
+                if memory_type != "auto":
+                    params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE
+                    params.memory_type = <ucs_memory_type_t>MEMORY_TYPE_CODES[memory_type]
+                check(ucp_mem_map(context, &params, &self.memh), b"ucp_mem_map")
+                n_registrations += 1
+                memset(&attr, 0, sizeof(attr))
+                attr.field_mask = UCP_MEM_ATTR_FIELD_MEM_TYPE | UCP_MEM_ATTR_FIELD_ADDRESS
+                check(ucp_mem_query(self.memh, &attr), b"ucp_mem_query")
+                self.memory_type = attr.mem_type
+                if address == 0:
+                    self.base = <char *>attr.address
+                    address = <uintptr_t>attr.address
+                    memset(self.base, 0, length)
+                check(ucp_rkey_pack(context, self.memh, &packed, &packed_size), b"ucp_rkey_pack")
+                rkey = (<char *>packed)[:packed_size]
+                ucp_rkey_buffer_release(packed)
+            except UcxError as failure:
+                error = f"registering {length} bytes: {failure}"
+        peers = comm.allgather((error, address, rkey))
+        _agree(comm, error)
+        for peer in range(endpoints.size):
+            self.remote_base[peer] = peers[peer][1]
+            key = peers[peer][2]
+            if key:
+                check(ucp_ep_rkey_unpack(endpoints.eps[peer], <const char *>key, &self.rkeys[peer]),
+                      b"ucp_ep_rkey_unpack")
+                n_rkey_unpacks += 1
+
+    def __dealloc__(self):
+        cdef int peer
+        if self.rkeys != NULL:
+            for peer in range(self.endpoints.size):
+                if self.rkeys[peer] != NULL:
+                    ucp_rkey_destroy(self.rkeys[peer])
+        if self.memh != NULL:
+            ucp_mem_unmap(self.endpoints.worker.context, self.memh)
+        free(self.rkeys)
+        free(self.remote_base)
+
+    @property
+    def address(self) -> int:
+        """Where the mapped memory starts (UCX's own allocation when it was asked to allocate)."""
+        return <uintptr_t>self.base
+
+    def mappable(self, int peer) -> bool:
+        """Whether UCX maps ``peer``'s twin into this process (ucp_rkey_ptr): puts there can be
+        plain copies through a shared-memory segment (sysv, posix, xpmem) instead of RMA."""
+        cdef void *local = NULL
+        if self.rkeys[peer] == NULL:
+            return False
+        return ucp_rkey_ptr(self.rkeys[peer], self.remote_base[peer], &local) == UCS_OK
+
+    @property
+    def memory_type_name(self) -> str:
+        """What UCX detected (or was told) the mapped memory is."""
+        return MEMORY_TYPES.get(self.memory_type, f"type {self.memory_type}")
+
+    cdef int put(self, int peer, const void *source, size_t nbytes, size_t offset,
+                 ucp_request_param_t *param, void **request) except -1 nogil:
+        """Start a put of ``nbytes`` into the peer's twin at ``offset``; ``*request``: NULL when done already."""
+        cdef ucs_status_ptr_t started
+        request[0] = NULL
+        if nbytes == 0:
+            return 0
+        started = ucp_put_nbx(self.endpoints.eps[peer], source, nbytes, self.remote_base[peer] + offset,
+                              self.rkeys[peer], param)
+        if UCS_PTR_IS_ERR(started):
+            return check(UCS_PTR_STATUS(started), b"ucp_put_nbx")
+        request[0] = started
+        return 0

@@ -1,0 +1,269 @@
+"""Prove the gate's statistics on real runs of this machine (docs/GATE.md, "Evaluation").
+
+    .venv/bin/python scripts/evaluate_gate.py [--rounds 10] [--out results/gate-eval]
+
+Runs suites/ci.yaml in rounds of "A, A, B" (A: as committed; B: a real slowdown, MPICH's own
+shared-memory collectives switched off through its documented control variable), then gates:
+
+* A/A          every A run against the pool of the ``--pool`` A runs before it
+               (target: at most 1% of cells flagged, regressed or improved);
+* A/B x1.25    the same, with every sample of the current run multiplied by 1.25
+               (target: at least 95% of cells regressed);
+* A/B real     every B run against the pool of A runs before it; "slowed" cells are those whose
+               median ratio over all *other* B runs against all A runs is at least 1.25, and
+               "unaffected" ones within 5%.
+
+The machine is shared: before each run the script waits (``--quiet-wait``, default 60 s) for a
+second in which other processes leave the CPUs alone, as on a dedicated CI runner; while a run
+is measured it records how much CPU time other processes took (/proc/stat less this script's
+children) and the hypervisor's steal time. Figures are given for all comparisons and for
+"quiet" ones (every run involved had others below 5%).
+``--analyse-only`` re-reads a previous collection (e.g. to try other thresholds).
+Figures go to OUT/evaluation.json and OUT/evaluation.md and are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.gate import GateOptions, gate  # noqa: E402
+from bench.plan import CELL_KEY  # noqa: E402
+from bench.runset import RunSet, load_runs  # noqa: E402
+
+#: MPICH control variable (``mpivars``): no device (shared-memory) collectives, so MPI_Allreduce,
+#: MPI_Allgather and MPI_Barrier fall back to point-to-point algorithms
+SLOWDOWN_ENV = {"MPIR_CVAR_DEVICE_COLLECTIVES": "none"}
+SCALE = 1.25
+QUIET_SHARE = 0.05
+
+
+def cpu_ticks() -> tuple[float, float]:
+    """(busy, steal) seconds of all CPUs since boot."""
+    fields = [float(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq) / hz, steal / hz
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def others_share(seconds: float) -> float:
+    """Share of all CPUs that other processes used over ``seconds`` (this script sleeps)."""
+    (busy0, _), start = cpu_ticks(), time.monotonic()
+    time.sleep(seconds)
+    (busy1, _), wall_s = cpu_ticks(), time.monotonic() - start
+    return (busy1 - busy0) / (wall_s * (os.cpu_count() or 1))
+
+
+def wait_for_quiet(limit_s: float) -> None:
+    """Wait (at most ``limit_s``) until other processes leave the CPUs alone for a second, as a
+    dedicated CI runner would. Runs that still overlap load are marked as not quiet."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and others_share(1.0) > QUIET_SHARE:
+        pass
+
+
+def sweep(folder: Path, env: dict[str, str]) -> dict:
+    argv = [sys.executable, "-m", "bench", "run", "sweep", str(ROOT / "suites" / "ci.yaml"), "--out", str(folder)]
+    argv += [arg for name, value in env.items() for arg in ("--set", f"env.{name}={value}")]
+    (busy0, steal0), mine0, start = cpu_ticks(), children_cpu(), time.monotonic()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    (busy1, steal1), mine1, wall_s = cpu_ticks(), children_cpu(), time.monotonic() - start
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr[-2000:]}")
+    capacity = wall_s * (os.cpu_count() or 1)
+    record = {"wall_s": wall_s, "others_share": max(0.0, (busy1 - busy0) - (mine1 - mine0)) / capacity,
+              "steal_share": (steal1 - steal0) / capacity, "exit": done.returncode}
+    print(f"  {folder.name}: exit {done.returncode}, {wall_s:.1f} s, others {record['others_share']:.0%}, "
+          f"steal {record['steal_share']:.0%}", flush=True)
+    return record
+
+
+def collect(out: Path, rounds: int, quiet_wait_s: float) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    records = {}
+    for index in range(rounds):
+        for name, env in ((f"A{2 * index:02d}", {}), (f"A{2 * index + 1:02d}", {}), (f"B{index:02d}", SLOWDOWN_ENV)):
+            wait_for_quiet(quiet_wait_s)
+            records[name] = sweep(out / name, env)
+            (out / "runs.json").write_text(json.dumps(records, indent=2) + "\n")
+
+
+def scaled(runs: RunSet, factor: float) -> RunSet:
+    return replace(runs, samples=runs.samples.assign(time_us=runs.samples["time_us"] * factor))
+
+
+def pooled(runs: list[RunSet]) -> RunSet:
+    return RunSet(pd.concat([r.results for r in runs], ignore_index=True),
+                  pd.concat([r.samples for r in runs], ignore_index=True),
+                  [m for r in runs for m in r.metas], [s for r in runs for s in r.sources])
+
+
+def verdicts(baseline: RunSet, current: RunSet, options: GateOptions, **tags) -> pd.DataFrame:
+    result = gate(baseline, current, options)
+    return pd.DataFrame([{"key": cell.key, "label": cell.label, "bytes_total": cell.row["bytes_total"],
+                          "verdict": cell.verdict, "ratio": cell.estimate.ratio if cell.estimate else np.nan,
+                          **tags} for cell in result.cells])
+
+
+def reference_ratios(slow: list[RunSet], fast: list[RunSet]) -> pd.Series:
+    """Median ratio per cell key over whole pools (what "slowed" means for the real A/B)."""
+    def medians(sets: list[RunSet]) -> pd.Series:
+        return pd.concat([s.samples for s in sets], ignore_index=True).groupby(list(CELL_KEY))["time_us"].median()
+    return medians(slow) / medians(fast)
+
+
+def sequential(a_names: list[str], b_names: list[str], pool: int):
+    """(check, baseline runs, current runs) as with a committed baseline: the ``pool`` A runs
+    measured just before the current run."""
+    for index in range(pool, len(a_names)):
+        yield "aa", a_names[index - pool:index], [a_names[index]]
+    for position, name in enumerate(b_names):
+        end = min(max(pool, 2 * (position + 1)), len(a_names))  # rounds are A, A, B
+        yield "real", a_names[end - pool:end], [name]
+
+
+def interleaved(a_names: list[str], b_names: list[str], pool: int):
+    """(check, baseline runs, current runs) as with a same-job A/B on a shared runner: the two
+    sides measured in alternation within the same minute, ``pool`` runs each."""
+    for start in range(len(a_names) - 2 * pool + 1):
+        window = a_names[start:start + 2 * pool]
+        yield "aa", window[0::2], window[1::2]
+    for start in range(len(b_names) - pool + 1):
+        yield "real", a_names[2 * start:2 * (start + pool)], b_names[start:start + pool]
+
+
+def paired(a_names: list[str], b_names: list[str], pool: int):
+    """As ``interleaved``, judged pair by pair (``gate --paired``): each B run is paired with the
+    A run measured just before it."""
+    yield from ((check, base, cur) for check, base, cur in interleaved(a_names, b_names, pool) if check == "aa")
+    for start in range(len(b_names) - pool + 1):
+        yield "real", [a_names[2 * r + 1] for r in range(start, start + pool)], b_names[start:start + pool]
+
+
+DESIGNS = {"sequential": sequential, "interleaved": interleaved, "paired": paired}
+
+
+def compare_all(out: Path, pool: int, options: GateOptions, quiet: dict[str, bool]) -> pd.DataFrame:
+    names = sorted(path.name for path in out.glob("[AB][0-9]*") if (path / "results.parquet").exists())
+    runs = {name: load_runs([out / name]) for name in names}
+    a_names = [name for name in names if name.startswith("A")]
+    b_names = [name for name in names if name.startswith("B")]
+    frames = []
+    for design, pairs in DESIGNS.items():
+        design_options = replace(options, paired=design == "paired")
+        for check, base_names, cur_names in pairs(a_names, b_names, pool):
+            base, current = pooled([runs[n] for n in base_names]), pooled([runs[n] for n in cur_names])
+            tags = {"design": design, "run": "+".join(cur_names),
+                    "quiet": all(quiet.get(n, False) for n in [*base_names, *cur_names])}
+            if check == "aa":
+                frames.append(verdicts(base, current, design_options, check="aa", **tags))
+                frames.append(verdicts(base, scaled(current, SCALE), design_options, check="scaled", **tags))
+                continue
+            others = [runs[n] for n in b_names if n not in cur_names] or [current]
+            reference = reference_ratios(others, [runs[n] for n in a_names])
+            frame = verdicts(base, current, design_options, check="real", **tags)
+            frame["reference"] = [reference.get(key, np.nan) for key in frame["key"]]
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _share(frame: pd.DataFrame, *names: str) -> float | None:
+    return round(float(frame.verdict.isin(names).mean()), 4) if len(frame) else None
+
+
+def figures_of(frame: pd.DataFrame, options: GateOptions) -> dict:
+    aa, scaled_frame, real = (frame[frame.check == name] for name in ("aa", "scaled", "real"))
+    slowed = real[real.reference >= SCALE]
+    calm = real[(real.reference > 1 / 1.05) & (real.reference < 1.05)]
+    small = scaled_frame.bytes_total < options.small_below_bytes
+    return {
+        "aa_cells": len(aa), "aa_regressed": _share(aa, "regressed"), "aa_improved": _share(aa, "improved"),
+        "aa_flagged": _share(aa, "regressed", "improved"),
+        "scaled_cells": len(scaled_frame), "scaled_regressed": _share(scaled_frame, "regressed"),
+        "scaled_regressed_small": _share(scaled_frame[small], "regressed"),
+        "scaled_regressed_large": _share(scaled_frame[~small], "regressed"),
+        "real_slowed_cells": len(slowed), "real_slowed_regressed": _share(slowed, "regressed"),
+        "real_unaffected_cells": len(calm), "real_unaffected_flagged": _share(calm, "regressed", "improved"),
+    }
+
+
+def evaluate(out: Path, pool: int, options: GateOptions) -> dict:
+    records = json.loads((out / "runs.json").read_text()) if (out / "runs.json").exists() else {}
+    quiet = {name: r["others_share"] < QUIET_SHARE and r["steal_share"] < QUIET_SHARE for name, r in records.items()}
+    frame = compare_all(out, pool, options, quiet)
+    frame[frame.verdict.isin(["regressed", "improved"]) & frame.check.eq("aa")].to_csv(out / "aa_flagged.csv")
+    return {
+        "runs": len(records), "quiet_runs": sum(quiet.values()), "pool": pool, "slowdown_env": SLOWDOWN_ENV,
+        "options": {"threshold": options.threshold, "small_threshold": options.small_threshold,
+                    "small_below_bytes": options.small_below_bytes, "confidence": options.confidence,
+                    "min_samples": options.min_samples},
+        **{f"{design}_{subset}": figures_of(frame[frame.design.eq(design) & (frame.quiet | (subset == "all"))],
+                                            options)
+           for design in DESIGNS for subset in ("all", "quiet")},
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def report(figures: dict) -> str:
+    columns = [f"{design}_{subset}" for design in DESIGNS for subset in ("all", "quiet")]
+    rows = [("A/A: flagged (regressed or improved)", "aa_cells", "aa_flagged", "<= 1%"),
+            ("A/A: regressed", "aa_cells", "aa_regressed", ""),
+            (f"A/B samples x{SCALE}: regressed", "scaled_cells", "scaled_regressed", ">= 95%"),
+            ("  below the small-message limit", None, "scaled_regressed_small", ""),
+            ("  at or above it", None, "scaled_regressed_large", ""),
+            ("A/B real: slowed cells (>= 1.25x) regressed", "real_slowed_cells", "real_slowed_regressed", ">= 95%"),
+            ("A/B real: unaffected cells (within 5%) flagged", "real_unaffected_cells", "real_unaffected_flagged",
+             ""),
+            ]
+    lines = [f"{figures['runs']} runs, {figures['quiet_runs']} quiet; {figures['pool']} runs per side",
+             "", "| check | " + " | ".join(c.replace("_", ", ") for c in columns) + " | target |",
+             "| --- |" + " ---: |" * len(columns) + " --- |"]
+    for title, count, share, target in rows:
+        cells = [f"{_pct(figures[c][share])}" + (f" of {figures[c][count]}" if count else "") for c in columns]
+        lines.append(f"| {title} | " + " | ".join(cells) + f" | {target} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=10, help="rounds of A, A, B runs (default 10)")
+    parser.add_argument("--pool", type=int, default=3, help="A runs pooled into each baseline (default 3)")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "gate-eval")
+    parser.add_argument("--analyse-only", action="store_true", help="re-read the runs in --out")
+    parser.add_argument("--quiet-wait", type=float, default=60.0,
+                        help="seconds to wait before each run for other processes to go quiet (default 60)")
+    parser.add_argument("--threshold", type=float, default=GateOptions.threshold)
+    parser.add_argument("--small-threshold", type=float, default=GateOptions.small_threshold)
+    args = parser.parse_args()
+    if not args.analyse_only:
+        collect(args.out, args.rounds, args.quiet_wait)
+    options = GateOptions(threshold=args.threshold, small_threshold=args.small_threshold)
+    figures = evaluate(args.out, args.pool, options)
+    (args.out / "evaluation.json").write_text(json.dumps(figures, indent=2) + "\n")
+    (args.out / "evaluation.md").write_text(report(figures) + "\n")
+    print(report(figures))
+
+
+if __name__ == "__main__":
+    main()
