@@ -63,6 +63,7 @@ def run_cell(topo: Topology, cell: dict, timing: dict, check: bool, where: tuple
         return {**row, "status": "unsupported", "error": reason, "iters": 0, "samples_us": []}
     sendbuf, recvbuf = collspec.make_buffers(call, comm.rank)
     op = implementation.build(topo, call, sendbuf, recvbuf)
+    row.update(implementation.describe(call))  # what the op really uses (e.g. UCX's transport) is known now
     op()
     faults.before_check(comm.rank, *where, recvbuf)
     if check:
