@@ -35,6 +35,8 @@ FAILING = ("regressed", "failed", "missing")
 #: statuses that mean the cell did not produce a trustworthy timing
 BAD_STATUSES = ("wrong", "failed", "timeout")
 NOT_RUN = ("unsupported", "skipped")
+#: cell-key columns that hold counts (the others hold text)
+INT_KEYS = ("nranks", "nnodes", "ranks_per_node", "count_per_rank")
 #: default thresholds, calibrated with scripts/evaluate_gate.py (docs/GATE.md)
 THRESHOLD = 0.10
 SMALL_THRESHOLD = 0.15
@@ -135,13 +137,14 @@ def _select(frame: pd.DataFrame, options: GateOptions) -> pd.DataFrame:
 
 
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
-    """Key columns normalised so that "" and missing compare equal."""
+    """Key columns normalised: text with "" for missing, counts as int64 (concatenating an empty
+    table can leave them as objects)."""
     frame = frame.copy()
     for name in CELL_KEY:
-        if name not in frame.columns:
-            frame[name] = ""
-        if frame[name].dtype == object or pd.api.types.is_string_dtype(frame[name]):
-            frame[name] = frame[name].fillna("").astype(str)
+        if name in INT_KEYS:
+            frame[name] = pd.to_numeric(frame[name]).astype("int64") if len(frame) else frame[name]
+        else:
+            frame[name] = frame[name].fillna("").astype(str) if name in frame.columns else ""
     return frame
 
 

@@ -98,7 +98,8 @@ def log_axis(axis) -> None:
     after the data is drawn."""
     axis.set_yscale("log")
     low, high = axis.get_ylim()
-    subs = (1.0, 2.0, 5.0) if high / max(low, 1e-12) <= 10**2.5 else (1.0,)
+    span = high / max(low, 1e-12)
+    subs = tuple(range(1, 10)) if span <= 10 else (1.0, 2.0, 5.0) if span <= 10**2.5 else (1.0,)
     axis.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
     axis.yaxis.set_minor_locator(NullLocator())
     axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))

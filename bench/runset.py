@@ -90,4 +90,6 @@ def load_runs(paths: list[Path]) -> RunSet:
             samples.append(found[found["cell_key"].isin(keys)] if len(found) else found)
             metas.append(_read_meta(folder) if item.is_dir() else {})
             sources.append(str(item))
-    return RunSet(pd.concat(results, ignore_index=True), pd.concat(samples, ignore_index=True), metas, sources)
+    filled = [frame for frame in samples if len(frame)]  # empty frames would turn numbers into objects
+    pooled = pd.concat(filled, ignore_index=True) if filled else samples[0]
+    return RunSet(pd.concat(results, ignore_index=True), pooled, metas, sources)

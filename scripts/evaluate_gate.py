@@ -1,23 +1,26 @@
 """Prove the gate's statistics on real runs of this machine (docs/GATE.md, "Evaluation").
 
-    .venv/bin/python scripts/evaluate_gate.py [--rounds 10] [--out results/gate-eval]
+    .venv/bin/python scripts/evaluate_gate.py [--rounds 12] [--out results/gate-eval]
 
 Runs suites/ci.yaml in rounds of "A, A, B" (A: as committed; B: a real slowdown, MPICH's own
 shared-memory collectives switched off through its documented control variable), then gates:
 
-* A/A          every A run against the pool of the ``--pool`` A runs before it
-               (target: at most 1% of cells flagged, regressed or improved);
+* A/A          A runs against A runs (target: at most 1% of cells flagged, regressed or improved);
 * A/B x1.25    the same, with every sample of the current run multiplied by 1.25
                (target: at least 95% of cells regressed);
-* A/B real     every B run against the pool of A runs before it; "slowed" cells are those whose
-               median ratio over all *other* B runs against all A runs is at least 1.25, and
-               "unaffected" ones within 5%.
+* A/B real     B runs against A runs; "slowed" cells are those whose
+               median ratio over all *other* (quiet) B runs against all (quiet) A runs is at
+               least 1.25, and "unaffected" ones within 5%.
 
-The machine is shared: before each run the script waits (``--quiet-wait``, default 60 s) for a
-second in which other processes leave the CPUs alone, as on a dedicated CI runner; while a run
-is measured it records how much CPU time other processes took (/proc/stat less this script's
-children) and the hypervisor's steal time. Figures are given for all comparisons and for
-"quiet" ones (every run involved had others below 5%).
+Each check is made in three designs: "sequential" (a baseline measured before, as a committed
+one), "interleaved" (``--pool`` runs per side measured in alternation, pooled) and "paired"
+(the same, judged pair by pair with ``gate --paired``).
+
+The machine is shared: before each run the script can wait (``--quiet-wait S``, default 0) for
+a second in which other processes leave the CPUs alone; while a run is measured it records how
+much CPU time other processes took (/proc/stat less this script's children) and the
+hypervisor's steal time. Figures are given for all comparisons and for "quiet" ones (every run
+involved had others below 5%).
 ``--analyse-only`` re-reads a previous collection (e.g. to try other thresholds).
 Figures go to OUT/evaluation.json and OUT/evaluation.md and are printed.
 """
@@ -161,6 +164,16 @@ def paired(a_names: list[str], b_names: list[str], pool: int):
 DESIGNS = {"sequential": sequential, "interleaved": interleaved, "paired": paired}
 
 
+def _reference_pools(runs: dict, a_names: list[str], b_names: list[str], current: list[str],
+                     quiet: dict[str, bool]) -> tuple[list[RunSet], list[RunSet]]:
+    """The B runs other than ``current`` and all A runs, quiet ones only where there are some."""
+    slow = [n for n in b_names if n not in current] or current
+    fast = list(a_names)
+    slow = [n for n in slow if quiet.get(n)] or slow
+    fast = [n for n in fast if quiet.get(n)] or fast
+    return [runs[n] for n in slow], [runs[n] for n in fast]
+
+
 def compare_all(out: Path, pool: int, options: GateOptions, quiet: dict[str, bool]) -> pd.DataFrame:
     names = sorted(path.name for path in out.glob("[AB][0-9]*") if (path / "results.parquet").exists())
     runs = {name: load_runs([out / name]) for name in names}
@@ -177,8 +190,7 @@ def compare_all(out: Path, pool: int, options: GateOptions, quiet: dict[str, boo
                 frames.append(verdicts(base, current, design_options, check="aa", **tags))
                 frames.append(verdicts(base, scaled(current, SCALE), design_options, check="scaled", **tags))
                 continue
-            others = [runs[n] for n in b_names if n not in cur_names] or [current]
-            reference = reference_ratios(others, [runs[n] for n in a_names])
+            reference = reference_ratios(*_reference_pools(runs, a_names, b_names, cur_names, quiet))
             frame = verdicts(base, current, design_options, check="real", **tags)
             frame["reference"] = [reference.get(key, np.nan) for key in frame["key"]]
             frames.append(frame)
@@ -247,12 +259,13 @@ def report(figures: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=10, help="rounds of A, A, B runs (default 10)")
+    parser.add_argument("--rounds", type=int, default=12, help="rounds of A, A, B runs (default 12)")
     parser.add_argument("--pool", type=int, default=3, help="A runs pooled into each baseline (default 3)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "gate-eval")
     parser.add_argument("--analyse-only", action="store_true", help="re-read the runs in --out")
-    parser.add_argument("--quiet-wait", type=float, default=60.0,
-                        help="seconds to wait before each run for other processes to go quiet (default 60)")
+    parser.add_argument("--quiet-wait", type=float, default=0.0,
+                        help="seconds to wait at most before each run for other processes to go quiet "
+                             "(default 0: runs back to back, close in time)")
     parser.add_argument("--threshold", type=float, default=GateOptions.threshold)
     parser.add_argument("--small-threshold", type=float, default=GateOptions.small_threshold)
     args = parser.parse_args()

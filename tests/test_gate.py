@@ -248,3 +248,16 @@ def test_paired_runs_cancel_drift_of_the_machine(tmp_path):
     assert all(1.2 < c.estimate.ratio < 1.3 for c in paired.cells)
     with pytest.raises(BadInput, match="as many current runs"):
         gate(load_runs(base), load_runs(cur[:2]), GateOptions(paired=True))
+
+
+def test_pooling_a_run_with_an_imported_one_keeps_the_samples(tmp_path):
+    """An imported table has no samples; pooling it must not hide the other run's samples."""
+    from bench.importers.rows import ImportOptions
+    from bench.importers.run import import_files, write_import
+
+    data = Path(__file__).resolve().parent / "data" / "osu" / "osu_allreduce.txt"
+    write_import(tmp_path / "osu", *import_files("osu", [data], ImportOptions(nranks=2)))
+    base = make_run(tmp_path / "b", grid(), "b", seed=1)
+    cur = make_run(tmp_path / "c", grid(), "c", seed=2)
+    result = gate(load_runs([base]), load_runs([cur, tmp_path / "osu"]), GateOptions())
+    assert result.counts()["unchanged"] == len(grid()) and result.counts()["new"] == 19

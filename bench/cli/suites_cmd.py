@@ -44,7 +44,8 @@ def validate(
             failed = failed or error
             typer.echo(f"pccl-bench: error: {error}", err=True)
             continue
-        cells = sum(len(launch.cells) for launch in expand(suite))
-        typer.echo(f"{path}: ok ({cells} cells in {len(suite.ranks)} launches)")
+        launches = expand(suite)
+        cells = sum(len(launch.cells) for launch in launches)
+        typer.echo(f"{path}: ok ({cells} cells in {len(launches)} launches)")
     if failed:
         raise typer.Exit(2)
