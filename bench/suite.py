@@ -323,13 +323,15 @@ def parse_suite(raw: Any, path: str) -> Suite:
     return suite
 
 
-def read_yaml(path: Path) -> Any:
+def read_yaml(path: Path, what: str = "suite file", known: list[str] | None = None) -> Any:
+    """Parsed YAML, or a one-line BadInput naming the file (and line) and what is wrong."""
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise BadInput(str(path), "suite file not found") from None
+        hint = f" (known: {', '.join(known)})" if known else ""
+        raise BadInput(str(path), f"{what} not found{hint}") from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
-        raise BadInput(str(path), f"cannot read suite: {error.strerror or error}") from None
+        raise BadInput(str(path), f"cannot read {what}: {error.strerror or error}") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as error:

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.errors import BadInput
+from bench.suite import read_yaml
 
 #: how a library's inter-node traffic uses the NICs of a node
 #: mapped: each GPU through its own NIC (nic_of_gpu), GPUs on one NIC share it;
@@ -147,13 +148,7 @@ def parse_machine(raw: object, where: str) -> Machine:
 
 def load_machine(name_or_path: str) -> tuple[Machine, Path]:
     path = resolve_machine_path(name_or_path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        known = sorted(p.stem for p in machines_dir().glob("*.yaml"))
-        raise BadInput(str(path), f"machine description not found (known: {', '.join(known)})") from None
-    except yaml.YAMLError as error:
-        raise BadInput(str(path), f"malformed YAML: {getattr(error, 'problem', None) or error}") from None
+    raw = read_yaml(path, "machine description", sorted(p.stem for p in machines_dir().glob("*.yaml")))
     return parse_machine(raw, str(path)), path
 
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BadInput
+from bench.suite import read_yaml
 from collectives.dtypes import DTYPES, itemsize
 
 
@@ -132,13 +132,7 @@ def load_workload(name_or_path: str) -> Workload:
     path = Path(name_or_path)
     if path.suffix not in (".yaml", ".yml") and not path.exists():
         path = workloads_dir() / f"{name_or_path}.yaml"
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        known = sorted(p.stem for p in workloads_dir().glob("*.yaml"))
-        raise BadInput(str(path), f"workload not found (known: {', '.join(known)})") from None
-    except yaml.YAMLError as error:
-        raise BadInput(str(path), f"malformed YAML: {getattr(error, 'problem', None) or error}") from None
+    raw = read_yaml(path, "workload", sorted(p.stem for p in workloads_dir().glob("*.yaml")))
     try:
         return Workload.model_validate(raw)
     except ValidationError as error:
