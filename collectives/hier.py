@@ -41,7 +41,9 @@ from collectives.topology import Grid
 MPI_PHASE = "mpi"
 #: a library's own collective on a sub-communicator: the MPI library's, or NCCL/RCCL's (``xccl``)
 XCCL_PHASE = "xccl"
-LIBRARY_PHASES = (MPI_PHASE, XCCL_PHASE)
+#: the rail phase one-sided over UCX (collectives/rdma.py): the same rows, run by puts
+RDMA_PHASE = "rdma"
+LIBRARY_PHASES = (MPI_PHASE, XCCL_PHASE, RDMA_PHASE)
 
 
 def schedule_algorithm(spec: str, phase: str) -> str:

@@ -272,3 +272,11 @@ def test_sweep_records_what_ucx_used(binding, tmp_path):
     refused = ours[ours["status"] == "unsupported"]
     assert set(refused["bytes_total"]) == {16384} and set(refused["collective"]) == {"allgather", "allreduce"}
     assert refused["error"].str.contains(rdma.ENV_MAX_REGISTER).all()
+
+
+@pytest.mark.mpi
+def test_hier_rail_phase_one_sided(binding):
+    """pccl-hier with ``inter: rdma``: 4 ranks as 2 virtual nodes, all collectives, over shared memory."""
+    result = run_mpi(4, MPI_SCRIPTS / "check_rdma_hier.py", timeout=120, env={"UCX_TLS": "sm,self"})
+    assert result.returncode == 0, describe(result)
+    assert "bad 0" in result.stdout and "ucx:" in result.stdout, describe(result)

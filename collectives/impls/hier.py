@@ -7,7 +7,15 @@ import numpy as np
 from collectives import tuning
 from collectives.call import CallSpec
 from collectives.dtypes import dtype_code, itemsize, numpy_dtype, op_code
-from collectives.hier import MPI_PHASE, XCCL_PHASE, hier_schedule, phase_algorithm, phase_problem, phases_needed
+from collectives.hier import (
+    MPI_PHASE,
+    RDMA_PHASE,
+    XCCL_PHASE,
+    hier_schedule,
+    phase_algorithm,
+    phase_problem,
+    phases_needed,
+)
 from collectives.impls import Implementation, address, register
 from collectives.schedule import ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, COMM_INTER, COMM_INTRA
 from collectives.topology import as_topology
@@ -53,7 +61,7 @@ class Hierarchical(Implementation):
         return None
 
     def _library_reason(self, call: CallSpec, xccl_reason) -> str | None:
-        for role, comm, _, name in self.phase_plan(call):
+        for role, comm, phase, name in self.phase_plan(call):
             if name == MPI_PHASE:
                 from cython_ext import native
 
@@ -64,7 +72,23 @@ class Hierarchical(Implementation):
                 reason = xccl_reason(comm)
                 if reason:
                     return f"{role} phase by xccl: {reason}"
+            if name == RDMA_PHASE:
+                reason = self._rdma_reason(call, role, phase)
+                if reason:
+                    return f"{role} phase by rdma: {reason}"
         return None
+
+    @staticmethod
+    def _rdma_reason(call: CallSpec, role: str, phase: str) -> str | None:
+        if role != "inter":
+            return "the one-sided path runs the inter-node (rail) phase only"
+        from collectives import rdma
+
+        chunk = call.count // call.nranks if call.collective == "allreduce" else call.count
+        return rdma.unsupported_reason(phase, "ring", call.nnodes, chunk, call.dtype)
+
+    def _uses_rdma(self, call: CallSpec) -> bool:
+        return any(name == RDMA_PHASE for _, _, _, name in self.phase_plan(call))
 
     def unsupported_reason(self, call: CallSpec) -> str | None:
         return self._shape_reason(call) or self._library_reason(
@@ -82,6 +106,11 @@ class Hierarchical(Implementation):
         rank = topo.comm.Get_rank()
         schedule = hier_schedule(call.collective, topo.grid, rank, call.count, call.in_place, intra, inter)
         scratch = np.empty(schedule.scratch, dtype=numpy_dtype(call.dtype))
+        if self._uses_rdma(call):
+            from collectives import rdma
+
+            return rdma.schedule_op(topo.comms, schedule.steps, (address(sendbuf), address(recvbuf), address(scratch)),
+                                    call.dtype, call.op, keepalive=(sendbuf, recvbuf, scratch, schedule))
         return ScheduleOp(
             topo.comms, schedule.steps, address(sendbuf), address(recvbuf), address(scratch),
             itemsize(call.dtype), dtype_code(call.dtype), op_code(call.op),
@@ -104,7 +133,12 @@ class Hierarchical(Implementation):
 
     def describe(self, call):
         intra, inter = self.phases(call)
-        return {"transport": "mpi", "library": "pccl-bench", "library_version": library_version(),
+        transport = "mpi"
+        if self._uses_rdma(call):
+            from collectives import rdma
+
+            transport = f"{rdma.last_transport() or 'ucx'}/mpi"  # rail phase / intra-node phase
+        return {"transport": transport, "library": "pccl-bench", "library_version": library_version(),
                 "resolved_algorithm": f"{inter}/{intra}"}
 
     def describe_device(self, call, context):
