@@ -21,6 +21,16 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 MPI_SCRIPTS = TESTS / "mpi_scripts"
 
+#: a valid two-rank suite that runs in seconds; tests change one field at a time
+TINY_SUITE = {
+    "name": "tiny",
+    "collectives": ["allgather", "reduce_scatter", "allreduce"],
+    "implementations": ["mpi", {"impl": "pccl-flat", "algorithms": ["ring"]}],
+    "ranks": [2],
+    "sizes": {"min": "8B", "max": "64B"},
+    "timing": {"warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0},
+}
+
 #: every run of the CLI or of mpiexec is killed after this long unless a test says otherwise
 DEFAULT_TIMEOUT_S = 120
 

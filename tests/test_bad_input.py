@@ -13,17 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import describe, run_cli
+from conftest import TINY_SUITE, describe, run_cli
 
-GOOD = {
-    "name": "tiny",
-    "collectives": ["allgather", "reduce_scatter", "allreduce"],
-    "implementations": ["mpi", {"impl": "pccl-flat", "algorithms": ["ring"]}],
-    "ranks": [2],
-    "sizes": {"min": "8B", "max": "64B"},
-    "timing": {"warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0},
-    "timeout_s": 60,
-}
+GOOD = {**TINY_SUITE, "timeout_s": 60}
 RESULT_FILES = ("results.parquet", "results.csv", "samples.parquet", "meta.json")
 
 

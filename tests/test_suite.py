@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, describe, run_cli
+from conftest import ROOT, TINY_SUITE, describe, run_cli
 
 from bench.errors import BadInput
 from bench.plan import CELL_KEY, counts_for, expand
@@ -23,14 +23,7 @@ from bench.suite import (
 )
 from collectives.dtypes import itemsize
 
-BASE = {
-    "name": "tiny",
-    "collectives": ["allgather", "reduce_scatter", "allreduce"],
-    "implementations": ["mpi", {"impl": "pccl-flat", "algorithms": ["ring"]}],
-    "ranks": [2],
-    "sizes": {"min": "8B", "max": "64B"},
-    "timing": {"warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0},
-}
+BASE = TINY_SUITE
 
 
 def suite_of(**changes) -> Suite:

@@ -38,15 +38,13 @@ class WholeBufferDoubling:
                 current = result
             else:
                 steps.step()
-        distance = 1
-        while distance < fold.size:
+        for distance in fold.doublings():
             if virtual is None:
                 steps.step()
             else:
                 peer = fold.real(virtual ^ distance)
                 steps.step(send=(peer, current), recv=(peer, incoming), reduce=(current, incoming, result))
                 current = result
-            distance *= 2
         fold.hand_back(steps, rank, result)
         if current != result and role != "extra":  # p == 1 out of place
             steps.step(copy=(source, result))

@@ -55,6 +55,10 @@ class _Fold:
     def first_block(self, virtual: int) -> int:
         return 2 * virtual if virtual <= self.extra else virtual + self.extra
 
+    def doublings(self) -> list[int]:
+        """The partner distances of recursive doubling among the core ranks: 1, 2, 4 ... < size."""
+        return [1 << k for k in range(self.size.bit_length() - 1)]
+
     def hand_back(self, steps: StepList, rank: int, block: Block) -> None:
         """The fold's last row: each partner sends ``block`` to its extra rank (others idle)."""
         if not self.extra:
@@ -119,8 +123,7 @@ class RecursiveDoubling:
                 steps.step(recv=(rank + 1, layout.block(rank + 1)))
             else:
                 steps.step()
-        distance = 1
-        while distance < fold.size:
+        for distance in fold.doublings():
             if virtual is None:
                 steps.step()
             else:
@@ -128,7 +131,6 @@ class RecursiveDoubling:
                 peer = fold.real(virtual ^ distance)
                 steps.step(send=(peer, layout.span(*fold.blocks(mine, distance))),
                            recv=(peer, layout.span(*fold.blocks(mine ^ distance, distance))))
-            distance *= 2
         fold.hand_back(steps, rank, layout.span(0, nranks))
         return steps.build()
 
