@@ -10,6 +10,7 @@ package ``libucx``); each needs include/ucp/api/ucp.h and lib/libucp.so.
 
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,27 @@ def find_mpicc() -> str:
         "pccl-bench: no MPI compiler wrapper found. Set MPICC (for example MPICC=cc on Cray), "
         "or install the embedded MPICH with `pip install mpich` first."
     )
+
+
+def mpi_library_dirs(mpicc: str) -> list[str]:
+    """The folders the wrapper links libmpi from, as it reports them (MPICH ``-show``, Open MPI
+    ``--showme:link``); empty where it reports none (Cray ``cc``).
+
+    They go before every other ``-L``: setuptools adds a shared-library Python's LIBDIR (Debian's
+    and Ubuntu's /usr/lib/x86_64-linux-gnu) ahead of the wrapper's own flags, and where a system
+    Open MPI sits there ``-lmpi`` would bind the extensions to it while mpi4py loads the wheel's
+    MPICH: MPI_Init in one library, every call in the other.
+    """
+    for flag in ("-show", "--showme:link"):
+        try:
+            shown = subprocess.run([*shlex.split(mpicc), flag], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if shown.returncode == 0:
+            folders = [arg[2:] for arg in shlex.split(shown.stdout) if arg.startswith("-L") and len(arg) > 2]
+            if folders:
+                return folders
+    return []
 
 
 def find_ucx() -> tuple[Path | None, str]:
@@ -60,6 +82,8 @@ mpicc = find_mpicc()
 # setuptools uses CC for both compiling and linking the shared object.
 os.environ["CC"] = mpicc
 os.environ["LDSHARED"] = f"{mpicc} -shared"
+mpi_dirs = mpi_library_dirs(mpicc)
+print(f"pccl-bench: compiling with {mpicc}, libmpi from {', '.join(mpi_dirs) or 'its default'}", file=sys.stderr)
 
 MODULES = ["core", "reduce", "native", "executor", "timing"]
 extensions = [
@@ -67,6 +91,7 @@ extensions = [
         f"cython_ext.{name}",
         [f"cython_ext/{name}.pyx"],
         include_dirs=[mpi4py.get_include(), "cython_ext"],
+        library_dirs=mpi_dirs,
         extra_compile_args=["-O3", "-fno-strict-aliasing"],
     )
     for name in MODULES
@@ -82,7 +107,7 @@ else:
             f"cython_ext.{name}",
             [f"cython_ext/{name}.pyx"],
             include_dirs=[mpi4py.get_include(), "cython_ext", str(ucx_prefix / "include")],
-            library_dirs=[str(ucx_prefix / "lib")],
+            library_dirs=[*mpi_dirs, str(ucx_prefix / "lib")],
             runtime_library_dirs=[str(ucx_prefix / "lib")],
             libraries=["ucp", "ucs"],
             extra_compile_args=["-O3", "-fno-strict-aliasing"],

@@ -29,6 +29,7 @@ from bench import collspec, faults  # noqa: E402
 from bench.parts import append_rows  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.mpiinfo import extension_mpi_mismatch  # noqa: E402
 from collectives.topology import ShapeError, Topology, topology  # noqa: E402
 
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
@@ -77,13 +78,17 @@ def run_cell(topo: Topology, cell: dict, timing: dict, check: bool, where: tuple
 
 
 def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None) -> tuple[Topology | None, dict]:
-    """The topology and the row fields it decides, or None and the reason it does not fit."""
+    """The topology and the row fields it decides, or None and the reason the launch cannot run."""
     facts = {"mpi_thread_level": THREAD_LEVELS.get(MPI.Query_thread(), "unknown")}
+    failed = {"status": "failed", "n_wrong": 0, "iters": 0, "samples_us": []}
+    # Before any compiled MPI call: with two MPI libraries in the process the first one aborts.
+    mismatch = extension_mpi_mismatch()
+    if mismatch:
+        return None, {**facts, **failed, "error": f"build: {mismatch}"}
     try:
         topo = topology(comm, requested_ranks_per_node)
     except ShapeError as error:
-        return None, {**facts, "status": "failed", "error": f"placement: {error}", "n_wrong": 0, "iters": 0,
-                      "samples_us": []}
+        return None, {**facts, **failed, "error": f"placement: {error}"}
     return topo, {**facts, "hosts": ",".join(topo.hosts), "virtual_nodes": topo.virtual_nodes,
                   "nnodes": topo.grid.nnodes, "ranks_per_node": topo.grid.ranks_per_node}
 

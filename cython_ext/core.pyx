@@ -1,4 +1,5 @@
-from mpi4py.libmpi cimport MPI_SUCCESS, MPI_MAX_ERROR_STRING, MPI_Error_string, MPI_COMM_NULL
+from mpi4py.libmpi cimport (MPI_SUCCESS, MPI_MAX_ERROR_STRING, MPI_Error_string, MPI_COMM_NULL,
+                            MPI_MAX_LIBRARY_VERSION_STRING, MPI_Get_library_version)
 from mpi4py.MPI cimport Comm
 
 
@@ -14,6 +15,15 @@ cdef int check_mpi(int ierr) except -1 nogil:
     MPI_Error_string(ierr, text, &length)
     with gil:
         raise MPICallError(f"MPI error {ierr}: {text[:length].decode(errors='replace')}")
+
+
+def linked_mpi_library_version() -> str:
+    """MPI_Get_library_version through this extension's own link (legal before MPI_Init): the
+    library every compiled MPI call lands in, whichever one mpi4py chose to load."""
+    cdef char text[MPI_MAX_LIBRARY_VERSION_STRING + 1]
+    cdef int length = 0
+    check_mpi(MPI_Get_library_version(text, &length))
+    return text[:length].decode(errors="replace")
 
 
 cdef class CollOp:

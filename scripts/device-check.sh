@@ -87,9 +87,14 @@ step pip-build 300 "$PY" -m pip install -q "${pip_source[@]}" "cython>=3.0" "set
 step pip-project 600 "$PY" -m pip install -q "${pip_source[@]}" --no-build-isolation -e ".[$extras]" || exit "$status"
 
 step env 120 "$VENV/bin/pccl-bench" env
+# Every compiled MPI call must land in the library mpi4py loaded (an image with a system Open MPI
+# once bound cython_ext to it: each job aborted with "MPI_Allgather() called before MPI_INIT").
+step mpi-link 60 "$PY" -c 'import sys; from collectives.mpiinfo import extension_mpi_mismatch as m; \
+why = m(); print(why or "cython_ext calls the MPI library mpi4py loaded"); sys.exit(1 if why else 0)' \
+    || exit "$status"
 export COLUMNS=200 PYTHONUNBUFFERED=1
-step pytest 300 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_gpu_hardware.py tests/test_gpu_device.py \
-    tests/test_gpu_aware.py tests/test_gpu_paths.py
+step pytest 300 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_mpi_link.py tests/test_gpu_hardware.py \
+    tests/test_gpu_device.py tests/test_gpu_aware.py tests/test_gpu_paths.py
 rm -rf "$WORK/smoke" "$WORK/smoke-rpn2"
 step sweep 180 "$VENV/bin/pccl-bench" run sweep suites/gpu-smoke.yaml --out "$WORK/smoke"
 step sweep-rpn2 120 "$VENV/bin/pccl-bench" run sweep suites/gpu-smoke.yaml --out "$WORK/smoke-rpn2" \

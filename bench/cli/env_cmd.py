@@ -12,7 +12,7 @@ from rich.table import Table
 
 def _mpi_rows() -> list[tuple[str, str, str]]:
     from bench.launch import find_mpiexec, mpi_flavour
-    from collectives.mpiinfo import mpi_library, mpi_library_text
+    from collectives.mpiinfo import extension_mpi_mismatch, mpi_library, mpi_library_text
 
     flavour = mpi_flavour()  # imports mpi4py without initialising MPI
     name, version = mpi_library()
@@ -21,11 +21,14 @@ def _mpi_rows() -> list[tuple[str, str, str]]:
     abi_text = f"{flavour} ABI" + (f" (libtool version {abi})" if abi else "")
     import mpi4py
 
+    mismatch = extension_mpi_mismatch()
     return [
         ("MPI library", f"{name} {version}", "MPI_Get_library_version via mpi4py"),
         ("MPI ABI", abi_text, "mpi4py.MPI.get_vendor() and the library version text"),
         ("mpi4py", f"{mpi4py.__version__}", f"import mpi4py ({mpi4py.__file__})"),
         ("mpiexec", find_mpiexec() or "not found", "beside this Python, then $MPIEXEC, then PATH"),
+        ("compiled MPI calls", f"MISMATCH: {mismatch}" if mismatch else "the same library as mpi4py",
+         "MPI_Get_library_version through cython_ext's own link"),
     ]
 
 
