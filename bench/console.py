@@ -7,9 +7,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bench.plan import CELL_KEY
 from bench.sizes import format_size
 
 BASELINE_IMPL = "mpi"
+#: distinct reasons printed under the summary; the rest are in the table's ``error`` column
+MAX_REASONS = 8
+REASON_CHARS = 300
 
 
 def progress_bar(console: Console) -> Progress:
@@ -33,13 +37,17 @@ def summary_tables(results: pd.DataFrame) -> list[Table]:
     tables = []
     if results.empty:
         return tables
-    frame = results.assign(label=[_label(row) for row in results.itertuples()])
-    for (collective, nranks, nnodes, dtype, op), group in frame.groupby(
-        ["collective", "nranks", "nnodes", "dtype", "op"], sort=False
+    frame = _one_line_per_cell(results)
+    frame = frame.assign(label=[_label(row) for row in frame.itertuples()])
+    caption = "pccl-hier:<inter>/<intra> phases; time = median of per-iteration max over ranks"
+    if len(frame) < len(results):
+        caption += ", then the median over the cell's repeats"
+    for (collective, nranks, nnodes, device, dtype, op), group in frame.groupby(
+        ["collective", "nranks", "nnodes", "device", "dtype", "op"], sort=False
     ):
-        table = Table(title=f"{collective}  {nranks} ranks / {nnodes} nodes  {dtype} {op}", title_justify="left",
-                      caption="pccl-hier:<inter>/<intra> phases; time = median of per-iteration max over ranks",
-                      caption_justify="left")
+        table = Table(title=f"{collective}  {nranks} ranks / {nnodes} nodes  {device}  {dtype} {op}",
+                      title_justify="left",
+                      caption=caption, caption_justify="left")
         for name in ("size", "count", "implementation", "time us p50", "busbw GB/s", "#wrong", "vs mpi"):
             table.add_column(name, justify="left" if name == "implementation" else "right")
         for (size, count), cells in group.groupby(["bytes_total", "count_per_rank"], sort=True):
@@ -53,6 +61,46 @@ def summary_tables(results: pd.DataFrame) -> list[Table]:
     return tables
 
 
+def _one_line_per_cell(results: pd.DataFrame) -> pd.DataFrame:
+    """Repeats of a cell (suite ``repeats``) as one line: the median of their medians, all wrong
+    elements counted, and the first status that is not ok."""
+    if "repeat" not in results or results["repeat"].nunique(dropna=False) <= 1:
+        return results
+    key = [name for name in CELL_KEY if name in results]
+    lines = []
+    for _, repeats in results.groupby(key, sort=False, dropna=False):
+        line = repeats.iloc[0].copy()
+        ok = repeats[repeats["status"] == "ok"]
+        if len(ok) < len(repeats):
+            line = repeats[repeats["status"] != "ok"].iloc[0].copy()
+        else:
+            line["time_us_p50"] = ok["time_us_p50"].median()
+            line["busbw_gbps"] = ok["busbw_gbps"].median()
+        line["n_wrong"] = repeats["n_wrong"].fillna(0).sum()
+        lines.append(line)
+    return pd.DataFrame(lines).reset_index(drop=True)
+
+
+def reasons(results: pd.DataFrame) -> list[str]:
+    """Why cells gave no time: each distinct reason once, with how many cells and which
+    implementations, the most frequent first (the whole text is in the table's ``error`` column)."""
+    failed = results[results["status"] != "ok"]
+    if failed.empty:
+        return []
+    failed = failed.assign(label=[_label(row) for row in failed.itertuples()],
+                           reason=failed["error"].fillna("").astype(str))
+    groups = sorted(failed.groupby(["status", "reason"], sort=False), key=lambda item: -len(item[1]))
+    lines = []
+    for (status, reason), cells in groups[:MAX_REASONS]:
+        text = " ".join(reason.split())
+        text = text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
+        labels = ", ".join(sorted(set(cells["label"])))
+        lines.append(f"{len(cells)} {status} ({labels}): {text or 'no reason recorded'}")
+    if len(groups) > MAX_REASONS:
+        lines.append(f"... {len(groups) - MAX_REASONS} more reasons: see the error column of the table")
+    return lines
+
+
 def _cell_text(row) -> tuple[str, str, str]:
     if row.status == "unsupported":
         return "[dim]unsupported[/dim]", "", ""
@@ -62,7 +110,7 @@ def _cell_text(row) -> tuple[str, str, str]:
 
 
 def _speedup(baseline, row) -> str:
-    if baseline is None or row is baseline or baseline.status != "ok" or row.status != "ok":
+    if baseline is None or row.impl == BASELINE_IMPL or baseline.status != "ok" or row.status != "ok":
         return ""
     ratio = baseline.time_us_p50 / row.time_us_p50
     colour = "green" if ratio >= 1.1 else "red" if ratio <= 0.9 else "white"

@@ -268,6 +268,8 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
 def _print_summary(results: pd.DataFrame, folder: Path, out: Console) -> None:
     for table in screen.summary_tables(results):
         out.print(table)
+    for reason in screen.reasons(results):
+        out.print(reason, highlight=False, markup=False)
     out.print(f"{screen.status_line(results)} -> {folder}/results.parquet", highlight=False)
 
 

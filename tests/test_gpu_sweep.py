@@ -119,3 +119,23 @@ def test_shipped_gpu_suites():
     frontier, _ = load_suite(resolve_suite_path("frontier"))
     assert frontier.env["MPICH_OFI_NIC_MAPPING"] == "0:0-1; 1:2-3; 2:4-5; 3:6-7"
     assert frontier.sizes.min == 1 << 20 and frontier.sizes.max == 1 << 30
+
+
+@pytest.mark.skipif(GPU_HERE, reason="a GPU is here")
+def test_run_point_takes_the_device_and_gpu_aware(tmp_path):
+    out = tmp_path / "point"
+    result = run_cli("run", "point", "-np", "1", "--device", "cuda", "--gpu-aware", "no", "-i", "mpi", "-i", "xccl",
+                     "-b", "64", "-e", "64", "--out", out, timeout=180)
+    assert result.returncode == 0, describe(result)
+    results = pd.read_parquet(out / "results.parquet")
+    assert (results["device"] == "cuda").all() and (results["status"] == "unsupported").all()
+    assert dict(zip(results["impl"], results["transport"], strict=True)) == {"mpi": "mpi-staged", "xccl": "nccl"}
+    assert "unsupported (mpi, xccl:native): device cuda: " in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--device", "gpu"), ("--gpu-aware", "maybe")])
+def test_run_point_refuses_an_unknown_device_or_gpu_aware(tmp_path, flag, value):
+    result = run_cli("run", "point", flag, value, "--out", tmp_path / "never", timeout=60)
+    assert result.returncode == 2, describe(result)
+    assert value in result.stderr and "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "never").exists()

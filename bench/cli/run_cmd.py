@@ -78,6 +78,9 @@ def point(
     dtype: Annotated[str, typer.Option("--datatype", "-d")] = "float32",
     op: Annotated[str, typer.Option("--op", "-O")] = "sum",
     in_place: Annotated[bool, typer.Option("--in-place", help="Also time in-place calls.")] = False,
+    device: Annotated[str, typer.Option("--device", help="Buffers: host | cuda | rocm.")] = "host",
+    gpu_aware: Annotated[str, typer.Option("--gpu-aware", help="GPU buffers to MPI: auto | yes | no (staged).")]
+    = "auto",
     out: Out = None,
     launcher: Launcher = "auto",
     dry_run: DryRun = False,
@@ -92,7 +95,7 @@ def point(
         "ranks": [nranks], "sizes": {"min": minbytes, "max": maxbytes, "factor": factor},
         "dtype": dtype, "op": op, "placement": ["out_of_place", "in_place"] if in_place else ["out_of_place"],
         "timing": {"warmup": warmup, "iters": iters, "min_iters": min(iters, 5), "budget_s": 0},
-        "check": bool(check),
+        "check": bool(check), "device": device, "gpu_aware": gpu_aware,
     }
     if ranks_per_node:
         raw["ranks_per_node"] = ranks_per_node

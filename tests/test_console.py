@@ -1,0 +1,77 @@
+"""bench.console: the end-of-sweep summary (one line per cell, the reasons cells gave no time)."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+from rich.console import Console
+
+from bench import console as screen
+
+
+def row(impl: str = "mpi", status: str = "ok", time_us: float = 10.0, repeat: int = 0, error: str | None = None,
+        **changes) -> dict:
+    base = {"collective": "allgather", "impl": impl, "algorithm": "native" if impl == "mpi" else "ring",
+            "intra": None, "inter": None, "device": "host", "nranks": 2, "nnodes": 1, "ranks_per_node": 2,
+            "dtype": "float32", "op": "none", "placement": "out_of_place", "count_per_rank": 256,
+            "timing_mode": "max", "bytes_total": 2048, "repeat": repeat, "status": status,
+            "time_us_p50": time_us if status == "ok" else None,
+            "busbw_gbps": 2048 / 2 / (time_us * 1e3) if status == "ok" else None,
+            "n_wrong": 0, "error": error}
+    return {**base, **changes}
+
+
+def rendered(results: pd.DataFrame) -> str:
+    out = Console(width=200, record=True, file=io.StringIO())
+    for table in screen.summary_tables(results):
+        out.print(table)
+    return out.export_text()
+
+
+def test_repeats_become_one_line_with_the_median_of_medians():
+    results = pd.DataFrame([row("mpi", time_us=t, repeat=r) for r, t in enumerate([10.0, 30.0, 20.0])]
+                           + [row("pccl-flat", time_us=t, repeat=r) for r, t in enumerate([5.0, 4.0, 100.0])])
+    text = rendered(results)
+    assert text.count("pccl-flat:ring") == 1 and text.count("│ mpi ") == 1
+    assert "20.00" in text and "5.00" in text and "4.00x" in text
+    assert "median over the cell's repeats" in text
+
+
+def test_a_failed_repeat_shows_as_failed_with_every_wrong_element():
+    results = pd.DataFrame([row("pccl-flat", time_us=5.0, repeat=0),
+                            row("pccl-flat", status="wrong", repeat=1, n_wrong=7, error="7 elements differ")])
+    line = screen._one_line_per_cell(results)
+    assert len(line) == 1 and line.loc[0, "status"] == "wrong" and line.loc[0, "n_wrong"] == 7
+
+
+def test_without_repeats_the_lines_are_the_rows():
+    results = pd.DataFrame([row("mpi"), row("pccl-flat", time_us=5.0)])
+    assert screen._one_line_per_cell(results) is results
+    text = rendered(results)
+    assert "2.00x" in text and "1.00x" not in text  # the baseline line has no ratio of its own
+
+
+def test_reasons_once_each_most_frequent_first_with_the_implementations():
+    no_cupy = "device cuda: CuPy is not installed"
+    results = pd.DataFrame([
+        row("mpi", status="unsupported", error=no_cupy, count_per_rank=1),
+        row("pccl-flat", status="unsupported", error=no_cupy, count_per_rank=2),
+        row("pccl-flat", status="unsupported", error=no_cupy, count_per_rank=4),
+        row("pccl-hier", status="failed", error="MPI job exited with 1\n  before this cell", inter="rd", intra="ring"),
+        row("mpi"),
+    ])
+    lines = screen.reasons(results)
+    assert lines == [f"3 unsupported (mpi, pccl-flat:ring): {no_cupy}",
+                     "1 failed (pccl-hier:rd/ring): MPI job exited with 1 before this cell"]
+
+
+def test_reasons_are_bounded_in_number_and_length():
+    results = pd.DataFrame([row("mpi", status="failed", error=f"reason {index} " + "x" * 1000, count_per_rank=index)
+                            for index in range(screen.MAX_REASONS + 3)])
+    lines = screen.reasons(results)
+    assert len(lines) == screen.MAX_REASONS + 1
+    assert all(len(line) < screen.REASON_CHARS + 40 for line in lines[:-1])
+    assert lines[-1].startswith("... 3 more reasons")
+    assert screen.reasons(pd.DataFrame([row("mpi")])) == []
+    assert screen.reasons(pd.DataFrame([row("mpi", status="timeout")]))[0].endswith("no reason recorded")
