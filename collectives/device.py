@@ -42,6 +42,16 @@ def _runtime_text(cupy) -> str:
     return f"CUDA {version // 1000}.{version % 1000 // 10}"
 
 
+def _failure_text(cupy, error: Exception) -> str:
+    """Why the device query failed; "no driver" where there is none (CUDA says "insufficient" then too)."""
+    try:
+        if not cupy.cuda.runtime.is_hip and cupy.cuda.runtime.driverGetVersion() == 0:
+            return "no CUDA driver (cudaDriverGetVersion() = 0)"
+    except Exception:
+        pass
+    return str(error)
+
+
 def probe(device: str) -> GpuProbe:
     """Can this process put ``device`` ("cuda" | "rocm") buffers on a GPU? Never raises."""
     if device not in GPU_DEVICES:
@@ -57,11 +67,17 @@ def probe(device: str) -> GpuProbe:
     if built_for != device:
         return GpuProbe(device, f"this CuPy ({cupy.__version__}) is a {built_for} build; the suite asks for {device}",
                         cupy_version=cupy.__version__, how=how)
+    runtime = ""
     try:
         runtime = _runtime_text(cupy)
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as error:  # no driver, driver too old, no device
-        return GpuProbe(device, f"no usable {device} device: {error}", cupy_version=cupy.__version__, how=how)
+        # cudaGetDeviceCount/hipGetDeviceCount answer "none visible" (CUDA_VISIBLE_DEVICES="") with
+        # cudaErrorNoDevice/hipErrorNoDevice, which CuPy raises, rather than with a count of 0
+        if "ErrorNoDevice" not in str(error):
+            return GpuProbe(device, f"no usable {device} device: {_failure_text(cupy, error)}",
+                            cupy_version=cupy.__version__, how=how)
+        count = 0
     if count < 1:
         visible = os.environ.get("HIP_VISIBLE_DEVICES" if device == "rocm" else "CUDA_VISIBLE_DEVICES")
         return GpuProbe(device, f"no {device} device visible" + (f" (visible devices: {visible!r})" if visible else ""),

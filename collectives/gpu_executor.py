@@ -160,14 +160,18 @@ class DeviceScheduleOp:
     def _local(self, row, action: int) -> list[Step]:
         dst, src = self._operand(row, "dst"), self._operand(row, "src")
         if action == ACT_COPY:
-            same = int(row[C["src_buf"]]) == int(row[C["dst_buf"]])
-            if same and (row[C["src_off"]], row[C["src_stride"]]) == (row[C["dst_off"]], row[C["dst_stride"]]):
+            if _same_elements(row, "src"):
                 return []
-            if same and _overlap(row):
+            if int(row[C["src_buf"]]) == int(row[C["dst_buf"]]) and _overlap(row):
                 return [lambda: self.xp.copyto(dst, src.copy())]
             return [lambda: self.xp.copyto(dst, src)]
         reduce = getattr(self.xp, UFUNCS[self.op])
         src2 = self._operand(row, "src2")
+        # CuPy copies every input that may share memory with ``out`` unless it is the very same
+        # object (cupy/_core/_kernel.pyx, _copy_in_args_if_needed): an accumulating row (dst = src)
+        # would copy its operand on every call, inside the timed window. Hand it ``dst`` itself.
+        src = dst if _same_elements(row, "src") else src
+        src2 = dst if _same_elements(row, "src2") else src2
         return [lambda: reduce(src, src2, out=dst)]
 
     def _library(self, row, action: int) -> list[Step]:
@@ -219,6 +223,13 @@ def _host_buffer(array: np.ndarray) -> list:
     from mpi4py import MPI
 
     return [MPI.buffer.fromaddress(host_address(array), array.nbytes), MPI.BYTE]
+
+
+def _same_elements(row, prefix: str) -> bool:
+    """Is an action's ``prefix`` operand (src | src2) exactly its destination's elements?"""
+    if int(row[C[f"{prefix}_buf"]]) != int(row[C["dst_buf"]]) or row[C[f"{prefix}_off"]] != row[C["dst_off"]]:
+        return False
+    return int(row[C["action_nblocks"]]) <= 1 or row[C[f"{prefix}_stride"]] == row[C["dst_stride"]]
 
 
 def _overlap(row) -> bool:

@@ -35,6 +35,17 @@ def version_text(code: int) -> str:
     return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
+def _nccl_hint() -> str:
+    """The NCCL wheel for this CuPy's CUDA major version (cupy-cuda13x needs nvidia-nccl-cu13)."""
+    try:
+        import cupy
+
+        major = cupy.cuda.runtime.runtimeGetVersion() // 1000
+    except Exception:
+        major = 12
+    return f"pip install nvidia-nccl-cu{major}" + (", part of the [gpu] extra" if major == 12 else "")
+
+
 def load(device: str):
     """``cupy.cuda.nccl`` if CuPy loaded NCCL/RCCL; else (None, reason). Never raises."""
     name = library_name(device)
@@ -46,7 +57,7 @@ def load(device: str):
             return None, f"{name} is not available: cannot import cupy.cuda.nccl ({type(error).__name__}: {error})"
     if not getattr(nccl, "available", False):
         detail = " ".join(" ".join(str(w.message).split()) for w in caught)[:300]
-        hint = "pip install nvidia-nccl-cu12, part of the [gpu] extra" if name == "NCCL" else "a CuPy built with RCCL"
+        hint = _nccl_hint() if name == "NCCL" else "a CuPy built with RCCL"
         return None, f"{name} is not available to CuPy (cupy.cuda.nccl.available is False; {hint})" + (
             f": {detail}" if detail else "")
     return nccl, ""

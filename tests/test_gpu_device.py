@@ -49,6 +49,8 @@ def test_probe_driver_missing(monkeypatch):
     found = devices.probe("cuda")
     assert found.reason == "no usable cuda device: cudaErrorInsufficientDriver: CUDA driver version is insufficient"
     assert found.cupy_version == "99.0"
+    sys.modules["cupy"].cuda.runtime.driverGetVersion = lambda: 0  # no driver at all, as CuPy says it
+    assert devices.probe("cuda").reason == "no usable cuda device: no CUDA driver (cudaDriverGetVersion() = 0)"
 
 
 def test_probe_no_device_visible(monkeypatch):
@@ -57,6 +59,14 @@ def test_probe_no_device_visible(monkeypatch):
     assert devices.probe("cuda").reason == "no cuda device visible"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
     assert devices.probe("cuda").reason == "no cuda device visible (visible devices: '7')"
+
+
+def test_probe_no_device_error_means_none_visible(monkeypatch):
+    """CUDA/HIP report no visible device as cudaErrorNoDevice (CuPy raises it), not as a count of 0."""
+    fake_cupy(monkeypatch, count_error=RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")
+    found = devices.probe("cuda")
+    assert (found.reason, found.runtime) == ("no cuda device visible (visible devices: '7')", "CUDA 12.9")
 
 
 def test_probe_build_must_match_the_device(monkeypatch):
@@ -137,6 +147,16 @@ def test_xccl_unavailable(monkeypatch):
     assert info.library == "RCCL" and "cupy.cuda.nccl.available is False" in info.reason
 
 
+def test_xccl_hint_names_the_nccl_wheel_of_this_cuda(monkeypatch):
+    nccl = types.ModuleType("cupy.cuda.nccl")
+    nccl.available = False
+    cupy = fake_cupy(monkeypatch, nccl=nccl)
+    assert "pip install nvidia-nccl-cu12, part of the [gpu] extra" in xccl.info("cuda").reason
+    cupy.cuda.runtime.runtimeGetVersion = lambda: 13000  # cupy-cuda13x
+    reason = xccl.info("cuda").reason
+    assert "pip install nvidia-nccl-cu13" in reason and "cu12" not in reason
+
+
 def test_xccl_available(monkeypatch):
     nccl = types.ModuleType("cupy.cuda.nccl")
     nccl.available = True
@@ -176,3 +196,32 @@ def test_cupy_backend_copies_name_destination_first():
     assert calls == [(host.ctypes.data, 0x1000, 64, 2, 77), (0x1000, host.ctypes.data, 64, 1, 77)]
     backend.download(host[:0], types.SimpleNamespace(data=None, nbytes=0))  # nothing to move, no call
     assert len(calls) == 2
+
+
+def test_accumulating_reductions_hand_the_destination_itself():
+    """CuPy copies an input that may share memory with ``out`` unless it is ``out`` itself, on every call."""
+    from collectives.gpu_executor import DeviceScheduleOp
+    from collectives.schedule import ACT_REDUCE, COLUMNS
+
+    seen = []
+
+    def add(a, b, out):
+        seen.append((a is out, b is out))
+        return np.add(a, b, out=out)
+
+    op = object.__new__(DeviceScheduleOp)  # only the local-action plumbing
+    op.buffers = [np.arange(8.0), np.arange(8.0, 16.0), np.ones(8)]
+    op.backend, op.xp, op.op = devices.HostEmulation(), types.SimpleNamespace(add=add), "sum"
+    row = np.zeros(len(COLUMNS), dtype=np.int64)
+    column = {name: index for index, name in enumerate(COLUMNS)}
+    for name, value in {"action": ACT_REDUCE, "action_nblocks": 2, "action_count": 2, "src_buf": 2, "src_off": 0,
+                        "src_stride": 4, "src2_buf": 1, "src2_off": 1, "src2_stride": 4, "dst_buf": 1,
+                        "dst_off": 1, "dst_stride": 4}.items():
+        row[column[name]] = value
+    for step in op._local(row, ACT_REDUCE):
+        step()
+    assert seen == [(False, True)]
+    assert op.buffers[1].tolist() == [8, 10, 11, 11, 12, 14, 15, 15]
+    row[column["src2_stride"]] = 3  # other elements of the same buffer: a view of its own
+    op._local(row, ACT_REDUCE)[0]()
+    assert seen[-1] == (False, False)

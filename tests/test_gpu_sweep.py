@@ -100,7 +100,7 @@ def test_bad_gpu_fields_are_bad_input(tmp_path, changes, words):
 
 
 def test_env_reports_the_gpu_stack():
-    result = run_cli("env", env={"COLUMNS": "250"})
+    result = run_cli("env", env={"COLUMNS": "1000"})  # wide enough that no reason wraps in the table
     assert result.returncode == 0, describe(result)
     for row in ("GPU ", "GPU binding", "NCCL", "GPU-aware MPI"):
         assert row in result.stdout, result.stdout
