@@ -69,13 +69,11 @@ def _one_line_per_cell(results: pd.DataFrame) -> pd.DataFrame:
     key = [name for name in CELL_KEY if name in results]
     lines = []
     for _, repeats in results.groupby(key, sort=False, dropna=False):
-        line = repeats.iloc[0].copy()
-        ok = repeats[repeats["status"] == "ok"]
-        if len(ok) < len(repeats):
-            line = repeats[repeats["status"] != "ok"].iloc[0].copy()
-        else:
-            line["time_us_p50"] = ok["time_us_p50"].median()
-            line["busbw_gbps"] = ok["busbw_gbps"].median()
+        not_ok = repeats[repeats["status"] != "ok"]
+        line = (not_ok if len(not_ok) else repeats).iloc[0].copy()
+        if not_ok.empty:
+            line["time_us_p50"] = repeats["time_us_p50"].median()
+            line["busbw_gbps"] = repeats["busbw_gbps"].median()
         line["n_wrong"] = repeats["n_wrong"].fillna(0).sum()
         lines.append(line)
     return pd.DataFrame(lines).reset_index(drop=True)
