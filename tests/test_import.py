@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -78,10 +79,136 @@ def test_wrong_data_is_status_wrong():
     assert len(wrong) == 1 and wrong.bytes_total.iloc[0] == 65536 and wrong.n_wrong.iloc[0] == 1
 
 
-def test_nccl_tests_json():
+def test_nccl_tests_json(tmp_path):
+    """The -J layout of nccl-tests src/util.cu: config.devices, nccl_version code, results[]."""
     results = parsed("nccl-tests", "all_reduce_perf.json")
-    assert len(results) == 6 and set(results.nranks) == {8} and set(results.library_version) == {"2.21.5"}
-    assert sorted(set(results.bytes_total)) == [8, 65536, 16777216]
+    assert len(results) == 6 and set(results.collective) == {"allreduce"}
+    # one devices entry per MPI process, each driving nthreads*ngpus = 4 ranks
+    assert set(results.nranks) == {8} and set(results.nnodes) == {2} and set(results.hosts) == {"gpu-a07,gpu-a08"}
+    assert set(results.library_version) == {"2.21.5"}  # "nccl_version": 22105
+    assert set(results.iters) == {20} and set(results.warmup) == {5}  # config.iterations / warmup_iters
+    assert sorted(set(results.bytes_total)) == [8, 65536, 16777216]  # size is the whole buffer
+    assert sorted(set(results.count_per_rank)) == [2, 16384, 4194304]
+    out = results[results.placement.eq("out_of_place")].sort_values("bytes_total")
+    assert list(out.time_us_mean) == [16.41, 21.87, 160.3] and list(out.time_us_p50) == [16.41, 21.87, 160.3]
+    assert set(results.tool_version) == {"nccl-tests (JSON v1)"}
+    # the collective comes from args[0], not from the file name
+    renamed = tmp_path / "run.json"
+    renamed.write_text((NCCL / "all_reduce_perf.json").read_text())
+    assert set(import_files("nccl-tests", [renamed], ImportOptions())[0].collective) == {"allreduce"}
+
+
+def test_nccl_tests_json_per_iteration():
+    """-I 1 adds <placement>_per_iter objects: a real median, tails and min/max over iterations."""
+    results = parsed("nccl-tests", "all_gather_perf_iter.json")
+    assert set(results.collective) == {"allgather"} and set(results.op) == {"sum"}  # redop "none"
+    assert set(results.nranks) == {4} and set(results.nnodes) == {1}  # one process, -g 4
+    first = results[(results.bytes_total == 4096) & results.placement.eq("out_of_place")].iloc[0]
+    assert first.count_per_rank == 256  # all-gather count is per rank: 4096 B / 4 B / 4 ranks
+    assert first.time_us_mean == 12.10 and first.time_us_p50 == 12.0  # time vs p50_us
+    assert (first.time_us_min, first.time_us_max, first.time_us_p99) == (11.8, 12.6, 12.6)
+    assert set(results.library_version) == {"2.28.3"} and set(results.iters) == {5}
+
+
+def _nccl_json(tmp_path: Path, edit) -> Path:
+    doc = json.loads((NCCL / "all_reduce_perf.json").read_text())
+    edit(doc)
+    path = tmp_path / "all_reduce_perf.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_nccl_tests_json_wrong_cputime_and_missing_placements(tmp_path):
+    def edit(doc):
+        first, second, third = doc["results"]
+        first["out_of_place"]["nwrong"] = 3.0          # jsonDouble of the #wrong count
+        second["out_of_place"] = None                   # writeBenchMarkLineNullBody
+        third["in_place"]["nwrong"] = None              # -c 0: errors not checked
+        third["in_place"]["cpu_time"] = third["in_place"].pop("time")  # -C 1
+    results, _ = import_files("nccl-tests", [_nccl_json(tmp_path, edit)], ImportOptions())
+    assert len(results) == 5 and list(results.status).count("wrong") == 1
+    wrong = results[results.status.eq("wrong")].iloc[0]
+    assert wrong.bytes_total == 8 and wrong.placement == "out_of_place" and wrong.n_wrong == 3
+    assert results[(results.bytes_total == 16777216) & results.placement.eq("in_place")].time_us_mean.item() == 158.9
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda doc: doc.pop("results"), "no top-level 'results' list"),
+    (lambda doc: doc["results"][1].pop("count"), "results[1]: no 'count' field"),
+    (lambda doc: doc["results"][0].update(type="complex"), "results[0]: type: unknown nccl-tests type 'complex'"),
+])
+def test_nccl_tests_json_bad_layout_is_one_line(tmp_path, capsys, edit, message):
+    path = _nccl_json(tmp_path, edit)
+    with pytest.raises(SystemExit) as done:
+        main(["import", "nccl-tests", str(path), "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and message in err and str(path) in err and len(err.strip().splitlines()) == 1
+
+
+def test_nccl_tests_text_per_iteration_and_timestamps():
+    """-I 1 puts i_min i_max i_p99 i_cv% after each #wrong; -S 1 appends a date and a time."""
+    results = parsed("nccl-tests", "all_reduce_perf_iter.txt")
+    assert len(results) == 6 and set(results.nranks) == {2} and set(results.iters) == {50}
+    inp = results[results.placement.eq("in_place")].sort_values("bytes_total").iloc[0]
+    assert (inp.time_us_mean, inp.time_us_min, inp.time_us_max) == (9.90, 9.66, 10.88)
+    assert inp.count_per_rank == 256 and inp.bytes_total == 1024 and set(results.status) == {"ok"}
+
+
+def _printf(fmt: str, *args: object) -> str:
+    """A line as util.cu's printf formats lay it out."""
+    return fmt % args  # noqa: UP031  (the C formats, kept verbatim)
+
+
+def _table(tmp_path: Path, header: str, *lines: str) -> Path:
+    path = tmp_path / "all_gather_perf.txt"
+    path.write_text("\n".join(["#  Rank  0 Group  0 Pid   1001 on     node01 device  0 [0000:07:00] GPU",
+                                "#  Rank  1 Group  0 Pid   1002 on     node01 device  1 [0000:0b:00] GPU",
+                                "#", header, *lines]) + "\n")
+    return path
+
+
+def test_nccl_tests_text_column_variants(tmp_path):
+    # util.cu writeResultHeader with -c bitwise repeats: a #bitdiff column after each #wrong
+    bitwise = _table(tmp_path, _printf(
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %8s  %7s  %6s  %6s  %6s  %8s",
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "#bitdiff",
+        "time", "algbw", "busbw", "#wrong", "#bitdiff"),
+        "        8192          1024     float    none      -1    11.02    0.74    0.37       0         0"
+        "    11.40    0.72    0.36       2         0")
+    results, _ = import_files("nccl-tests", [bitwise], ImportOptions())
+    assert list(results.time_us_mean) == [11.02, 11.40] and list(results.n_wrong) == [0, 2]
+    # writeBenchMarkLineNullBody: 32 blanks instead of the out-of-place block -> in-place only
+    null_body = _table(tmp_path, _printf(
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s",
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+        "time", "algbw", "busbw", "#wrong"),
+        _printf("%12li  %12li  %8s  %6s  %6s", 8192, 1024, "float", "none", "-1") + " " * 32
+        + _printf("  %7s  %6s  %6s  %6g", "11.40", "0.72", "0.36", 0))
+    results, _ = import_files("nccl-tests", [null_body], ImportOptions())
+    assert list(results.placement) == ["in_place"] and list(results.time_us_mean) == [11.40]
+    # the same block right after the root (rccl-tests -O): which placement is not in the output
+    one_block = _table(tmp_path, "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+                       "     time   algbw   busbw #wrong",
+                       "        8192          1024     float    none      -1    11.40    0.72    0.36      0")
+    with pytest.raises(BadInput, match=r"all_gather_perf.txt:5: only one of out-of-place/in-place"):
+        import_files("nccl-tests", [one_block], ImportOptions())
+    # very old all_gather: "size count type time algbw busbw error" (no redop, no root)
+    old = _table(tmp_path, "#       size         count   type     time   algbw   busbw  error     time   algbw   busbw"
+                 "  error",
+                 "        8192          1024  float    11.02    0.74    0.37  0e+00    11.40    0.72    0.36  0e+00")
+    results, _ = import_files("nccl-tests", [old], ImportOptions())
+    assert list(results.time_us_mean) == [11.02, 11.40] and set(results.count_per_rank) == {1024}
+    assert set(results.bytes_total) == {8192} and set(results.nranks) == {2}
+
+
+def test_rccl_tests_report_json():
+    """rccl-tests -X file -Z json: flat records, size in bytes as in the table, no count."""
+    results = parsed("rccl-tests", "rccl_all_reduce_report.json")
+    assert set(results.nranks) == {16}  # "ranks" (processes) * "gpusPerRank"
+    assert set(results.library) == {"RCCL"} and set(results.device) == {"rocm"}
+    assert sorted(results.placement.unique()) == ["in_place", "out_of_place"]
+    first = results.sort_values(["bytes_total", "placement"]).iloc[0]
+    assert first.bytes_total == 1024 and first.count_per_rank == 256 and first.time_us_mean == 22.87
 
 
 def test_osu_allgather_size_is_per_rank():
@@ -106,6 +233,46 @@ def test_osu_xccl_validation():
     results = parsed("osu", "osu_xccl_allreduce.txt", nranks=8)
     assert set(results.library) == {"NCCL"} and set(results.device) == {"cuda"}
     assert list(results.status) == ["ok", "ok", "ok", "wrong"]
+
+
+def test_osu_reduce_scatter_size_is_the_send_vector():
+    """OMB: MPI_Reduce_scatter of Size bytes per rank, recvcounts = Size / type size / nranks each."""
+    results = parsed("osu", "osu_reduce_scatter.txt", nranks=2)  # OMB 5: MPI_FLOAT, no Datatype line
+    first = results.iloc[0]
+    assert first["dtype"] == "float32" and first.bytes_total == 8 and first.count_per_rank == 1
+    assert first.bytes_per_rank == 4  # what each rank receives
+    assert (results.bytes_total == results.count_per_rank * 4 * 2).all()
+
+
+def test_osu_datatype_per_table_and_tail_latency():
+    """OMB 7 -T char,float: one '# Datatype:' line per table; P50/P95/P99 tail columns."""
+    results = parsed("osu", "osu_reduce_scatter_omb7.txt", nranks=4)
+    chars, floats = results[results.dtype.eq("char")], results[results.dtype.eq("float32")]
+    assert chars.bytes_total.min() == 4 and chars.count_per_rank.min() == 1  # 1 and 2 B: fewer elements than ranks
+    assert floats.bytes_total.min() == 16 and floats.count_per_rank.min() == 1  # 16 B = 4 floats = 1 per rank
+    assert len(chars) == 11 and len(floats) == 9
+    first = chars.iloc[0]
+    assert first.time_us_mean == 3.10 and first.time_us_p50 == 3.04
+    assert (first.time_us_p95, first.time_us_p99, first.time_us_min, first.time_us_max) == (3.26, 3.48, 2.89, 3.35)
+
+
+def test_osu_reduce_scatter_uneven_split_is_skipped(tmp_path, capsys):
+    results = parsed("osu", "osu_reduce_scatter_omb7.txt", nranks=8)
+    assert (results.bytes_total % (8 * results.dtype.map({"char": 1, "float32": 4})) == 0).all()
+    with pytest.raises(SystemExit) as done:  # 3 ranks: no power-of-two size splits evenly
+        main(["import", "osu", str(OSU / "osu_reduce_scatter.txt"), "--nranks", "3", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "3 equal parts" in err and len(err.strip().splitlines()) == 1
+
+
+def test_osu_unknown_datatype_is_one_line(tmp_path, capsys):
+    path = tmp_path / "osu_allreduce.txt"
+    path.write_text((OSU / "osu_allreduce.txt").read_text().replace("MPI_FLOAT", "MPI_C_DOUBLE_COMPLEX"))
+    with pytest.raises(SystemExit) as done:
+        main(["import", "osu", str(path), "--nranks", "4", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert str(path) in err and "Datatype" in err and "MPI_C_DOUBLE_COMPLEX" in err
 
 
 def test_import_cli_writes_a_run_that_plots_and_gates_read(tmp_path, capsys):

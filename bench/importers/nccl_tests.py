@@ -1,14 +1,26 @@
-"""nccl-tests and rccl-tests: the text table (and nccl-tests' -J JSON) as result rows.
+"""nccl-tests and rccl-tests: the text table and the ``-J``/``--output_file x.json`` JSON as result rows.
 
-nccl-tests' ``size`` is the total buffer (all-gather output, reduce-scatter input, all-reduce
-buffer) and ``count`` is per rank (REFERENCE.md §3), exactly pccl-bench's ``bytes_total`` and
-``count_per_rank``. ``time`` is the tool's average over iterations (cross-rank reduction per -a):
-it goes into ``time_us_p50`` and ``time_us_mean`` (there are no per-iteration samples).
+Checked against NVIDIA/nccl-tests src/common.cu and src/util.cu (see docs/PLOTS.md for commits):
+
+* ``size`` is ``max(sendBytes, expectedBytes)`` (all-gather output, reduce-scatter input, all-reduce
+  buffer) and ``count`` is ``paramcount`` (per rank: all-gather send count, reduce-scatter receive
+  count, all-reduce count): exactly pccl-bench's ``bytes_total`` and ``count_per_rank``.
+* ``time`` is the host-timer mean over iterations (cross-rank reduction per ``-a``): it goes into
+  ``time_us_mean`` and, unless a per-iteration median exists, ``time_us_p50``.
+* ``-I 1`` (per_iter_timing) adds ``i_min i_max i_p99 i_cv%`` after each placement's ``#wrong``
+  (CUDA-event times, per iteration the max over ranks): i_min/i_max go into time_us_min/max; the
+  JSON adds ``<placement>_per_iter`` objects whose p50_us/p95_us/p99_us/min_us/max_us are used too.
+* The columns of a line are read from the ``#  size  count  type  redop  root  time ...`` header, so
+  old layouts (no root, ``error``), ``-I``, the bitwise-check column and ``-S`` timestamps all parse.
+
+rccl-tests prints the same table and writes the same ``-J`` JSON; its own ``-X file -Z json`` report
+(a list of flat records with ``inPlace``) is read too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from bench.errors import BadInput
@@ -20,7 +32,8 @@ COLLECTIVES = {"all_gather": "allgather", "allgather": "allgather", "reduce_scat
 DTYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int8": "int8",
           "uint8": "uint8", "int32": "int32", "int": "int32", "uint32": "uint32", "int64": "int64",
           "uint64": "uint64", "float32": "float32", "float64": "float64", "float16": "float16",
-          "f8e4m3": "fp8_e4m3", "f8e5m2": "fp8_e5m2", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}
+          "f8e4m3": "fp8_e4m3", "f8e5m2": "fp8_e5m2", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
+          "char": "int8"}
 RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+")
 ITERS = re.compile(r"warmup iters:\s*(\d+)\s+iters:\s*(\d+)")
 VERSION = re.compile(r"\b([NR]CCL) version (\d+\.\d+\.\d+)")
@@ -28,6 +41,16 @@ LIBRARY_CODE = re.compile(r"nccl-library=(\d+)")
 TOOL_VERSION = re.compile(r"#\s*([nr]ccl-tests) version (\S+)")
 TEST_NAME = re.compile(r"(?<![a-z])(all_gather|reduce_scatter|all_reduce|alltoall|broadcast|reduce|sendrecv|gather|"
                        r"scatter|hypercube)_perf")
+#: the column header line: "#  size  count  type  redop  root  time  algbw  busbw  #wrong ..."
+HEADER = re.compile(r"^#\s+size\s+count\s+type\b")
+TIME_LABELS = ("time", "cputime")
+#: used when a file has no column header (a pasted excerpt): the layout of nccl-tests >= 2.13
+DEFAULT_COLUMNS = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+                   "time", "algbw", "busbw", "#wrong"]
+#: "-S 1" appends "%Y-%m-%d %H:%M:%S" (two tokens) after the in-place block
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s*$")
+#: writeBenchMarkLineNullBody prints 32 blanks where the out-of-place block would be
+NULL_BODY = 32
 
 
 def collective_of(text: str, source: str, options: ImportOptions) -> str:
@@ -46,30 +69,73 @@ def collective_of(text: str, source: str, options: ImportOptions) -> str:
                            "(all_gather_perf.txt) or pass --collective")
 
 
-def _number(token: str) -> float | None:
-    try:
-        return float(token)
-    except ValueError:
+def _number(token: object) -> float | None:
+    """A float from a token or JSON value; None for N/A, "nan" (the JSON writer's NaN) and the like."""
+    if isinstance(token, bool):
         return None
+    try:
+        value = float(token)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return value if value == value else None
 
 
-def parse_data_line(tokens: list[str], collective: str) -> list[Measurement]:
-    """``size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong``."""
-    if len(tokens) < 8 or not tokens[0].isdigit() or not tokens[1].isdigit() or tokens[2] not in DTYPES:
+def header_columns(text: str) -> list[str]:
+    """The column labels of the result table (without the timestamp label), else the modern layout."""
+    for line in text.splitlines():
+        if HEADER.match(line):
+            return [label for label in line.lstrip("#").split() if label != "timestamp"]
+    return DEFAULT_COLUMNS
+
+
+def _layout(columns: list[str], source: str) -> tuple[list[str], list[str]]:
+    """(preamble labels, one placement block's labels) from the header."""
+    starts = [i for i, label in enumerate(columns) if label in TIME_LABELS]
+    if not starts:
+        raise BadInput(source, f"result header without a time column: {' '.join(columns)}")
+    end = starts[1] if len(starts) > 1 else len(columns)
+    return columns[:starts[0]], columns[starts[0]:end]
+
+
+def _block(labels: list[str], tokens: list[str]) -> dict[str, float | None]:
+    values = dict(zip(labels, tokens, strict=False))
+    time_label = next(label for label in labels if label in TIME_LABELS)
+    wrong = next((values[k] for k in ("#wrong", "error", "wrong") if k in values), None)
+    return {"time": _number(values.get(time_label)), "wrong": _number(wrong),
+            "min": _number(values.get("i_min")), "max": _number(values.get("i_max"))}
+
+
+def parse_data_line(line: str, preamble: list[str], block: list[str], collective: str,
+                    where: str) -> list[Measurement]:
+    """One result line, its columns named by the header; [] for a line that is not a result."""
+    body = TIMESTAMP.sub("", line)
+    tokens = body.split()
+    head = dict(zip(preamble, tokens, strict=False))
+    if len(tokens) < len(preamble) + len(block) or not head.get("size", "").isdigit() \
+            or not head.get("count", "").isdigit() or head.get("type") not in DTYPES:
         return []
-    dtype, op = DTYPES[tokens[2]], tokens[3]
-    rest = tokens[4:]
-    if len(rest) in (5, 9) and re.fullmatch(r"-?\d+", rest[0]):
-        rest = rest[1:]  # the root column (nccl-tests >= 2.13 prints it for every test)
+    dtype, op = DTYPES[head["type"]], head.get("redop", "sum")
     if op == "none" or collective == "allgather":
         op = "sum"  # pccl-bench records all-gathers with the suite's op; nccl-tests says "none"
+    rest = tokens[len(preamble):]
+    if len(rest) >= 2 * len(block):
+        blocks = [("out_of_place", rest[:len(block)]), ("in_place", rest[len(block):2 * len(block)])]
+    else:
+        # one block: nccl-tests' null out-of-place body leaves 32 blanks before the in-place one;
+        # rccl-tests -O prints either placement alone, with nothing to tell which
+        spans = [token.span() for token in re.finditer(r"\S+", body)]
+        if spans[len(preamble)][0] - spans[len(preamble) - 1][1] < NULL_BODY:
+            raise BadInput(where, "only one of out-of-place/in-place on this line (rccl-tests -O?) and the "
+                                  "layout does not say which; rerun without -O")
+        blocks = [("in_place", rest[:len(block)])]
     found = []
-    for placement, block in (("out_of_place", rest[0:4]), ("in_place", rest[4:8])):
-        if len(block) < 3 or _number(block[0]) is None:
-            continue  # "N/A" where a test has no in-place variant
-        wrong = _number(block[3]) if len(block) > 3 else 0
-        found.append(Measurement(collective, dtype, op, int(tokens[1]), placement, _number(block[0]),
-                                 n_wrong=int(wrong or 0)))
+    for placement, values in blocks:
+        fields = _block(block, values)
+        if fields["time"] is None:
+            continue  # a placement the test does not run
+        found.append(Measurement(collective, dtype, op, int(head["count"]), placement, fields["time"],
+                                 time_us_min=fields["min"], time_us_max=fields["max"],
+                                 n_wrong=int(fields["wrong"] or 0)))
     return found
 
 
@@ -87,23 +153,29 @@ def header_context(text: str, kind: str) -> dict:
             "library_version": version, "tool_version": f"{tool.group(1)} {tool.group(2)}" if tool else kind}
 
 
-def _decode_version(code: str) -> str:
-    """NCCL_VERSION_CODE 22105 -> 2.21.5 (major*10000 + minor*100 + patch)."""
-    value = int(code)
-    return f"{value // 10000}.{value // 100 % 100}.{value % 100}" if value >= 10000 else code
+def _decode_version(code: object) -> str:
+    """NCCL_VERSION_CODE 22105 -> 2.21.5 (major*10000 + minor*100 + patch; 1000s before 2.9)."""
+    try:
+        value = int(str(code))
+    except ValueError:
+        return str(code)
+    if value >= 10000:
+        return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
+    return f"{value // 1000}.{value // 100 % 10}.{value % 100}" if value >= 1000 else str(value)
 
 
 def parse_text(text: str, source: str, options: ImportOptions, kind: str) -> tuple[list[Measurement], dict]:
     collective = collective_of(text, source, options)
+    preamble, block = _layout(header_columns(text), source)
     measurements, implied = [], set()
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("#") or not line.strip():
             continue
-        tokens = line.split()
-        found = parse_data_line(tokens, collective)
-        if found and collective != "allreduce" and int(tokens[1]):
-            # size = count * itemsize * nranks: the rank count when the header lacks rank lines
-            implied.add(int(tokens[0]) // (int(tokens[1]) * ITEMSIZE[found[0].dtype]))
+        found = parse_data_line(line, preamble, block, collective, f"{source}:{number}")
+        if found and collective != "allreduce":
+            size, count = int(line.split()[0]), found[0].count_per_rank
+            if count:  # size = count * itemsize * nranks: the rank count when the header lacks rank lines
+                implied.add(size // (count * ITEMSIZE[found[0].dtype]))
         measurements += found
     if not measurements:
         raise BadInput(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)")
@@ -114,44 +186,104 @@ def parse_text(text: str, source: str, options: ImportOptions, kind: str) -> tup
 
 
 def parse_json(text: str, source: str, options: ImportOptions, kind: str) -> tuple[list[Measurement], dict]:
-    """nccl-tests -J output: a list of records (size, count, type, redop, and per placement
-    time/algbw/busbw/wrong, nested under out_of_place/in_place or flat with a placement)."""
+    """nccl-tests -J (util.cu: {"version", "args", "nccl_version", "config": {..., "devices"},
+    "results": [...]}), or rccl-tests' -X/-Z json report (a list of flat records)."""
     try:
         data = json.loads(text)
     except ValueError as error:
-        raise BadInput(source, f"not JSON: {error}") from None
-    records = data if isinstance(data, list) else next(
-        (data[key] for key in ("results", "data", "tests", "measurements") if isinstance(data.get(key), list)), None)
-    if not records:
-        raise BadInput(source, "no list of results (a top-level list or 'results': [...]) in this JSON")
-    meta = data if isinstance(data, dict) else {}
-    name = str(meta.get("collective") or meta.get("test") or meta.get("name") or "")
-    collective = collective_of(name + " " + (name.replace("_perf", "") + "_perf" if name else ""), source, options)
-    measurements = [m for record in records for m in _json_record(record, collective, source)]
-    version = str(meta.get("nccl_version") or meta.get("nccl_library_version") or meta.get("version") or "")
-    context = {"nranks": meta.get("nranks") or meta.get("nRanks"), "hosts": [], "warmup": int(meta.get("warmup", 0)),
-               "iters": int(meta.get("iters", 0)), "library": "RCCL" if kind == "rccl-tests" else "NCCL",
-               "library_version": version, "tool_version": f"{kind} {meta.get('nccl_tests_version', '')}".strip()}
+        raise BadInput(source, f"not JSON (a run killed before the file was closed?): {error}") from None
+    if isinstance(data, list):
+        return _rccl_report(data, source, options, kind)
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise BadInput(source, "not nccl-tests -J JSON: no top-level 'results' list")
+    args = data.get("args") if isinstance(data.get("args"), list) else []
+    program = os.path.basename(str(args[0])) if args else ""
+    collective = collective_of(program, source, options)
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    devices = [d for d in config.get("devices") or [] if isinstance(d, dict)]
+    # one "devices" entry per process (its first rank's line); each process drives nthreads*ngpus ranks
+    per_process = _int(config.get("nthreads"), 1) * _int(config.get("ngpus"), 1)
+    measurements = []
+    for index, record in enumerate(data["results"]):
+        measurements += _json_record(record, collective, f"{source}: results[{index}]")
+    if not measurements:
+        raise BadInput(source, "no results in this nccl-tests JSON")
+    code = data.get("nccl_version")
+    context = {"nranks": len(devices) * per_process or None,
+               "hosts": sorted({str(d["hostname"]) for d in devices if d.get("hostname")}),
+               "warmup": _int(config.get("warmup_iters"), 0), "iters": _int(config.get("iterations"), 0),
+               "library": "RCCL" if kind == "rccl-tests" else "NCCL",
+               "library_version": _decode_version(code) if code is not None else "",
+               "tool_version": f"{kind} (JSON v{data.get('version', '?')})"}
     return measurements, context
 
 
-def _json_record(record: dict, collective: str, source: str) -> list[Measurement]:
-    try:
-        dtype = DTYPES[str(record.get("type") or record.get("datatype") or record.get("dtype"))]
-        count = int(record["count"])
-    except (KeyError, TypeError, ValueError):
-        raise BadInput(source, f"a result record without size/count/type: {str(record)[:120]}") from None
-    op = str(record.get("redop") or record.get("op") or "sum")
+def _int(value: object, default: int) -> int:
+    number = _number(value)
+    return int(number) if number is not None else default
+
+
+def _json_record(record: object, collective: str, where: str) -> list[Measurement]:
+    if not isinstance(record, dict):
+        raise BadInput(where, f"not an object: {str(record)[:80]}")
+    for key in ("size", "count", "type"):
+        if key not in record:
+            raise BadInput(where, f"no '{key}' field")
+    count = _number(record["count"])
+    if str(record["type"]) not in DTYPES:
+        raise BadInput(where, f"type: unknown nccl-tests type {record['type']!r}")
+    if count is None or count < 0 or count != int(count):
+        raise BadInput(where, f"count: not an element count: {record['count']!r}")
+    dtype, op = DTYPES[str(record["type"])], str(record.get("redop") or "sum")
     op = "sum" if op == "none" or collective == "allgather" else op
     found = []
-    for placement, key in (("out_of_place", "out_of_place"), ("in_place", "in_place")):
-        block = record.get(key) or (record if record.get("placement", "out_of_place") == placement else None)
-        time_us = block.get("time") if isinstance(block, dict) else None
-        if isinstance(time_us, int | float):
-            wrong = block.get("wrong", block.get("nwrong", block.get("errors", 0)))
-            found.append(Measurement(collective, dtype, op, count, placement, float(time_us),
-                                     n_wrong=int(wrong) if isinstance(wrong, int | float) else 0))
+    for placement in ("out_of_place", "in_place"):
+        block = record.get(placement)  # null where a placement was not run
+        if not isinstance(block, dict):
+            continue
+        time_us = _number(block.get("time", block.get("cpu_time")))  # "cpu_time" with -C 1
+        if time_us is None:
+            continue
+        stats = record.get(f"{placement}_per_iter")
+        stats = stats if isinstance(stats, dict) else {}
+        found.append(Measurement(collective, dtype, op, int(count), placement, time_us,
+                                 time_us_min=_number(stats.get("min_us")), time_us_max=_number(stats.get("max_us")),
+                                 time_us_p50=_number(stats.get("p50_us")), time_us_p95=_number(stats.get("p95_us")),
+                                 time_us_p99=_number(stats.get("p99_us")),
+                                 n_wrong=int(_number(block.get("nwrong")) or 0)))
     return found
+
+
+def _rccl_report(records: list, source: str, options: ImportOptions, kind: str) -> tuple[list[Measurement], dict]:
+    """rccl-tests Reporter (-X file -Z json): {"numCycle", "name": "AllReduce", MPI: "nodes", "ranks"
+    (processes), "ranksPerNode", "gpusPerRank" / else "gpus", "size" (bytes, as the table's size),
+    "type", "redop", "inPlace", "time", "algBw", "busBw", "wrong"}: no count, so it is derived."""
+    measurements, nranks_seen = [], set()
+    for index, record in enumerate(records):
+        where = f"{source}: [{index}]"
+        if not isinstance(record, dict) or "inPlace" not in record or "size" not in record:
+            raise BadInput(where, "not an rccl-tests report record (name, size, type, inPlace, time, ...)")
+        nranks = _int(record.get("ranks"), 1) * _int(record.get("gpusPerRank"), 0) or _int(record.get("gpus"), 0)
+        collective = options.collective or COLLECTIVES.get(str(record.get("name", "")).lower())
+        if not collective:
+            raise BadInput(where, f"name: {record.get('name')!r} is not all_gather, reduce_scatter or all_reduce")
+        if str(record.get("type")) not in DTYPES:
+            raise BadInput(where, f"type: unknown type {record.get('type')!r}")
+        size, time_us = _number(record.get("size")), _number(record.get("time"))
+        if size is None or time_us is None or not nranks:
+            raise BadInput(where, "size, time and ranks/gpus must be numbers")
+        dtype = DTYPES[str(record["type"])]
+        count = int(size) // ITEMSIZE[dtype] // (1 if collective == "allreduce" else nranks)
+        op = "sum" if collective == "allgather" or record.get("redop") in (None, "none") else str(record["redop"])
+        placement = "in_place" if _int(record["inPlace"], 0) else "out_of_place"
+        measurements.append(Measurement(collective, dtype, op, count, placement, time_us,
+                                        n_wrong=int(_number(record.get("wrong")) or 0)))
+        nranks_seen.add(nranks)
+    if not measurements:
+        raise BadInput(source, "an empty rccl-tests report")
+    return measurements, {"nranks": nranks_seen.pop() if len(nranks_seen) == 1 else None, "hosts": [],
+                          "warmup": 0, "iters": 0, "library": "RCCL" if kind == "rccl-tests" else "NCCL",
+                          "library_version": "", "tool_version": f"{kind} (report JSON)"}
 
 
 @importer("nccl-tests")

@@ -39,6 +39,10 @@ class Measurement:
     time_us: float
     time_us_min: float | None = None
     time_us_max: float | None = None
+    #: a real per-iteration median/tail where the tool prints one (nccl-tests -I JSON, OSU P50/P95/P99)
+    time_us_p50: float | None = None
+    time_us_p95: float | None = None
+    time_us_p99: float | None = None
     n_wrong: int = 0
     iters: int = 0
 
@@ -54,14 +58,17 @@ def make_row(m: Measurement, context: dict) -> dict:
                 virtual_nodes=False, dtype=m.dtype, op=m.op, placement=m.placement,
                 count_per_rank=m.count_per_rank, bytes_per_rank=m.count_per_rank * ITEMSIZE[m.dtype],
                 bytes_total=bytes_total, timing_mode="sync")
-    # recomputed from the time (the tools print two decimals; the formulas are nccl-tests' own)
+    # recomputed from the tool's mean time, as the tools compute theirs (they print two decimals;
+    # the formulas are nccl-tests' own), not from a per-iteration median
     algbw = bytes_total / m.time_us / 1e3 if m.time_us > 0 else None
     busbw = algbw * busbw_factor(m.collective, nranks) if algbw is not None else None
     row = {
         **cell.to_dict(), **{name: context.get(name) for name in (
             "run_id", "suite", "launch_id", "timestamp", "hosts", "library", "library_version", "transport",
             "tool_version", "warmup")},
-        "resolved_algorithm": "native", "iters": m.iters, "time_us_p50": m.time_us, "time_us_mean": m.time_us,
+        "resolved_algorithm": "native", "iters": m.iters, "time_us_mean": m.time_us,
+        "time_us_p50": m.time_us if m.time_us_p50 is None else m.time_us_p50,
+        "time_us_p95": m.time_us_p95, "time_us_p99": m.time_us_p99,
         "time_us_min": m.time_us_min, "time_us_max": m.time_us_max, "algbw_gbps": algbw, "busbw_gbps": busbw,
         "n_wrong": m.n_wrong, "status": "wrong" if m.n_wrong else "ok", "error": "",
         "mpi_thread_level": "", "oversubscribed": False, "git_sha": "", "schema_version": SCHEMA_VERSION,
