@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+from conftest import describe, run_cli
 
 from bench.cli import main
 from bench.errors import BadInput
 from bench.importers.rows import ImportOptions
 from bench.importers.run import import_files, write_import
 from bench.runset import load_runs
-from bench.table import COLUMNS
+from bench.table import COLUMNS, SAMPLE_COLUMNS
 
 DATA = Path(__file__).resolve().parent / "data"
 NCCL = DATA / "nccl-tests"
@@ -22,7 +25,7 @@ OSU = DATA / "osu"
 
 def parsed(kind: str, name: str, **options) -> pd.DataFrame:
     folder = NCCL if kind != "osu" else OSU
-    results, _ = import_files(kind, [folder / name], ImportOptions(**options))
+    results, _, _ = import_files(kind, [folder / name], ImportOptions(**options))
     return results
 
 
@@ -105,9 +108,148 @@ def test_nccl_tests_json_per_iteration():
     assert set(results.nranks) == {4} and set(results.nnodes) == {1}  # one process, -g 4
     first = results[(results.bytes_total == 4096) & results.placement.eq("out_of_place")].iloc[0]
     assert first.count_per_rank == 256  # all-gather count is per rank: 4096 B / 4 B / 4 ranks
-    assert first.time_us_mean == 12.10 and first.time_us_p50 == 12.0  # time vs p50_us
-    assert (first.time_us_min, first.time_us_max, first.time_us_p99) == (11.8, 12.6, 12.6)
+    assert first.time_us_mean == 12.10 and first.time_us_p50 == 12.0  # time vs median of times_us (= p50_us)
+    assert (first.time_us_min, first.time_us_max) == (11.8, 12.6)
+    # p99 is pccl-bench's (interpolated) percentile of the 5 samples, not the tool's nearest-rank 12.6
+    assert first.time_us_p99 == pytest.approx(12.584)
     assert set(results.library_version) == {"2.28.3"} and set(results.iters) == {5}
+
+
+ITER_A, ITER_B = NCCL / "all_reduce_perf_iter_a.json", NCCL / "all_reduce_perf_iter_b.json"
+
+
+def test_nccl_tests_json_times_us_become_samples():
+    """-I 1 -J: times_us (one per iteration, max over ranks) is the cell's samples table."""
+    results, meta, samples = import_files("nccl-tests", [ITER_A], ImportOptions())
+    doc = json.loads(ITER_A.read_text())
+    assert list(samples.columns) == SAMPLE_COLUMNS and len(results) == 4 and len(samples) == 4 * 25
+    assert set(samples.cell_key) == set(results.cell_key) and set(samples.launch_id) == {ITER_A.name}
+    assert set(results.nranks) == {2} and set(results.nnodes) == {2} and set(results.iters) == {25}
+    for row in results.itertuples():
+        mine = samples[samples.cell_key.eq(row.cell_key)].sort_values("iteration")
+        record = next(r for r in doc["results"] if r["size"] == row.bytes_total)
+        tool = record[f"{row.placement}_per_iter"]
+        assert list(mine.iteration) == list(range(25)) and list(mine.time_us) == tool["times_us"]
+        for name in ("run_id", "collective", "impl", "nranks", "dtype", "op", "placement", "count_per_rank"):
+            assert set(mine[name]) == {getattr(row, name)}
+        # the row's order statistics are those of its samples, as for a measured row
+        assert row.time_us_p50 == np.median(tool["times_us"]) == tool["p50_us"]  # n = 25: the same median
+        assert row.time_us_min == tool["min_us"] and row.time_us_max == tool["max_us"]
+        assert row.time_us_p95 == pytest.approx(np.percentile(tool["times_us"], 95))
+        assert row.time_us_mean == record[row.placement]["time"]  # the tool's host-timer mean, as printed
+    assert meta["imported_from"][0]["cells_with_samples"] == 4 and "for every cell" in meta["note"]
+
+
+def test_text_and_json_without_samples_in_one_import():
+    results, meta, samples = import_files("nccl-tests", [ITER_A, NCCL / "all_reduce_perf.txt"], ImportOptions())
+    assert set(samples.cell_key) == set(results[results.launch_id.eq(ITER_A.name)].cell_key)
+    assert [f["cells_with_samples"] for f in meta["imported_from"]] == [4, 0]
+    assert f"for 4 of {len(results)} cells" in meta["note"] and "the other cells: no per-iteration" in meta["note"]
+
+
+def test_per_iter_skip_leaves_the_first_iterations_out(tmp_path):
+    """-K 2 (JSON version 3): times_us keeps every iteration, the summary skips the first two."""
+    doc = json.loads(ITER_A.read_text())
+    doc["config"]["per_iter_skip"] = 2
+    for record in doc["results"]:
+        for placement in ("out_of_place", "in_place"):
+            stats = record[f"{placement}_per_iter"]
+            kept = sorted(stats["times_us"][2:])
+            stats.update(skipped_iterations=2, min_us=kept[0], max_us=kept[-1], p50_us=kept[len(kept) // 2],
+                         p95_us=kept[21], p99_us=kept[22])  # min(n-1, ceil(n*p/100)-1), n = 23
+    path = tmp_path / "all_reduce_perf.json"
+    path.write_text(json.dumps(doc))
+    results, _, samples = import_files("nccl-tests", [path], ImportOptions())
+    first = doc["results"][0]["out_of_place_per_iter"]["times_us"]
+    mine = samples[samples.cell_key.eq(results.cell_key.iloc[0])]
+    assert len(samples) == 4 * 23 and set(results.iters) == {23}
+    assert list(mine.time_us) == first[2:] and list(mine.iteration) == list(range(23))
+
+
+def test_repeated_cells_get_their_own_repeat_and_samples(tmp_path):
+    """The same cell twice (-N 2 cycles, or two files): repeat 0 and 1, one cell_key each."""
+    doc = json.loads(ITER_A.read_text())
+    doc["results"] = doc["results"] * 2
+    path = tmp_path / "all_reduce_perf.json"
+    path.write_text(json.dumps(doc))
+    results, _, samples = import_files("nccl-tests", [path, ITER_B], ImportOptions())
+    assert len(results) == 12 and results.cell_key.is_unique and sorted(set(results.repeat)) == [0, 1, 2]
+    assert samples.groupby("cell_key").size().eq(25).all() and len(samples) == 12 * 25
+
+
+def _import(tmp_path: Path, name: str, *files: Path) -> Path:
+    out = tmp_path / name
+    done = run_cli("import", "nccl-tests", *files, "--out", out, timeout=60)
+    assert done.returncode == 0, describe(done)
+    return out
+
+
+def _verdicts(junit: Path) -> dict[str, str]:
+    """cell label -> verdict, from the gate's JUnit report."""
+    cases = ET.parse(junit).getroot().iter("testcase")
+    return {case.get("name"): (case[0].get("message") or case[0].text or "").split()[0] for case in cases}
+
+
+def test_gate_judges_imported_nccl_tests_runs(tmp_path):
+    """Two imported -I 1 JSON runs (25 iterations per cell), the second 1.5x slower at 1 MiB."""
+    base, same = _import(tmp_path, "base", ITER_A), _import(tmp_path, "same", ITER_A)
+    slow = _import(tmp_path, "slow", ITER_B)
+    assert "4 with per-iteration samples" in run_cli("import", "nccl-tests", ITER_B, "--out", tmp_path / "x").stdout
+
+    done = run_cli("gate", base, same, "--junit", tmp_path / "same.xml", timeout=60)
+    assert done.returncode == 0, describe(done)
+    assert set(_verdicts(tmp_path / "same.xml").values()) == {"unchanged"}
+
+    done = run_cli("gate", base, slow, "--junit", tmp_path / "slow.xml", timeout=60)
+    assert done.returncode == 1, describe(done)
+    verdicts = _verdicts(tmp_path / "slow.xml")
+    assert verdicts == {"allreduce xccl 2 ranks / 2 nodes 1 KiB float32 sum": "unchanged",
+                        "allreduce xccl 2 ranks / 2 nodes 1 KiB float32 sum in-place": "unchanged",
+                        "allreduce xccl 2 ranks / 2 nodes 1 MiB float32 sum": "regressed",
+                        "allreduce xccl 2 ranks / 2 nodes 1 MiB float32 sum in-place": "regressed"}, verdicts
+
+    # without -I (or from the text table) there are no samples: insufficient, not judged, exit 0
+    text = tmp_path / "all_reduce_perf.json"
+    doc = json.loads(ITER_B.read_text())
+    for record in doc["results"]:
+        del record["out_of_place_per_iter"], record["in_place_per_iter"]
+    text.write_text(json.dumps(doc))
+    done = run_cli("gate", base, _import(tmp_path, "plain", text), "--junit", tmp_path / "plain.xml", timeout=60)
+    assert done.returncode == 0, describe(done)
+    assert set(_verdicts(tmp_path / "plain.xml").values()) == {"insufficient"}
+
+
+def _bad_times(doc, value):
+    doc["results"][1]["out_of_place_per_iter"]["times_us"][3] = value
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda doc: doc["results"][1]["out_of_place_per_iter"]["times_us"].pop(),
+     "results[1]: out_of_place_per_iter: times_us: 24 values, but config.iterations is 25"),
+    (lambda doc: doc["results"][0]["in_place_per_iter"]["times_us"].append(9.9),
+     "results[0]: in_place_per_iter: times_us: 26 values, but config.iterations is 25"),
+    (lambda doc: _bad_times(doc, "fast"), "results[1]: out_of_place_per_iter: times_us[3]: not a time in "
+                                          "microseconds: 'fast'"),
+    (lambda doc: _bad_times(doc, None), "times_us[3]: not a time in microseconds: None"),
+    (lambda doc: _bad_times(doc, True), "times_us[3]: not a time in microseconds: True"),
+    (lambda doc: _bad_times(doc, "nan"), "times_us[3]: not a time in microseconds: 'nan'"),
+    (lambda doc: _bad_times(doc, -1.5), "times_us[3]: not a time in microseconds: -1.5"),
+    (lambda doc: doc["results"][0]["out_of_place_per_iter"].update(times_us="9.8 9.9"),
+     "results[0]: out_of_place_per_iter: times_us: not a list of times: '9.8 9.9'"),
+    (lambda doc: doc["results"][0]["out_of_place_per_iter"].update(p50_us=5.0),
+     "results[0]: out_of_place_per_iter: p50_us: 5.0 does not summarise times_us"),
+])
+def test_bad_per_iteration_times_are_one_line(tmp_path, capsys, edit, message):
+    doc = json.loads(ITER_A.read_text())
+    edit(doc)
+    path = tmp_path / "all_reduce_perf.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit) as done:
+        main(["import", "nccl-tests", str(path), "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{path}: {message}" in err if message.startswith("results") else message in err and str(path) in err
+    assert not (tmp_path / "x").exists() or not (tmp_path / "x" / "results.parquet").exists()
 
 
 def _nccl_json(tmp_path: Path, edit) -> Path:
@@ -125,7 +267,7 @@ def test_nccl_tests_json_wrong_cputime_and_missing_placements(tmp_path):
         second["out_of_place"] = None                   # writeBenchMarkLineNullBody
         third["in_place"]["nwrong"] = None              # -c 0: errors not checked
         third["in_place"]["cpu_time"] = third["in_place"].pop("time")  # -C 1
-    results, _ = import_files("nccl-tests", [_nccl_json(tmp_path, edit)], ImportOptions())
+    results, _, _ = import_files("nccl-tests", [_nccl_json(tmp_path, edit)], ImportOptions())
     assert len(results) == 5 and list(results.status).count("wrong") == 1
     wrong = results[results.status.eq("wrong")].iloc[0]
     assert wrong.bytes_total == 8 and wrong.placement == "out_of_place" and wrong.n_wrong == 3
@@ -175,7 +317,7 @@ def test_nccl_tests_text_column_variants(tmp_path):
         "time", "algbw", "busbw", "#wrong", "#bitdiff"),
         "        8192          1024     float    none      -1    11.02    0.74    0.37       0         0"
         "    11.40    0.72    0.36       2         0")
-    results, _ = import_files("nccl-tests", [bitwise], ImportOptions())
+    results, _, _ = import_files("nccl-tests", [bitwise], ImportOptions())
     assert list(results.time_us_mean) == [11.02, 11.40] and list(results.n_wrong) == [0, 2]
     # writeBenchMarkLineNullBody: 32 blanks instead of the out-of-place block -> in-place only
     null_body = _table(tmp_path, _printf(
@@ -184,7 +326,7 @@ def test_nccl_tests_text_column_variants(tmp_path):
         "time", "algbw", "busbw", "#wrong"),
         _printf("%12li  %12li  %8s  %6s  %6s", 8192, 1024, "float", "none", "-1") + " " * 32
         + _printf("  %7s  %6s  %6s  %6g", "11.40", "0.72", "0.36", 0))
-    results, _ = import_files("nccl-tests", [null_body], ImportOptions())
+    results, _, _ = import_files("nccl-tests", [null_body], ImportOptions())
     assert list(results.placement) == ["in_place"] and list(results.time_us_mean) == [11.40]
     # the same block right after the root (rccl-tests -O): which placement is not in the output
     one_block = _table(tmp_path, "#       size         count      type   redop    root     time   algbw   busbw #wrong"
@@ -196,7 +338,7 @@ def test_nccl_tests_text_column_variants(tmp_path):
     old = _table(tmp_path, "#       size         count   type     time   algbw   busbw  error     time   algbw   busbw"
                  "  error",
                  "        8192          1024  float    11.02    0.74    0.37  0e+00    11.40    0.72    0.36  0e+00")
-    results, _ = import_files("nccl-tests", [old], ImportOptions())
+    results, _, _ = import_files("nccl-tests", [old], ImportOptions())
     assert list(results.time_us_mean) == [11.02, 11.40] and set(results.count_per_rank) == {1024}
     assert set(results.bytes_total) == {8192} and set(results.nranks) == {2}
 
@@ -300,7 +442,7 @@ def test_bad_import_input(tmp_path, capsys, argv, message):
 
 
 def test_write_import_refuses_to_overwrite(tmp_path):
-    results, meta = import_files("osu", [OSU / "osu_allreduce.txt"], ImportOptions(nranks=2))
+    results, meta, _ = import_files("osu", [OSU / "osu_allreduce.txt"], ImportOptions(nranks=2))
     write_import(tmp_path, results, meta)
     with pytest.raises(BadInput, match="already holds a run"):
         write_import(tmp_path, results, meta)

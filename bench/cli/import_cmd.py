@@ -16,10 +16,11 @@ TOOLS = ("nccl-tests", "rccl-tests", "osu")
 
 def import_results(
     tool: Annotated[str, typer.Argument(help="nccl-tests | rccl-tests | osu", show_default=False, metavar="TOOL")],
-    files: Annotated[list[Path], typer.Argument(help="Output files of the tool (nccl-tests text or -J JSON; "
-                                                     "OSU text, with or without -f).", show_default=False,
-                                                metavar="FILE...")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder to write (results.parquet/csv, meta.json).")],
+    files: Annotated[list[Path], typer.Argument(help="Output files of the tool (nccl-tests text or -J JSON, "
+                                                     "with -I 1 for per-iteration samples; OSU text, with or "
+                                                     "without -f).", show_default=False, metavar="FILE...")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder to write (results.parquet/csv, "
+                                                          "samples.parquet, meta.json).")],
     nranks: Annotated[int | None, typer.Option("--nranks", "-np", help="Ranks (GPUs) that ran; required for OSU, "
                                                                         "read from nccl-tests' rank lines.")] = None,
     nnodes: Annotated[int | None, typer.Option(help="Nodes (default: distinct hosts in the output, else 1).")] = None,
@@ -34,7 +35,9 @@ def import_results(
 ) -> None:
     """Turn another tool's output into a pccl-bench run folder (same tidy table, status ok),
     with sizes converted to nccl-tests semantics, so plots and reports can show it beside
-    pccl-bench runs. Imported runs have no per-iteration samples: the gate cannot judge them."""
+    pccl-bench runs. Only nccl-tests/rccl-tests JSON written with -I 1 -J FILE.json carries
+    per-iteration samples (times_us), which `pccl-bench gate` judges; the cells of text output,
+    OSU and JSON without -I have none, and the gate marks them insufficient."""
     if tool not in TOOLS:
         raise BadInput("import", f"unknown tool {tool!r}; expected one of {', '.join(TOOLS)}")
     if collective not in (None, "allgather", "reduce_scatter", "allreduce"):
@@ -43,7 +46,8 @@ def import_results(
         raise BadInput("--device", f"{device!r}: expected host, cuda or rocm")
     options = ImportOptions(nranks=nranks, nnodes=nnodes, collective=collective, impl=impl, device=device,
                             library=library, library_version=library_version)
-    results, meta = import_files(tool, files, options)
-    write_import(out, results, meta)
+    results, meta, samples = import_files(tool, files, options)
+    write_import(out, results, meta, samples)
     shapes = ", ".join(sorted({f"{row.collective} on {row.nranks} ranks" for row in results.itertuples()}))
-    print(f"{len(results)} cells ({shapes}) -> {out}/results.parquet")
+    sampled = samples["cell_key"].nunique() if len(samples) else 0
+    print(f"{len(results)} cells ({shapes}), {sampled} with per-iteration samples -> {out}/results.parquet")

@@ -8,8 +8,14 @@ Checked against NVIDIA/nccl-tests src/common.cu and src/util.cu (see docs/PLOTS.
 * ``time`` is the host-timer mean over iterations (cross-rank reduction per ``-a``): it goes into
   ``time_us_mean`` and, unless a per-iteration median exists, ``time_us_p50``.
 * ``-I 1`` (per_iter_timing) adds ``i_min i_max i_p99 i_cv%`` after each placement's ``#wrong``
-  (CUDA-event times, per iteration the max over ranks): i_min/i_max go into time_us_min/max; the
-  JSON adds ``<placement>_per_iter`` objects whose p50_us/p95_us/p99_us/min_us/max_us are used too.
+  (CUDA-event times, per iteration the max over ranks): i_min/i_max go into time_us_min/max. The
+  JSON adds ``<placement>_per_iter`` objects (util.cu ``writePerIterReport``): ``times_us`` holds one
+  time per timed iteration (``config.iterations`` of them; common.cu ``BenchTime``: the CUDA-event
+  time of iteration i divided by ``-m`` agg_iters, max over the GPUs of a process, then over
+  processes), and min_us/max_us/p50_us/p95_us/p99_us summarise ``times_us[skipped_iterations:]``
+  (``-K`` per_iter_skip, JSON version 3) with nearest-rank definitions (p50 = sorted[n/2],
+  pXX = sorted[min(n-1, ceil(n*XX/100)-1)]). Those kept times become the cell's per-iteration
+  samples, pccl-bench's own definition of a sample (time = max over ranks per iteration).
 * The columns of a line are read from the ``#  size  count  type  redop  root  time ...`` header, so
   old layouts (no root, ``error``), ``-I``, the bitwise-check column and ``-S`` timestamps all parse.
 
@@ -20,6 +26,7 @@ rccl-tests prints the same table and writes the same ``-J`` JSON; its own ``-X f
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 
@@ -51,6 +58,8 @@ DEFAULT_COLUMNS = ["size", "count", "type", "redop", "root", "time", "algbw", "b
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s*$")
 #: writeBenchMarkLineNullBody prints 32 blanks where the out-of-place block would be
 NULL_BODY = 32
+#: <placement>_per_iter summaries checked against times_us (the writer prints both with %lf)
+PER_ITER_STATS = ("min_us", "max_us", "p50_us", "p95_us", "p99_us")
 
 
 def collective_of(text: str, source: str, options: ImportOptions) -> str:
@@ -203,9 +212,12 @@ def parse_json(text: str, source: str, options: ImportOptions, kind: str) -> tup
     devices = [d for d in config.get("devices") or [] if isinstance(d, dict)]
     # one "devices" entry per process (its first rank's line); each process drives nthreads*ngpus ranks
     per_process = _int(config.get("nthreads"), 1) * _int(config.get("ngpus"), 1)
+    iterations = _number(config.get("iterations"))
     measurements = []
     for index, record in enumerate(data["results"]):
-        measurements += _json_record(record, collective, f"{source}: results[{index}]")
+        measurements += _json_record(record, collective, f"{source}: results[{index}]",
+                                     int(iterations) if iterations is not None else None,
+                                     _int(config.get("per_iter_skip"), 0))
     if not measurements:
         raise BadInput(source, "no results in this nccl-tests JSON")
     code = data.get("nccl_version")
@@ -223,7 +235,8 @@ def _int(value: object, default: int) -> int:
     return int(number) if number is not None else default
 
 
-def _json_record(record: object, collective: str, where: str) -> list[Measurement]:
+def _json_record(record: object, collective: str, where: str, iterations: int | None = None,
+                 per_iter_skip: int = 0) -> list[Measurement]:
     if not isinstance(record, dict):
         raise BadInput(where, f"not an object: {str(record)[:80]}")
     for key in ("size", "count", "type"):
@@ -246,12 +259,66 @@ def _json_record(record: object, collective: str, where: str) -> list[Measuremen
             continue
         stats = record.get(f"{placement}_per_iter")
         stats = stats if isinstance(stats, dict) else {}
+        expected, field = iterations, "config.iterations"
+        if expected is None and _number(record.get("actual_iterations")) is not None:
+            expected, field = int(_number(record["actual_iterations"]) or 0), "actual_iterations"
+        samples = per_iter_samples(stats, f"{where}: {placement}_per_iter", expected, per_iter_skip, field)
         found.append(Measurement(collective, dtype, op, int(count), placement, time_us,
                                  time_us_min=_number(stats.get("min_us")), time_us_max=_number(stats.get("max_us")),
                                  time_us_p50=_number(stats.get("p50_us")), time_us_p95=_number(stats.get("p95_us")),
                                  time_us_p99=_number(stats.get("p99_us")),
-                                 n_wrong=int(_number(block.get("nwrong")) or 0)))
+                                 n_wrong=int(_number(block.get("nwrong")) or 0), samples_us=samples))
     return found
+
+
+def _nearest_rank(ordered: list[float], percentile: int) -> float:
+    """util.cu ``percentileIndex``: sorted[min(n - 1, ceil(n * p / 100) - 1)]."""
+    n = len(ordered)
+    return ordered[min(n - 1, (n * percentile + 99) // 100 - 1)]
+
+
+def per_iter_samples(stats: dict, where: str, iterations: int | None, per_iter_skip: int,
+                     iterations_field: str = "config.iterations") -> list[float] | None:
+    """The per-iteration times of one ``<placement>_per_iter`` object (None without ``times_us``).
+
+    ``times_us`` has one entry per timed iteration (``config.iterations``); the first
+    ``skipped_iterations`` (``-K``) are left out of the tool's summary and of the samples. A list of
+    another length, a value that is not a time, or a summary that does not describe the kept times
+    is a corrupt or foreign file: BadInput naming the field and the value.
+    """
+    if "times_us" not in stats:
+        return None
+    times = stats["times_us"]
+    if not isinstance(times, list):
+        raise BadInput(where, f"times_us: not a list of times: {str(times)[:80]!r}")
+    values = []
+    for position, value in enumerate(times):
+        number = None if isinstance(value, bool) or not isinstance(value, int | float) else float(value)
+        if number is None or not math.isfinite(number) or number < 0:
+            raise BadInput(where, f"times_us[{position}]: not a time in microseconds: {value!r}")
+        values.append(number)
+    skip = _int(stats.get("skipped_iterations"), per_iter_skip)
+    if skip < 0:
+        raise BadInput(where, f"skipped_iterations: not an iteration count: {stats.get('skipped_iterations')!r}")
+    if iterations is None or len(values) == iterations:
+        kept = values[skip:]
+    elif skip and len(values) == iterations - skip:
+        kept = values  # the skipped iterations already left out
+    else:
+        raise BadInput(where, f"times_us: {len(values)} values, but {iterations_field} is {iterations}"
+                              + (f" (skipped_iterations {skip})" if skip else ""))
+    if not kept:
+        return None
+    ordered = sorted(kept)
+    ours = {"min_us": ordered[0], "max_us": ordered[-1], "p50_us": ordered[len(ordered) // 2],
+            "p95_us": _nearest_rank(ordered, 95), "p99_us": _nearest_rank(ordered, 99)}
+    for name in PER_ITER_STATS:
+        told = _number(stats.get(name))
+        if told is not None and abs(told - ours[name]) > 1e-3 + 1e-6 * abs(told):
+            raise BadInput(where, f"{name}: {stats[name]!r} does not summarise times_us"
+                                  + (f"[{skip}:]" if skip and len(values) == iterations else "")
+                                  + f" (nearest-rank value {ours[name]:g}); a corrupt or edited file?")
+    return kept
 
 
 def _rccl_report(records: list, source: str, options: ImportOptions, kind: str) -> tuple[list[Measurement], dict]:

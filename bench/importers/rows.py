@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from bench.collspec import busbw_factor
 from bench.plan import Cell
-from bench.table import COLUMNS, SCHEMA_VERSION
+from bench.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION, timing_stats
 
 #: element sizes of the types other tools print (pccl-bench's own names where they exist)
 ITEMSIZE = {"int8": 1, "uint8": 1, "char": 1, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
@@ -45,11 +45,23 @@ class Measurement:
     time_us_p99: float | None = None
     n_wrong: int = 0
     iters: int = 0
+    #: per-iteration times (nccl-tests -I 1 JSON ``times_us``): the cell's samples
+    samples_us: list[float] | None = None
 
 
-def make_row(m: Measurement, context: dict) -> dict:
+#: order statistics that come from the samples when a measurement has them
+SAMPLE_STATS = ("time_us_min", "time_us_p50", "time_us_p95", "time_us_p99", "time_us_max", "time_us_std")
+
+
+def make_row(m: Measurement, context: dict, repeat: int = 0) -> dict:
     """A full row: ``context`` holds run_id, suite, launch_id, timestamp, impl, device, nranks, nnodes,
-    hosts, library, library_version, transport, tool_version, warmup."""
+    hosts, library, library_version, transport, tool_version, warmup. ``repeat`` numbers the
+    occurrences of one cell in an import (several files, nccl-tests ``-N`` cycles).
+
+    With samples, min/p50/p95/p99/max/std are pccl-bench's own statistics of them
+    (bench.table.timing_stats: numpy median and linearly interpolated percentiles), exactly as for a
+    measured row, so ``time_us_p50`` is the median the gate compares; the mean and the bandwidths stay
+    the tool's reported time."""
     nranks, nnodes = int(context["nranks"]), int(context["nnodes"])
     total_count = m.count_per_rank if m.collective == "allreduce" else m.count_per_rank * nranks
     bytes_total = total_count * ITEMSIZE[m.dtype]
@@ -57,7 +69,7 @@ def make_row(m: Measurement, context: dict) -> dict:
                 device=context["device"], nranks=nranks, nnodes=nnodes, ranks_per_node=max(nranks // nnodes, 1),
                 virtual_nodes=False, dtype=m.dtype, op=m.op, placement=m.placement,
                 count_per_rank=m.count_per_rank, bytes_per_rank=m.count_per_rank * ITEMSIZE[m.dtype],
-                bytes_total=bytes_total, timing_mode="sync")
+                bytes_total=bytes_total, timing_mode="sync", repeat=repeat)
     # recomputed from the tool's mean time, as the tools compute theirs (they print two decimals;
     # the formulas are nccl-tests' own), not from a per-iteration median
     algbw = bytes_total / m.time_us / 1e3 if m.time_us > 0 else None
@@ -66,11 +78,20 @@ def make_row(m: Measurement, context: dict) -> dict:
         **cell.to_dict(), **{name: context.get(name) for name in (
             "run_id", "suite", "launch_id", "timestamp", "hosts", "library", "library_version", "transport",
             "tool_version", "warmup")},
-        "resolved_algorithm": "native", "iters": m.iters, "time_us_mean": m.time_us,
-        "time_us_p50": m.time_us if m.time_us_p50 is None else m.time_us_p50,
+        "resolved_algorithm": "native", "iters": len(m.samples_us) if m.samples_us else m.iters,
+        "time_us_mean": m.time_us, "time_us_p50": m.time_us if m.time_us_p50 is None else m.time_us_p50,
         "time_us_p95": m.time_us_p95, "time_us_p99": m.time_us_p99,
         "time_us_min": m.time_us_min, "time_us_max": m.time_us_max, "algbw_gbps": algbw, "busbw_gbps": busbw,
         "n_wrong": m.n_wrong, "status": "wrong" if m.n_wrong else "ok", "error": "",
         "mpi_thread_level": "", "oversubscribed": False, "git_sha": "", "schema_version": SCHEMA_VERSION,
     }
+    if m.samples_us:
+        stats = timing_stats(m.samples_us, bytes_total, m.collective, nranks)
+        row.update({name: stats[name] for name in SAMPLE_STATS})
     return {name: row.get(name) for name in COLUMNS}
+
+
+def sample_rows(row: dict, samples_us: list[float]) -> list[dict]:
+    """The samples table's rows of one result row (bench.table.SAMPLE_COLUMNS), iterations from 0."""
+    identity = {name: row.get(name) for name in SAMPLE_COLUMNS[:-2]}
+    return [{**identity, "iteration": iteration, "time_us": value} for iteration, value in enumerate(samples_us)]
