@@ -23,6 +23,14 @@ def device_context(topo, device: str) -> DeviceContext:
     return _CONTEXTS[key]
 
 
+def close_contexts() -> None:
+    """End of a job: the NCCL/RCCL communicators of every context, before MPI finalizes."""
+    while _CONTEXTS:
+        _, context = _CONTEXTS.popitem()
+        if context.communicators is not None:
+            context.communicators.close()
+
+
 def _not_run(row: dict, status: str, error: str) -> dict:
     return {**row, "status": status, "error": error, "iters": 0, "samples_us": []}
 

@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from bench import collspec, faults  # noqa: E402
+from bench.device_cell import close_contexts, run_device_cell  # noqa: E402
 from bench.parts import append_rows  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
@@ -54,8 +55,6 @@ def run_cell(topo: Topology, cell: dict, timing: dict, check: bool, where: tuple
                     cell["inter"] or None, cell["nnodes"])
     implementation = get(cell["impl"])
     if cell["device"] != "host":  # CuPy buffers, device ops, the check on the GPU
-        from bench.device_cell import run_device_cell
-
         return run_device_cell(topo, call, implementation, cell, timing, check, where)
     described = implementation.describe(call)
     row = {**described, "warmup": timing["warmup"], "n_wrong": 0, "error": ""}
@@ -111,6 +110,7 @@ def main(plan_path: str) -> int:
         if comm.rank == 0:
             append_rows(part, [{**cell, **plan["row_extra"], **facts, **result, "timestamp": started,
                                 "launch_id": plan["launch_id"]}])
+    close_contexts()  # NCCL/RCCL communicators of GPU cells, before MPI finalizes
     return 0
 
 

@@ -105,6 +105,13 @@ class Communicators:
             self._cache[key] = self.nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
         return self._cache[key]
 
+    def close(self) -> None:
+        """Destroy every communicator (ncclCommDestroy) while the process is whole, not at interpreter
+        teardown after MPI_Finalize, where the order of destructors is nobody's."""
+        while self._cache:
+            _, communicator = self._cache.popitem()
+            communicator.destroy()
+
     def dtype(self, name: str) -> int:
         return getattr(self.nccl, DTYPES[name])
 

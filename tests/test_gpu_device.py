@@ -225,3 +225,27 @@ def test_accumulating_reductions_hand_the_destination_itself():
     row[column["src2_stride"]] = 3  # other elements of the same buffer: a view of its own
     op._local(row, ACT_REDUCE)[0]()
     assert seen[-1] == (False, False)
+
+
+def test_communicators_and_contexts_are_closed_before_mpi_finalizes():
+    """ncclCommDestroy at the end of the job, once per communicator; a context without NCCL is skipped."""
+    from bench import device_cell
+
+    destroyed = []
+
+    class Communicator:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def destroy(self) -> None:
+            destroyed.append(self.name)
+
+    communicators = xccl.Communicators(types.SimpleNamespace(), 0)
+    communicators._cache.update({1: Communicator("world"), 2: Communicator("intra")})
+    with_nccl = types.SimpleNamespace(communicators=communicators)
+    without = types.SimpleNamespace(communicators=None)
+    device_cell._CONTEXTS.update({(1, "cuda"): with_nccl, (2, "cuda"): without})
+    device_cell.close_contexts()
+    assert sorted(destroyed) == ["intra", "world"] and not device_cell._CONTEXTS and not communicators._cache
+    device_cell.close_contexts()  # nothing left: nothing destroyed twice
+    assert len(destroyed) == 2
