@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from hashlib import sha1
+from pathlib import Path
 
 from bench.sizes import geometric
 from bench.suite import Suite
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
-from collectives.shapes import total_count
+from collectives.spec import total_count
 
 #: the fields that say which measurement a row is (the gate matches on these; repeats of a
 #: cell in separate launches share them and differ in ``repeat``)
@@ -49,6 +50,57 @@ class Cell:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "cell_key": self.key}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> Cell:
+        """The cell of a plan or part row (other keys are ignored)."""
+        return cls(**{name: values[name] for name in CELL_FIELDS if name in values})
+
+
+CELL_FIELDS = tuple(f.name for f in fields(Cell))
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """The suite's ``timing`` block as the worker runs it (bench/suite.py documents each field)."""
+
+    mode: str = "sync"
+    warmup: int = 5
+    iters: int = 20
+    min_iters: int = 5
+    budget_s: float = 1.0
+
+
+@dataclass
+class LaunchPlan:
+    """What one MPI job runs: written by the sweep, read by the worker on every rank (plans/<launch>.json)."""
+
+    run_id: str
+    launch_id: str
+    nranks: int
+    ranks_per_node: int
+    #: the suite's ranks_per_node (None: take the real placement)
+    requested_ranks_per_node: int | None
+    part: str  # the part file rank 0 appends rows to
+    timing: TimingPlan
+    check: bool
+    cells: list[Cell]
+    #: fields every row of the launch carries (``oversubscribed``)
+    row_extra: dict = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def write(self, path: Path) -> None:
+        values = asdict(self)
+        values["cells"] = [cell.to_dict() for cell in self.cells]
+        path.write_text(json.dumps(values))
+
+    @classmethod
+    def read(cls, path: Path | str) -> LaunchPlan:
+        values = json.loads(Path(path).read_text())
+        values["timing"] = TimingPlan(**values["timing"])
+        values["cells"] = [Cell.from_dict(cell) for cell in values["cells"]]
+        return cls(**values)
 
 
 @dataclass

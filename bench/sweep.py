@@ -26,7 +26,7 @@ from bench import slurm
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.launch import LAUNCHERS, Launcher, choose_launcher, find_slurm_tool, run_job
 from bench.parts import append_rows, read_parts
-from bench.plan import Cell, Launch, expand
+from bench.plan import Cell, Launch, LaunchPlan, TimingPlan, expand
 from bench.provenance import provenance, recorded_env
 from bench.suite import Slurm, Suite, apply_overrides, parse_suite, read_yaml
 from bench.table import SCHEMA_VERSION, build_tables, write_run
@@ -132,15 +132,10 @@ def _run_launch(launch: Launch, todo: list[Cell], suite: Suite, launcher: Launch
     plan_path = folder / "plans" / f"{launch.launch_id}.json"
     part = folder / "parts" / f"{launch.launch_id}.jsonl"
     argv = launcher.command(launch.nranks, env, [str(plan_path.resolve())], launch.ranks_per_node, suite.timeout_s)
-    plan = {
-        "argv": argv, "env": env, "run_id": run_id, "launch_id": launch.launch_id, "nranks": launch.nranks,
-        "ranks_per_node": launch.ranks_per_node, "requested_ranks_per_node": launch.requested_ranks_per_node,
-        "part": str(part.resolve()),
-        "timing": suite.timing.model_dump(), "check": suite.check,
-        "row_extra": {"oversubscribed": per_host > (os.cpu_count() or 1)},
-        "cells": [cell.to_dict() for cell in todo],
-    }
-    plan_path.write_text(json.dumps(plan))
+    LaunchPlan(run_id=run_id, launch_id=launch.launch_id, nranks=launch.nranks, ranks_per_node=launch.ranks_per_node,
+               requested_ranks_per_node=launch.requested_ranks_per_node, part=str(part.resolve()),
+               timing=TimingPlan(**suite.timing.model_dump()), check=suite.check, cells=todo,
+               row_extra={"oversubscribed": per_host > (os.cpu_count() or 1)}, argv=argv, env=env).write(plan_path)
     seen: set[str] = set()
 
     def record(row: dict) -> None:

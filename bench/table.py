@@ -10,48 +10,127 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from bench.collspec import busbw_factor
 from bench.plan import CELL_KEY
+from collectives.spec import busbw_factor
 
 SCHEMA_VERSION = 1
 
-COLUMNS = [
+
+@dataclass
+class Row:
+    """One tidy row of results.parquet: the table's columns are these fields, in this order.
+
+    Every producer (the sweep's part rows, importers, the model) builds rows with ``make_row``;
+    a field nobody knows stays None (an empty cell), as in every earlier table."""
+
     # identity
-    "run_id", "suite", "launch_id", "timestamp", "cell_key",
+    run_id: str | None = None
+    suite: str | None = None
+    launch_id: str | None = None
+    timestamp: float | None = None
+    cell_key: str | None = None
     # what
-    "collective", "impl", "algorithm", "intra", "inter", "resolved_algorithm", "transport", "library",
-    "library_version",
+    collective: str | None = None
+    impl: str | None = None
+    algorithm: str | None = None
+    intra: str = ""
+    inter: str = ""
+    resolved_algorithm: str | None = None
+    transport: str | None = None
+    library: str | None = None
+    library_version: str | None = None
     # where
-    "device", "nranks", "nnodes", "ranks_per_node", "virtual_nodes", "hosts",
+    device: str | None = None
+    nranks: int | None = None
+    nnodes: int | None = None
+    ranks_per_node: int | None = None
+    virtual_nodes: bool | None = None
+    hosts: str | None = None
     # size
-    "dtype", "op", "count_per_rank", "bytes_per_rank", "bytes_total", "placement", "repeat",
+    dtype: str | None = None
+    op: str | None = None
+    count_per_rank: int | None = None
+    bytes_per_rank: int | None = None
+    bytes_total: int | None = None
+    placement: str | None = None
+    repeat: int | None = None
     # timing
-    "timing_mode", "warmup", "iters", "time_us_min", "time_us_p50", "time_us_mean", "time_us_p95",
-    "time_us_p99", "time_us_max", "time_us_std", "algbw_gbps", "busbw_gbps",
+    timing_mode: str | None = None
+    warmup: int | None = None
+    iters: int | None = None
+    time_us_min: float | None = None
+    time_us_p50: float | None = None
+    time_us_mean: float | None = None
+    time_us_p95: float | None = None
+    time_us_p99: float | None = None
+    time_us_max: float | None = None
+    time_us_std: float | None = None
+    algbw_gbps: float | None = None
+    busbw_gbps: float | None = None
     # outcome
-    "n_wrong", "status", "error",
+    n_wrong: int | None = None
+    status: str | None = None
+    error: str | None = None
     # provenance (full detail in meta.json)
-    "mpi_thread_level", "oversubscribed", "tool_version", "git_sha", "schema_version",
+    mpi_thread_level: str | None = None
+    oversubscribed: bool | None = None
+    tool_version: str | None = None
+    git_sha: str | None = None
+    schema_version: int | None = None
     # GPU cells: how GPU-awareness was decided, which device each rank used
-    "gpu_aware_how", "gpu_binding",
+    gpu_aware_how: str | None = None
+    gpu_binding: str | None = None
     # modelled runs (pccl-bench model): the machine description, and the GPU-time price of a call
-    "model_machine", "price_per_gpu_hour_usd", "cost_per_call_usd",
-]
+    model_machine: str | None = None
+    price_per_gpu_hour_usd: float | None = None
+    cost_per_call_usd: float | None = None
+
+
+COLUMNS = [f.name for f in fields(Row)]
 #: "modelled": rows that an analytical model produced rather than a measurement
 STATUSES = ("ok", "wrong", "failed", "timeout", "skipped", "unsupported", "modelled")
 SAMPLE_COLUMNS = ["run_id", "cell_key", *CELL_KEY, "repeat", "launch_id", "iteration", "time_us"]
 
 
+def make_row(values: dict, identity: dict | None = None, stats: dict | None = None) -> Row:
+    """The row of one cell: ``values`` (a part row: the cell, launch facts, outcome; or an importer's or
+    the model's fields), ``identity`` (run id, suite, versions) under them, and its timing statistics:
+    ``stats`` as given, else computed from ``values["samples_us"]``. Keys that are no column are dropped."""
+    full = {**(identity or {}), **values}
+    if stats is None:
+        stats = timing_stats(values.get("samples_us") or [], full["bytes_total"], full["collective"], full["nranks"])
+    full.update(stats)
+    return Row(**{name: full[name] for name in COLUMNS if name in full})
+
+
+def sample_rows(row: Row, samples_us: list[float]) -> list[dict]:
+    """The samples table's rows of one result row, iterations from 0."""
+    identity = {name: getattr(row, name) for name in SAMPLE_COLUMNS[:-2]}
+    return [{**identity, "iteration": iteration, "time_us": value} for iteration, value in enumerate(samples_us)]
+
+
+def frames(rows: list[Row], samples: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(results, samples) DataFrames of the contract's columns."""
+    results = pd.DataFrame([[getattr(row, name) for name in COLUMNS] for row in rows], columns=COLUMNS)
+    if len(results):
+        results["timestamp"] = pd.to_datetime(results["timestamp"], unit="s", utc=True)
+    return results, pd.DataFrame(samples, columns=SAMPLE_COLUMNS)
+
+
+TIMING_STATS = ("time_us_min", "time_us_p50", "time_us_mean", "time_us_p95", "time_us_p99", "time_us_max",
+                "time_us_std", "algbw_gbps", "busbw_gbps")
+
+
 def timing_stats(samples_us: list[float], bytes_total: int, collective: str, nranks: int) -> dict:
     """Order statistics of the per-iteration times; bandwidths from the median (decimal GB/s)."""
     if not samples_us:
-        return {name: np.nan for name in COLUMNS if name.startswith("time_us_")} | {
-            "algbw_gbps": np.nan, "busbw_gbps": np.nan}
+        return dict.fromkeys(TIMING_STATS, np.nan)
     times = np.asarray(samples_us, dtype=np.float64)
     p50 = float(np.median(times))
     algbw = bytes_total / p50 / 1e3 if p50 > 0 else np.nan
@@ -64,19 +143,13 @@ def timing_stats(samples_us: list[float], bytes_total: int, collective: str, nra
 
 
 def build_tables(rows: list[dict], identity: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(results, samples) DataFrames from worker/launcher rows plus run identity and provenance."""
+    """(results, samples) DataFrames from part rows (or any ``make_row`` values) plus run identity."""
     results, samples = [], []
-    for row in rows:
-        full = {**identity, "intra": "", "inter": "", **row}
-        full.update(timing_stats(row.get("samples_us", []), row["bytes_total"], row["collective"], row["nranks"]))
-        results.append({name: full.get(name) for name in COLUMNS})
-        for iteration, value in enumerate(row.get("samples_us", [])):
-            samples.append({**{name: full.get(name) for name in SAMPLE_COLUMNS[:-2]},
-                            "iteration": iteration, "time_us": value})
-    results_frame = pd.DataFrame(results, columns=COLUMNS)
-    if len(results_frame):
-        results_frame["timestamp"] = pd.to_datetime(results_frame["timestamp"], unit="s", utc=True)
-    return results_frame, pd.DataFrame(samples, columns=SAMPLE_COLUMNS)
+    for values in rows:
+        row = make_row(values, identity)
+        results.append(row)
+        samples += sample_rows(row, values.get("samples_us") or [])
+    return frames(results, samples)
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:

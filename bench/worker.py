@@ -1,10 +1,8 @@
 """The MPI worker: ``python -m bench.worker PLAN.json`` on every rank.
 
-For each cell: build and fill the buffers, run the collective once, count wrong
-elements over all ranks, then time it with the Cython loop. GPU cells (device cuda
-or rocm) take bench/device_cell.py instead. Rank 0 appends one
-JSON row per finished cell to the launch's part file, flushed and synced, so an
-interrupted sweep keeps every finished cell.
+For each cell of the plan, bench/cell.py checks then times it (host and device cells
+alike). Rank 0 appends one JSON row per finished cell to the launch's part file, flushed
+and synced, so an interrupted sweep keeps every finished cell.
 """
 
 from __future__ import annotations
@@ -25,11 +23,9 @@ mpi4py.rc.thread_level = os.environ.get("PCCL_BENCH_THREAD_LEVEL", "single")
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from bench import collspec, faults  # noqa: E402
-from bench.device_cell import close_contexts, run_device_cell  # noqa: E402
+from bench.cell import close_contexts, run_cell  # noqa: E402
 from bench.parts import append_rows  # noqa: E402
-from collectives.call import CallSpec  # noqa: E402
-from collectives.impls import get  # noqa: E402
+from bench.plan import LaunchPlan  # noqa: E402
 from collectives.mpiinfo import extension_mpi_mismatch  # noqa: E402
 from collectives.topology import ShapeError, Topology, topology  # noqa: E402
 
@@ -43,37 +39,6 @@ def _disable_numpy_hugepages() -> None:
         np._core.multiarray._set_madvise_hugepage(False)
     except AttributeError:
         pass
-
-
-def run_cell(topo: Topology, cell: dict, timing: dict, check: bool, where: tuple[int, str]) -> dict:
-    """Check, then time, one cell. ``where``: (index in the launch, launch id), for fault injection."""
-    from cython_ext.timing import time_op
-
-    comm = topo.comm
-    call = CallSpec(cell["collective"], comm.size, cell["count_per_rank"], cell["dtype"], cell["op"],
-                    cell["placement"] == "in_place", cell["algorithm"], cell["intra"] or None,
-                    cell["inter"] or None, cell["nnodes"])
-    implementation = get(cell["impl"])
-    if cell["device"] != "host":  # CuPy buffers, device ops, the check on the GPU
-        return run_device_cell(topo, call, implementation, cell, timing, check, where)
-    described = implementation.describe(call)
-    row = {**described, "warmup": timing["warmup"], "n_wrong": 0, "error": ""}
-    reason = implementation.unsupported_reason(call)
-    if reason:
-        return {**row, "status": "unsupported", "error": reason, "iters": 0, "samples_us": []}
-    sendbuf, recvbuf = collspec.make_buffers(call, comm.rank)
-    op = implementation.build(topo, call, sendbuf, recvbuf)
-    row.update(implementation.describe(call))  # what the op really uses (e.g. UCX's transport) is known now
-    op()
-    faults.before_check(comm.rank, *where, recvbuf)
-    if check:
-        row["n_wrong"] = comm.allreduce(collspec.count_wrong(call, comm.rank, recvbuf), op=MPI.SUM)
-    if row["n_wrong"]:
-        return {**row, "status": "wrong", "error": f"{row['n_wrong']} wrong elements over all ranks",
-                "iters": 0, "samples_us": []}
-    samples = time_op(op, comm, timing["mode"], timing["warmup"], timing["iters"],
-                      timing["min_iters"], timing["budget_s"])
-    return {**row, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
 
 
 def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None) -> tuple[Topology | None, dict]:
@@ -93,23 +58,22 @@ def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None) -> tuple[
 
 
 def main(plan_path: str) -> int:
-    with open(plan_path) as handle:
-        plan = json.load(handle)
+    plan = LaunchPlan.read(plan_path)
     comm = MPI.COMM_WORLD
-    if comm.size != plan["nranks"]:
-        raise SystemExit(f"worker: launched on {comm.size} ranks, plan wants {plan['nranks']}")
+    if comm.size != plan.nranks:
+        raise SystemExit(f"worker: launched on {comm.size} ranks, plan wants {plan.nranks}")
     _disable_numpy_hugepages()
-    topo, facts = launch_facts(comm, plan["requested_ranks_per_node"])
-    part = Path(plan["part"])
-    for index, cell in enumerate(plan["cells"]):
+    topo, facts = launch_facts(comm, plan.requested_ranks_per_node)
+    part = Path(plan.part)
+    for index, cell in enumerate(plan.cells):
         if comm.rank == 0:
-            print(json.dumps({"event": "start", "cell_key": cell["cell_key"]}), flush=True)
+            print(json.dumps({"event": "start", "cell_key": cell.key}), flush=True)
         started = time.time()
         # A shape that does not fit fails every cell of the launch with the reason.
-        result = run_cell(topo, cell, plan["timing"], plan["check"], (index, plan["launch_id"])) if topo else {}
+        result = run_cell(topo, cell, plan.timing, plan.check, (index, plan.launch_id)) if topo else {}
         if comm.rank == 0:
-            append_rows(part, [{**cell, **plan["row_extra"], **facts, **result, "timestamp": started,
-                                "launch_id": plan["launch_id"]}])
+            append_rows(part, [{**cell.to_dict(), **plan.row_extra, **facts, **result, "timestamp": started,
+                                "launch_id": plan.launch_id}])
     close_contexts()  # NCCL/RCCL communicators of GPU cells, before MPI finalizes
     return 0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from collectives import spec
 from collectives.call import CallSpec
 from collectives.dtypes import DTYPES
 from collectives.impls import IMPLEMENTATIONS, get
@@ -46,12 +47,7 @@ def prepare(collective: str, comm, sendbuf: np.ndarray | None, recvbuf: np.ndarr
         if buf is not None and not buf.flags.c_contiguous:
             raise ValueError("buffers must be C-contiguous")
     nranks, in_place = comm.Get_size(), sendbuf is None
-    if collective == "allgather":
-        count = recvbuf.size // nranks
-    elif collective == "reduce_scatter":
-        count = recvbuf.size // nranks if in_place else recvbuf.size
-    else:
-        count = recvbuf.size
+    count = spec.get(collective).count_from_recv(nranks, recvbuf.size, in_place)
     call = CallSpec(collective, nranks, count, dtype, op, in_place, algorithm, intra, inter)
     want_send, want_recv = call.buffer_counts
     have_send = 0 if sendbuf is None else sendbuf.size

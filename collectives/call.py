@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collectives.dtypes import DTYPES, OPS
-from collectives.shapes import COLLECTIVES, buffer_counts, total_count
+from collectives.spec import COLLECTIVES, buffer_counts, total_count
 
 
 @dataclass(frozen=True)
 class CallSpec:
     collective: str  # allgather | reduce_scatter | allreduce
     nranks: int
-    count: int  # per-rank count (collectives.shapes)
+    count: int  # per-rank count (collectives.spec)
     dtype: str = "float32"
     op: str = "sum"
     in_place: bool = False

@@ -122,12 +122,12 @@ def host_address(array: np.ndarray | None) -> int:
     return int(array.__array_interface__["data"][0]) if array is not None and array.size else 0
 
 
-class HostEmulation:
-    """numpy arrays in place of device memory: runs the device code paths without a GPU (tests)."""
+class HostBackend:
+    """Host memory (numpy): the buffers of ``device: host`` cells. Nothing to wait for, nothing to copy."""
 
-    kind = "host-emulation"
+    kind = "host"
     xp = np
-    index = 0
+    index = -1
 
     def synchronize(self) -> None:
         pass
@@ -139,7 +139,11 @@ class HostEmulation:
         return np.empty(count, dtype=dtype)
 
     def from_host(self, array: np.ndarray) -> np.ndarray:
-        return array.copy()
+        """A buffer of this backend holding ``array`` (on the host: the array itself)."""
+        return array
+
+    def to_host(self, array) -> np.ndarray:
+        return np.asarray(array)
 
     def pinned(self, count: int, dtype) -> np.ndarray:
         return np.empty(count, dtype=dtype)
@@ -161,7 +165,20 @@ class HostEmulation:
         return np.lib.stride_tricks.as_strided(array[off:], shape=(nblocks, count), strides=(stride * item, item))
 
 
-class CupyBackend(HostEmulation):
+class HostEmulation(HostBackend):
+    """numpy arrays in place of device memory: runs the device code paths without a GPU (tests)."""
+
+    kind = "host-emulation"
+    index = 0
+
+    def from_host(self, array: np.ndarray) -> np.ndarray:
+        return array.copy()
+
+    def to_host(self, array) -> np.ndarray:
+        return np.array(array)
+
+
+class CupyBackend(HostBackend):
     """CuPy device memory on one GPU, all work on one non-blocking stream of this rank."""
 
     def __init__(self, device: str, index: int) -> None:
@@ -186,6 +203,9 @@ class CupyBackend(HostEmulation):
 
     def from_host(self, array: np.ndarray):
         return self._cupy.asarray(array)
+
+    def to_host(self, array) -> np.ndarray:
+        return self._cupy.asnumpy(array)
 
     def pinned(self, count: int, dtype) -> np.ndarray:
         return self._cupyx.empty_pinned(count, dtype=dtype)
@@ -213,4 +233,4 @@ class CupyBackend(HostEmulation):
                                                        strides=(stride * item, item))
 
 
-Backend = HostEmulation | CupyBackend
+Backend = HostBackend | HostEmulation | CupyBackend

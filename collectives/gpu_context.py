@@ -44,6 +44,30 @@ class DeviceContext:
     def xccl_comm(self, comm):
         return self.communicators.get(comm)
 
+    on_device = True
+
+    def executor(self, comms: list, steps, buffers: tuple, dtype: str, op: str):
+        """Schedule rows on device arrays: GPU-aware or staged MPI, CuPy kernels (collectives/gpu_executor.py)."""
+        from collectives.gpu_executor import DeviceScheduleOp
+
+        return DeviceScheduleOp(self, comms, steps, buffers, dtype, op)
+
+    def sequence(self, comm, parts: list, keepalive=None):
+        from collectives.gpu_ops import DeviceCall
+
+        return DeviceCall(parts, keepalive)
+
+    def timed(self, comm, op):
+        """A device op and the stream synchronisation that ends it, as one CollOp for the timing loop."""
+        from cython_ext.core import PyCallOp
+
+        return PyCallOp(comm, op, self.backend.synchronize, keepalive=op)
+
+    def close(self) -> None:
+        """The NCCL/RCCL communicators, destroyed while the process is whole (before MPI finalizes)."""
+        if self.communicators is not None:
+            self.communicators.close()
+
 
 def _agreed(values: list[str]) -> str:
     """The first rank's complaint, naming the rank when ranks differ."""

@@ -6,8 +6,8 @@ The rows are the same data the host Cython executor runs; only the movers differ
   strided blocks are packed into (and unpacked from) a contiguous device area first;
 * local copies and reductions as array kernels (CuPy elementwise ops) on views of the
   device buffers, on the rank's stream;
-* library phases (``ACT_MPI_*`` rows) by the MPI library's collective, or by NCCL/RCCL
-  where the implementation names ``xccl`` for that (communicator, action).
+* library phases (``ACT_MPI_*`` rows) by the MPI library's collective (rows another
+  transport runs, NCCL/RCCL say, are cut out before: collectives/compose.py).
 
 The stream is synchronised before every MPI call, so MPI never reads a buffer a kernel
 is still writing, nor writes one a kernel is still reading. Rows are compiled once into
@@ -69,12 +69,9 @@ def exchange_step(comm, send: list | None, send_peer: int, recv: list | None, re
 class DeviceScheduleOp:
     """One rank's schedule on (send, recv, scratch) device arrays; call it to run the collective once."""
 
-    def __init__(self, context, comms: list, steps: np.ndarray, buffers: tuple, dtype: str, op: str,
-                 libraries: dict[tuple[int, int], str] | None = None) -> None:
-        """``libraries``: (comm index, ACT_MPI_* action) -> "xccl" for rows NCCL/RCCL runs (default: MPI)."""
+    def __init__(self, context, comms: list, steps: np.ndarray, buffers: tuple, dtype: str, op: str) -> None:
         self.context, self.backend = context, context.backend
         self.comms, self.dtype, self.op = list(comms), dtype, op
-        self.libraries = libraries or {}
         self.buffers = [b if b is not None else self.backend.empty(0, numpy_dtype(dtype)) for b in buffers]
         self.xp = self.backend.xp
         self.aware = context.gpu_aware.aware
@@ -175,23 +172,12 @@ class DeviceScheduleOp:
         return [lambda: reduce(src, src2, out=dst)]
 
     def _library(self, row, action: int) -> list[Step]:
+        """A library row the MPI library runs (rows of other transports were cut out: collectives/compose.py)."""
+        from collectives.compose import library_views
+
         comm = self.comms[int(row[C["comm"]])]
-        count, position, size = int(row[C["action_count"]]), comm.Get_rank(), comm.Get_size()
-        gather = action == ACT_MPI_ALLGATHER
-        dst_buf, dst_off = int(row[C["dst_buf"]]), int(row[C["dst_off"]])
-        in_place = int(row[C["src_buf"]]) < 0
-        dst = self.buffers[dst_buf][dst_off : dst_off + count * (size if gather or in_place else 1)]
-        src = None if in_place else self.buffers[int(row[C["src_buf"]])][
-            int(row[C["src_off"]]) : int(row[C["src_off"]]) + count * (1 if gather else size)]
-        if self.libraries.get((int(row[C["comm"]]), action)) == "xccl":
-            return self._xccl(comm, gather, src, dst, count, position)
-        return self._mpi_collective(comm, gather, src, dst, count, position)
-
-    def _xccl(self, comm, gather: bool, src, dst, count: int, position: int) -> list[Step]:
-        from collectives.gpu_ops import xccl_call
-
-        return [xccl_call(self.context, comm, "allgather" if gather else "reduce_scatter", src, dst, count,
-                          self.dtype, self.op, position)]
+        src, dst, count = library_views(row, self.buffers, comm.Get_size())
+        return self._mpi_collective(comm, action == ACT_MPI_ALLGATHER, src, dst, count, comm.Get_rank())
 
     def _mpi_collective(self, comm, gather: bool, src, dst, count: int, position: int) -> list[Step]:
         from cython_ext.native import NativeCollective

@@ -9,10 +9,10 @@ the rail into the result. All-reduce: both, plus a flat ring for the last
 ``count % p`` elements. A phase run by the MPI library (``mpi``) needs
 contiguous buffers, so it costs the packing copies that PCCL itself does.
 
-Phase names: any registered algorithm, ``mpi``, ``xccl`` (NCCL/RCCL, GPU buffers only;
-the same rows as ``mpi``, which the device executor hands to NCCL/RCCL), or ``rs+ag``
-pairs; ``rd`` for a reduce-scatter phase means its mirror ``rh`` (recursive halving)
-and vice versa.
+Phase names: any registered algorithm, any transport of collectives/transports (``mpi``,
+``xccl``: NCCL/RCCL, GPU buffers only; ``rdma``: the rail phase by one-sided puts), whose
+phases are library rows the transport runs (collectives/compose.py), or ``rs+ag`` pairs;
+``rd`` for a reduce-scatter phase means its mirror ``rh`` (recursive halving) and vice versa.
 """
 
 from __future__ import annotations
@@ -35,36 +35,34 @@ from collectives.schedule import (
     StepList,
     StridedLayout,
 )
-from collectives.shapes import even_blocks
+from collectives.spec import even_blocks, phases
 from collectives.topology import Grid
+from collectives.transports import TRANSPORTS
 
+#: the algorithm name of library rows: one whole collective on the node or rail communicator,
+#: run by the MPI library, or by the transport the phase names (collectives/transports)
 MPI_PHASE = "mpi"
-#: a library's own collective on a sub-communicator: the MPI library's, or NCCL/RCCL's (``xccl``)
-XCCL_PHASE = "xccl"
-#: the rail phase one-sided over UCX (collectives/rdma.py): the same rows, run by puts
-RDMA_PHASE = "rdma"
-LIBRARY_PHASES = (MPI_PHASE, XCCL_PHASE, RDMA_PHASE)
 
 
 def schedule_algorithm(spec: str, phase: str) -> str:
     """The algorithm whose rows ``spec`` generates for ``phase``: library phases all give MPI_PHASE rows."""
     name = phase_algorithm(spec, phase)
-    return MPI_PHASE if name in LIBRARY_PHASES else name
+    return MPI_PHASE if name in TRANSPORTS else name
 
 
 def phase_problem(spec: str, phase: str) -> str | None:
     name = phase_algorithm(spec, phase)
-    if name in LIBRARY_PHASES:
+    if name in TRANSPORTS:
         return None
     if name not in ALGORITHMS:
-        return f"unknown phase algorithm {name!r} (known: {', '.join(sorted([*ALGORITHMS, *LIBRARY_PHASES]))})"
+        return f"unknown phase algorithm {name!r} (known: {', '.join(sorted([*ALGORITHMS, *TRANSPORTS]))})"
     if not supports(name, phase):
         return f"algorithm {name!r} has no {phase} schedule"
     return None
 
 
 def phases_needed(collective: str) -> tuple[str, ...]:
-    return ("reduce_scatter", "allgather") if collective == "allreduce" else (collective,)
+    return phases(collective)
 
 
 def _merge(parts: list[Schedule]) -> Schedule:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collectives.dtypes import dtype_code, itemsize, op_code
-from collectives.shapes import even_blocks
+from collectives.spec import even_blocks
 
 ENV_TIMEOUT = "PCCL_RDMA_TIMEOUT_S"  # bound on every wait for a peer (default 30 s)
 ENV_ORDERING = "PCCL_RDMA_ORDERING"  # fence (default on host memory) | flush (default on device memory)
@@ -404,43 +404,3 @@ def _region(eps, comm, address: int, nbytes: int, owner, memory_type: str, confi
     if limit is not None and nbytes > limit:  # the same on every rank: all raise together
         raise ucx.UcxError(f"a {nbytes}-byte buffer to register exceeds {ENV_MAX_REGISTER}={limit}")
     return ucx.Region(eps, comm, address, nbytes, owner, memory_type)
-
-
-# -- a phase of a hierarchical collective ------------------------------------------------------
-
-
-def schedule_op(comms, steps: np.ndarray, addresses: tuple[int, int, int], dtype: str, op: str, *,
-                comm_index: int | None = None, keepalive=()):
-    """Run a schedule (collectives/schedule.py rows) with its library-collective rows on communicator
-    ``comm_index`` (default: the inter-node rail) done one-sided over UCX, every other row by the MPI
-    executor: pccl-hier's ``inter: rdma``. ``addresses``: the send, receive and scratch buffers the
-    rows name. Collective over every communicator, like the ops it builds."""
-    from cython_ext.executor import ScheduleOp
-
-    from collectives import schedule
-    from cython_ext.rdma import Sequence
-
-    index = schedule.COLUMNS.index
-    comm_index = schedule.COMM_INTER if comm_index is None else comm_index
-    collectives = {schedule.ACT_MPI_ALLGATHER: "allgather", schedule.ACT_MPI_REDUCE_SCATTER: "reduce_scatter"}
-    item, comms = itemsize(dtype), list(comms)
-
-    def executor(rows):
-        return ScheduleOp(comms, np.ascontiguousarray(rows), *addresses, item, dtype_code(dtype), op_code(op),
-                          keepalive=keepalive)
-
-    parts, start = [], 0
-    for k, row in enumerate(steps):
-        if row[index("action")] not in collectives or row[index("comm")] != comm_index:
-            continue
-        if k > start:
-            parts.append(executor(steps[start:k]))
-        source = row[index("src_buf")]
-        send = 0 if source < 0 else addresses[source] + int(row[index("src_off")]) * item
-        dst = addresses[row[index("dst_buf")]] + int(row[index("dst_off")]) * item
-        parts.append(build_at(comms[comm_index], collectives[row[index("action")]], send, dst,
-                              int(row[index("action_count")]), dtype, op, owners=keepalive))
-        start = k + 1
-    if start < len(steps) or not parts:
-        parts.append(executor(steps[start:]))
-    return Sequence(comms[0], parts, keepalive)

@@ -19,12 +19,10 @@ mpi4py.rc.thread_level = "single"
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from bench.collspec import make_buffers  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.spec import COLLECTIVES, make_buffers  # noqa: E402
 from collectives.topology import topology  # noqa: E402
-
-COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 
 
 def puts_per_call(collective: str, nranks: int) -> tuple[int, int]:

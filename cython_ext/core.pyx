@@ -46,3 +46,45 @@ cdef class CollOp:
         self.comm = comm.ob_mpi
         self.keepalive = keepalive
         return self
+
+
+cdef class Sequence(CollOp):
+    """CollOps run one after another (a schedule cut where some rows run by another transport,
+    collectives/compose.py). Takes the GIL between parts to walk the list (about 0.1 us per part)."""
+    cdef public list parts
+
+    def __init__(self, Comm comm, parts, keepalive=None):
+        self.bind(comm, keepalive)
+        self.parts = list(parts)
+        if not all(isinstance(part, CollOp) for part in self.parts):
+            raise TypeError("Sequence parts must be cython_ext CollOps")
+
+    cdef int run(self) except -1 nogil:
+        with gil:
+            return self.run_parts()
+
+    cdef int run_parts(self) except -1:
+        cdef CollOp part
+        for part in self.parts:
+            with nogil:
+                part.run()
+        return 0
+
+
+cdef class PyCallOp(CollOp):
+    """A Python callable as a CollOp, followed by the call that waits for its work (a device op:
+    CuPy launches kernels from Python, and the stream's synchronize ends the call). The timing
+    loop times both; host ops never go through here and keep the loop free of the GIL."""
+    cdef public object call
+    cdef public object wait
+
+    def __init__(self, Comm comm, call, wait=None, keepalive=None):
+        self.bind(comm, keepalive)
+        self.call, self.wait = call, wait
+
+    cdef int run(self) except -1 nogil:
+        with gil:
+            self.call()
+            if self.wait is not None:
+                self.wait()
+        return 0

@@ -355,27 +355,3 @@ cdef class GdraaAllreduce(OneSidedOp):
             peer = (r - i + p) % p
             self.wait(p + peer, peer, b"reduced segment")
         return self.end_call()
-
-
-cdef class Sequence(CollOp):
-    """CollOps run one after another: a schedule whose library phases run one-sided
-    (collectives/rdma.py ``schedule_op``, for pccl-hier's ``inter: rdma``). Takes the GIL
-    between parts to walk the list (about 0.1 us per part)."""
-    cdef public list parts
-
-    def __init__(self, comm, parts, keepalive=None):
-        self.bind(comm, keepalive)
-        self.parts = list(parts)
-        if not all(isinstance(part, CollOp) for part in self.parts):
-            raise TypeError("Sequence parts must be cython_ext CollOps")
-
-    cdef int run(self) except -1 nogil:
-        with gil:
-            return self.run_parts()
-
-    cdef int run_parts(self) except -1:
-        cdef CollOp part
-        for part in self.parts:
-            with nogil:
-                part.run()
-        return 0

@@ -14,8 +14,8 @@ import pytest
 
 from collectives.algorithms import ALGORITHMS, own_block_copy, schedule_for, supports
 from collectives.schedule import COLUMNS, RECV, SEND, Block, ContiguousLayout, Schedule, StridedLayout
-from collectives.shapes import buffer_counts, even_blocks
 from collectives.simulate import C, simulate
+from collectives.spec import buffer_counts, even_blocks
 
 SENTINEL = -999_999
 GATHERS = sorted(name for name in ALGORITHMS if supports(name, "allgather"))
@@ -301,8 +301,8 @@ def test_scratch_stays_above_base() -> None:
 
 @pytest.mark.parametrize("nranks", [*range(1, 34), 64, 100])
 def test_rdfull_allreduce_is_exact(nranks: int) -> None:
-    from bench.collspec import count_wrong, make_buffers
     from collectives.call import CallSpec
+    from collectives.spec import count_wrong, make_buffers
 
     for in_place, count, op in [(False, 1, "sum"), (True, 5, "max"), (False, 3, "prod"), (True, 2, "sum")]:
         call = CallSpec("allreduce", nranks, count, "float32", op, in_place)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from collectives import device as devices
-from collectives import xccl
+from collectives import gpu_aware, xccl
+from collectives.gpu_context import DeviceContext
 
 
 def fake_cupy(monkeypatch, *, hip: bool = False, count: int = 1, count_error: Exception | None = None,
@@ -229,7 +230,7 @@ def test_accumulating_reductions_hand_the_destination_itself():
 
 def test_communicators_and_contexts_are_closed_before_mpi_finalizes():
     """ncclCommDestroy at the end of the job, once per communicator; a context without NCCL is skipped."""
-    from bench import device_cell
+    from bench import cell
 
     destroyed = []
 
@@ -242,10 +243,11 @@ def test_communicators_and_contexts_are_closed_before_mpi_finalizes():
 
     communicators = xccl.Communicators(types.SimpleNamespace(), 0)
     communicators._cache.update({1: Communicator("world"), 2: Communicator("intra")})
-    with_nccl = types.SimpleNamespace(communicators=communicators)
-    without = types.SimpleNamespace(communicators=None)
-    device_cell._CONTEXTS.update({(1, "cuda"): with_nccl, (2, "cuda"): without})
-    device_cell.close_contexts()
-    assert sorted(destroyed) == ["intra", "world"] and not device_cell._CONTEXTS and not communicators._cache
-    device_cell.close_contexts()  # nothing left: nothing destroyed twice
+    with_nccl = DeviceContext("cuda", "", gpu_aware.GpuAwareness(False, ""), xccl.XcclInfo("NCCL"),
+                              communicators=communicators)
+    without = DeviceContext("cuda", "no GPU", gpu_aware.GpuAwareness(False, ""), xccl.XcclInfo("NCCL"))
+    cell._CONTEXTS.update({(1, "cuda"): with_nccl, (2, "cuda"): without})
+    cell.close_contexts()
+    assert sorted(destroyed) == ["intra", "world"] and not cell._CONTEXTS and not communicators._cache
+    cell.close_contexts()  # nothing left: nothing destroyed twice
     assert len(destroyed) == 2

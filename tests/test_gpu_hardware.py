@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import MPI_SCRIPTS, ROOT, describe, run_mpi, subprocess_env
 
-from bench import collspec
+from collectives import spec as collspec
 from collectives.call import CallSpec
 from collectives.device import probe
 

@@ -1,6 +1,6 @@
 """The device code paths under a real mpiexec, on emulated device memory (no GPU needed).
 
-tests/mpi_scripts/check_gpu_paths.py runs every implementation's ``build_device`` with
+tests/mpi_scripts/check_gpu_paths.py runs every implementation's ``build`` (device context) with
 numpy arrays standing in for device memory and a test double for NCCL: the device
 schedule executor (messages, strided packing, local kernels), GPU-aware and staged
 MPI, library phases by MPI or NCCL, NCCL's in-place conventions, the GPU timing loop.

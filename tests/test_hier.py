@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
-from bench.collspec import count_wrong, make_buffers
 from collectives.call import CallSpec
 from collectives.hier import hier_schedule, phase_problem
 from collectives.schedule import ACT_COPY, COLUMNS
 from collectives.simulate import simulate
+from collectives.spec import count_wrong, make_buffers
 from collectives.topology import Grid, ShapeError
 
 GRIDS = [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (4, 2), (6, 2), (6, 3), (8, 2), (8, 4), (9, 3), (10, 5), (12, 4)]

@@ -11,12 +11,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from bench.collspec import count_wrong, make_buffers
 from collectives import algorithms
 from collectives.algorithms import schedule_for
 from collectives.call import CallSpec
 from collectives.dtypes import DTYPES, OPS, numpy_dtype
 from collectives.simulate import ScheduleMismatch, simulate
+from collectives.spec import count_wrong, make_buffers
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 ALL_P = [*range(1, 65), 127, 256]

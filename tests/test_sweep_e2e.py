@@ -17,10 +17,10 @@ import pytest
 import yaml
 from conftest import ROOT, describe, find_mpiexec, run_cli, subprocess_env
 
-from bench.collspec import busbw_factor
 from bench.plan import expand
 from bench.suite import load_suite
 from bench.table import COLUMNS, SAMPLE_COLUMNS
+from collectives.spec import busbw_factor
 
 pytestmark = pytest.mark.mpi
 

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 
 from bench import table
-from bench.collspec import busbw_factor
 from bench.parts import read_parts
 from bench.plan import CELL_KEY, expand
 from bench.suite import parse_suite
@@ -25,6 +24,7 @@ from bench.table import (
     build_tables,
     timing_stats,
 )
+from collectives.spec import busbw_factor
 
 #: the columns DESIGN.md fixes ("names fixed once chosen; add, don't rename")
 DESIGN_COLUMNS = [

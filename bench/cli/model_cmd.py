@@ -22,7 +22,7 @@ from bench.model.workload import load_workload
 from bench.results_io import read_results
 from bench.sizes import format_size, geometric, parse_size
 from collectives.dtypes import DTYPES
-from collectives.shapes import COLLECTIVES
+from collectives.spec import COLLECTIVES
 
 app = typer.Typer(help="Model collectives on a machine description: project, fit, check, replay.",
                   no_args_is_help=True)

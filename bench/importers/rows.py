@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
-from bench.collspec import busbw_factor
 from bench.plan import Cell
-from bench.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION, timing_stats
+from bench.table import SAMPLE_COLUMNS, SCHEMA_VERSION, timing_stats
+from bench.table import make_row as table_row
+from collectives.spec import busbw_factor
 
 #: element sizes of the types other tools print (pccl-bench's own names where they exist)
 ITEMSIZE = {"int8": 1, "uint8": 1, "char": 1, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
@@ -74,21 +75,21 @@ def make_row(m: Measurement, context: dict, repeat: int = 0) -> dict:
     # the formulas are nccl-tests' own), not from a per-iteration median
     algbw = bytes_total / m.time_us / 1e3 if m.time_us > 0 else None
     busbw = algbw * busbw_factor(m.collective, nranks) if algbw is not None else None
-    row = {
+    values = {
         **cell.to_dict(), **{name: context.get(name) for name in (
             "run_id", "suite", "launch_id", "timestamp", "hosts", "library", "library_version", "transport",
             "tool_version", "warmup")},
         "resolved_algorithm": "native", "iters": len(m.samples_us) if m.samples_us else m.iters,
-        "time_us_mean": m.time_us, "time_us_p50": m.time_us if m.time_us_p50 is None else m.time_us_p50,
-        "time_us_p95": m.time_us_p95, "time_us_p99": m.time_us_p99,
-        "time_us_min": m.time_us_min, "time_us_max": m.time_us_max, "algbw_gbps": algbw, "busbw_gbps": busbw,
         "n_wrong": m.n_wrong, "status": "wrong" if m.n_wrong else "ok", "error": "",
         "mpi_thread_level": "", "oversubscribed": False, "git_sha": "", "schema_version": SCHEMA_VERSION,
     }
+    stats = {"time_us_mean": m.time_us, "time_us_p50": m.time_us if m.time_us_p50 is None else m.time_us_p50,
+             "time_us_p95": m.time_us_p95, "time_us_p99": m.time_us_p99, "time_us_min": m.time_us_min,
+             "time_us_max": m.time_us_max, "time_us_std": None, "algbw_gbps": algbw, "busbw_gbps": busbw}
     if m.samples_us:
-        stats = timing_stats(m.samples_us, bytes_total, m.collective, nranks)
-        row.update({name: stats[name] for name in SAMPLE_STATS})
-    return {name: row.get(name) for name in COLUMNS}
+        sampled = timing_stats(m.samples_us, bytes_total, m.collective, nranks)
+        stats.update({name: sampled[name] for name in SAMPLE_STATS})
+    return asdict(table_row(values, stats=stats))
 
 
 def sample_rows(row: dict, samples_us: list[float]) -> list[dict]:

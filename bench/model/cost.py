@@ -106,7 +106,7 @@ class Call:
     variant: Variant
     nranks: int
     ranks_per_node: int
-    count: int  # per rank, as collectives.shapes
+    count: int  # per rank, as collectives.spec
     itemsize: int
     in_place: bool = False
 

@@ -24,7 +24,7 @@ from bench.plan import Cell, counts_for
 from bench.provenance import provenance
 from bench.table import SCHEMA_VERSION, build_tables, write_run
 from collectives.dtypes import itemsize
-from collectives.shapes import total_count
+from collectives.spec import total_count
 
 METHOD = (
     "per step: latency (+ rendezvous) + library step overhead + bytes / bandwidth of the link class the step "

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from collectives.schedule import RECV, SEND, Block, ContiguousLayout, Layout, Schedule, StepList
-from collectives.shapes import even_blocks
+from collectives.spec import even_blocks
 
 
 class Algorithm(Protocol):

@@ -1,22 +1,21 @@
 """Implementation registry: who performs a collective call.
 
-Adding one = a module here with ``@register("name")`` on an Implementation
-subclass, plus its import line at the bottom. ``unsupported_reason`` must give
-the same answer on every rank (it decides before any communication).
-
-Host buffers (numpy) go through ``build``, which returns a cython_ext CollOp for the
-Cython timing loop. Device buffers (CuPy, ``cuda``/``rocm``) go through
-``build_device`` with the job's collectives.gpu_context.DeviceContext, which returns
-a plain callable (bench/gpu_timing.py times it with stream synchronisation).
+Adding one = a module here with ``@register("name")`` on an Implementation subclass, plus
+its import line at the bottom. One interface for host and device buffers: the ``context``
+(collectives/context.py: ``HOST``, or a GPU job's DeviceContext) says where the buffers
+live and gives the executor, the chaining and the library facts that depend on it.
+``unsupported_reason`` must give the same answer on every rank (it decides before any
+communication).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-import numpy as np
-
+from collectives import transports
 from collectives.call import CallSpec
+from collectives.context import HOST
+from collectives.topology import as_topology
 
 IMPLEMENTATIONS: dict[str, type[Implementation]] = {}
 
@@ -37,48 +36,54 @@ def get(name: str) -> Implementation:
         raise ValueError(f"unknown implementation {name!r} (known: {', '.join(sorted(IMPLEMENTATIONS))})") from None
 
 
-def address(array: np.ndarray | None) -> int:
-    return 0 if array is None else int(array.__array_interface__["data"][0])
-
-
 class Implementation:
     name: ClassVar[str]
     #: what ``algorithm: None`` means for this implementation
     default_algorithm: ClassVar[str]
     #: algorithms this implementation accepts (None: any registered schedule)
     algorithms: ClassVar[tuple[str, ...] | None] = None
-    #: False for implementations that run on device buffers only (NCCL/RCCL)
-    host_buffers: ClassVar[bool] = True
 
     def algorithm(self, call: CallSpec) -> str:
         return call.algorithm or self.default_algorithm
 
-    def unsupported_reason(self, call: CallSpec) -> str | None:
+    def unsupported_reason(self, call: CallSpec, context=HOST) -> str | None:
         return None
 
-    def build(self, topo, call: CallSpec, sendbuf: np.ndarray | None, recvbuf: np.ndarray):
-        """A cython_ext CollOp that performs ``call`` on these buffers when invoked.
-
-        ``topo``: a collectives.topology.Topology (the communicator and its node/rail split)."""
+    def build(self, topo, call: CallSpec, sendbuf, recvbuf, context=HOST):
+        """An op that performs ``call`` on these buffers of ``context.backend`` when invoked (a
+        cython_ext CollOp on the host, a callable on a device). ``topo``: a collectives.topology.Topology
+        or a communicator."""
         raise NotImplementedError
 
-    def describe(self, call: CallSpec) -> dict[str, str]:
-        """transport, library, library_version of what moves the bytes."""
+    def describe(self, call: CallSpec, context=HOST) -> dict[str, str]:
+        """transport, library, library_version, resolved_algorithm of what moves the bytes."""
         raise NotImplementedError
 
-    # -- device buffers ---------------------------------------------------------------
 
-    def device_unsupported_reason(self, call: CallSpec, context) -> str | None:
-        """Why this call cannot run on the context's GPU buffers (same answer on every rank), or None."""
-        return self.unsupported_reason(call)
+class LibraryCollective(Implementation):
+    """A library's own collective over the whole communicator: one transport's, from the registry."""
 
-    def build_device(self, topo, call: CallSpec, sendbuf, recvbuf, context):
-        """A callable that performs ``call`` on device arrays (``context``: a DeviceContext)."""
-        raise NotImplementedError(f"{self.name} has no device path")
+    transport: ClassVar[str]
+    default_algorithm = "native"
+    algorithms = ("native",)
 
-    def describe_device(self, call: CallSpec, context) -> dict[str, str]:
-        """As ``describe``, for device buffers (the transport says GPU-aware, staged, nccl or rccl)."""
-        return {**self.describe(call), "transport": context.mpi_transport}
+    def algorithm_reason(self, call: CallSpec) -> str | None:
+        if self.algorithm(call) != "native":
+            return f"{self.name} runs the library's own algorithm ('native'), not {call.algorithm!r}"
+        return None
+
+    def unsupported_reason(self, call, context=HOST):
+        return self.algorithm_reason(call) or transports.get(self.transport).reason(call, context)
+
+    def build(self, topo, call, sendbuf, recvbuf, context=HOST):
+        return transports.get(self.transport).collective(context, as_topology(topo).comm, call.collective, sendbuf,
+                                                         recvbuf, call.count, call.dtype, call.op)
+
+    def describe(self, call, context=HOST):
+        transport = transports.get(self.transport)
+        library, version = transport.library(context)
+        return {"transport": transport.moved_by(context), "library": library, "library_version": version,
+                "resolved_algorithm": "native"}
 
 
 from collectives.impls import flat, hier, mpi, rdma, xccl  # noqa: E402,F401  (registers)

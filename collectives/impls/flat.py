@@ -1,13 +1,12 @@
-"""``pccl-flat``: one schedule (ring, ...) over the whole communicator, run by the Cython executor."""
+"""``pccl-flat``: one schedule (ring, ...) over the whole communicator, run by the context's executor."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from collectives import algorithms, tuning
 from collectives.call import CallSpec
-from collectives.dtypes import dtype_code, itemsize, numpy_dtype, op_code
-from collectives.impls import Implementation, address, register
+from collectives.context import HOST
+from collectives.dtypes import numpy_dtype
+from collectives.impls import Implementation, register
 from collectives.topology import as_topology
 from collectives.version import library_version
 
@@ -22,37 +21,20 @@ class FlatSchedule(Implementation):
             return tuning.choose(call.collective, self.name, call.nranks, call.nnodes, call.bytes_total)
         return name
 
-    def unsupported_reason(self, call: CallSpec) -> str | None:
+    def unsupported_reason(self, call, context=HOST):
         try:
             return algorithms.unsupported_reason(call.collective, self.algorithm(call))
         except ValueError as error:
             return str(error)
 
-    def build(self, topo, call, sendbuf, recvbuf):
-        from cython_ext.executor import ScheduleOp
-
-        topo = as_topology(topo)
-
-        schedule = algorithms.schedule_for(
-            call.collective, self.algorithm(call), topo.grid.nranks, topo.comm.Get_rank(), call.count, call.in_place
-        )
-        scratch = np.empty(schedule.scratch, dtype=numpy_dtype(call.dtype))
-        return ScheduleOp(
-            [topo.comm], schedule.steps, address(sendbuf), address(recvbuf), address(scratch),
-            itemsize(call.dtype), dtype_code(call.dtype), op_code(call.op),
-            keepalive=(sendbuf, recvbuf, scratch, schedule),
-        )
-
-    def build_device(self, topo, call, sendbuf, recvbuf, context):
-        from collectives.gpu_executor import DeviceScheduleOp
-
+    def build(self, topo, call, sendbuf, recvbuf, context=HOST):
         topo = as_topology(topo)
         schedule = algorithms.schedule_for(
             call.collective, self.algorithm(call), topo.grid.nranks, topo.comm.Get_rank(), call.count, call.in_place
         )
         scratch = context.backend.empty(schedule.scratch, numpy_dtype(call.dtype))
-        return DeviceScheduleOp(context, [topo.comm], schedule.steps, (sendbuf, recvbuf, scratch), call.dtype, call.op)
+        return context.executor([topo.comm], schedule.steps, (sendbuf, recvbuf, scratch), call.dtype, call.op)
 
-    def describe(self, call):
-        return {"transport": "mpi", "library": "pccl-bench", "library_version": library_version(),
+    def describe(self, call, context=HOST):
+        return {"transport": context.mpi_transport, "library": "pccl-bench", "library_version": library_version(),
                 "resolved_algorithm": self.algorithm(call)}

@@ -1,25 +1,23 @@
-"""``pccl-hier``: hierarchical all-gather / reduce-scatter / all-reduce over (node, rail)."""
+"""``pccl-hier``: hierarchical all-gather / reduce-scatter / all-reduce over (node, rail).
+
+A phase is any registered schedule (run by the context's executor) or a transport from
+collectives/transports (its collective on the node or rail communicator)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from collectives import tuning
+from collectives import transports, tuning
 from collectives.call import CallSpec
-from collectives.dtypes import dtype_code, itemsize, numpy_dtype, op_code
-from collectives.hier import (
-    MPI_PHASE,
-    RDMA_PHASE,
-    XCCL_PHASE,
-    hier_schedule,
-    phase_algorithm,
-    phase_problem,
-    phases_needed,
-)
-from collectives.impls import Implementation, address, register
+from collectives.compose import schedule_op
+from collectives.context import HOST
+from collectives.dtypes import numpy_dtype
+from collectives.hier import hier_schedule, phase_algorithm, phase_problem, phases_needed
+from collectives.impls import Implementation, register
 from collectives.schedule import ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, COMM_INTER, COMM_INTRA
 from collectives.topology import as_topology
 from collectives.version import library_version
+
+ACTIONS = {"allgather": ACT_MPI_ALLGATHER, "reduce_scatter": ACT_MPI_REDUCE_SCATTER}
+ROLES = (("intra", COMM_INTRA), ("inter", COMM_INTER))
 
 
 @register("pccl-hier")
@@ -40,11 +38,11 @@ class Hierarchical(Implementation):
         return intra, inter
 
     def phase_plan(self, call: CallSpec) -> list[tuple[str, int, str, str]]:
-        """(role, communicator index, phase, algorithm) of every phase the call runs."""
+        """(role, communicator index, phase, algorithm or transport) of every phase the call runs."""
         intra, inter = self.phases(call)
-        return [(role, comm, phase, phase_algorithm(spec, phase))
-                for phase in phases_needed(call.collective)
-                for role, comm, spec in (("intra", COMM_INTRA, intra), ("inter", COMM_INTER, inter))]
+        specs = {"intra": intra, "inter": inter}
+        return [(role, comm, phase, phase_algorithm(specs[role], phase))
+                for phase in phases_needed(call.collective) for role, comm in ROLES]
 
     def _shape_reason(self, call: CallSpec) -> str | None:
         if self.algorithm(call) != "hier":
@@ -60,93 +58,51 @@ class Hierarchical(Implementation):
                     return f"{role} phase: {problem}"
         return None
 
-    def _library_reason(self, call: CallSpec, xccl_reason) -> str | None:
-        for role, comm, phase, name in self.phase_plan(call):
-            if name == MPI_PHASE:
-                from cython_ext import native
+    @staticmethod
+    def phase_call(call: CallSpec, role: str, phase: str) -> CallSpec:
+        """A phase as a call of its own on the node (intra) or rail (inter) communicator."""
+        per_node = call.nranks // max(call.nnodes, 1)
+        chunk = call.count // call.nranks if call.collective == "allreduce" else call.count
+        if role == "inter":
+            return CallSpec(phase, call.nnodes, chunk, call.dtype, call.op)
+        return CallSpec(phase, per_node, call.nnodes * chunk, call.dtype, call.op)
 
-                reason = native.unsupported_reason(dtype_code(call.dtype), op_code(call.op), call.count)
-                if reason:
-                    return f"{role} phase by MPI: {reason}"
-            if name == XCCL_PHASE:
-                reason = xccl_reason(comm)
-                if reason:
-                    return f"{role} phase by xccl: {reason}"
-            if name == RDMA_PHASE:
-                reason = self._rdma_reason(call, role, phase)
-                if reason:
-                    return f"{role} phase by rdma: {reason}"
+    def _transport_reason(self, call: CallSpec, context) -> str | None:
+        for role, comm, phase, name in self.phase_plan(call):
+            transport = transports.TRANSPORTS.get(name)
+            if transport is None:
+                continue
+            if role not in transport.roles:
+                return f"{role} phase by {name}: it runs the {'/'.join(transport.roles)} phase only"
+            reason = transport.reason(self.phase_call(call, role, phase), context, comm)
+            if reason:
+                return f"{role} phase by {name}: {reason}"
         return None
 
-    @staticmethod
-    def _rdma_reason(call: CallSpec, role: str, phase: str) -> str | None:
-        if role != "inter":
-            return "the one-sided path runs the inter-node (rail) phase only"
-        from collectives import rdma
+    def unsupported_reason(self, call, context=HOST):
+        return self._shape_reason(call) or self._transport_reason(call, context)
 
-        chunk = call.count // call.nranks if call.collective == "allreduce" else call.count
-        return rdma.unsupported_reason(phase, "ring", call.nnodes, chunk, call.dtype)
-
-    def _uses_rdma(self, call: CallSpec) -> bool:
-        return any(name == RDMA_PHASE for _, _, _, name in self.phase_plan(call))
-
-    def unsupported_reason(self, call: CallSpec) -> str | None:
-        return self._shape_reason(call) or self._library_reason(
-            call, lambda comm: "NCCL/RCCL run on GPU buffers only (device: cuda or rocm)")
-
-    def device_unsupported_reason(self, call: CallSpec, context) -> str | None:
-        return self._shape_reason(call) or self._library_reason(call, context.xccl_reason)
-
-    def build(self, topo, call, sendbuf, recvbuf):
-        from cython_ext.executor import ScheduleOp
-
-        topo = as_topology(topo)
-
-        intra, inter = self.phases(call)
-        rank = topo.comm.Get_rank()
-        schedule = hier_schedule(call.collective, topo.grid, rank, call.count, call.in_place, intra, inter)
-        scratch = np.empty(schedule.scratch, dtype=numpy_dtype(call.dtype))
-        if self._uses_rdma(call):
-            from collectives import rdma
-
-            return rdma.schedule_op(topo.comms, schedule.steps, (address(sendbuf), address(recvbuf), address(scratch)),
-                                    call.dtype, call.op, keepalive=(sendbuf, recvbuf, scratch, schedule))
-        return ScheduleOp(
-            topo.comms, schedule.steps, address(sendbuf), address(recvbuf), address(scratch),
-            itemsize(call.dtype), dtype_code(call.dtype), op_code(call.op),
-            keepalive=(sendbuf, recvbuf, scratch, schedule),
-        )
-
-    def build_device(self, topo, call, sendbuf, recvbuf, context):
-        from collectives.gpu_executor import DeviceScheduleOp
-
+    def build(self, topo, call, sendbuf, recvbuf, context=HOST):
         topo = as_topology(topo)
         intra, inter = self.phases(call)
         schedule = hier_schedule(call.collective, topo.grid, topo.comm.Get_rank(), call.count, call.in_place,
                                  intra, inter)
-        actions = {"allgather": ACT_MPI_ALLGATHER, "reduce_scatter": ACT_MPI_REDUCE_SCATTER}
-        libraries = {(comm, actions[phase]): XCCL_PHASE
-                     for _, comm, phase, name in self.phase_plan(call) if name == XCCL_PHASE}
+        cuts = {(comm, ACTIONS[phase]): transports.TRANSPORTS[name]
+                for _, comm, phase, name in self.phase_plan(call) if name in transports.TRANSPORTS}
         scratch = context.backend.empty(schedule.scratch, numpy_dtype(call.dtype))
-        return DeviceScheduleOp(context, topo.comms, schedule.steps, (sendbuf, recvbuf, scratch), call.dtype,
-                                call.op, libraries)
+        return schedule_op(context, topo.comms, schedule.steps, (sendbuf, recvbuf, scratch), call.dtype, call.op,
+                           cuts)
 
-    def describe(self, call):
+    def describe(self, call, context=HOST):
+        """transport: the inter-node phase's, then the intra-node phase's when they differ (``ucx:cma/mpi``,
+        ``mpi-staged/nccl``); schedule phases move their bytes by the executor's MPI."""
         intra, inter = self.phases(call)
-        transport = "mpi"
-        if self._uses_rdma(call):
-            from collectives import rdma
-
-            transport = f"{rdma.last_transport() or 'ucx'}/mpi"  # rail phase / intra-node phase
-        return {"transport": transport, "library": "pccl-bench", "library_version": library_version(),
-                "resolved_algorithm": f"{inter}/{intra}"}
-
-    def describe_device(self, call, context):
-        """transport: inter-node phase's, then intra-node phase's when they differ (``mpi-staged/nccl``)."""
         by_role: dict[str, list[str]] = {"inter": [], "intra": []}
         for role, _, _, name in self.phase_plan(call):
-            moved = context.xccl_transport if name == XCCL_PHASE else context.mpi_transport
+            transport = transports.TRANSPORTS.get(name)
+            moved = transport.moved_by(context) if transport else context.mpi_transport
             if moved not in by_role[role]:
                 by_role[role].append(moved)
         roles = ["+".join(by_role["inter"]), "+".join(by_role["intra"])]
-        return {**self.describe(call), "transport": "/".join(dict.fromkeys(roles))}
+        return {"transport": "/".join(dict.fromkeys(roles)), "library": "pccl-bench",
+                "library_version": library_version(), "resolved_algorithm": f"{inter}/{intra}"}

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collectives import rdma
 from collectives.call import CallSpec
-from collectives.impls import Implementation, register
-from collectives.topology import as_topology
+from collectives.context import HOST
+from collectives.impls import LibraryCollective, register
 
 #: what ``algorithm: None`` means: ring for all-gather and reduce-scatter, gdraa for all-reduce
 ONESIDED = "onesided"
 
 
 @register("rdma")
-class OneSided(Implementation):
+class OneSided(LibraryCollective):
+    transport = "rdma"
     default_algorithm = ONESIDED
     algorithms = (ONESIDED, "ring", "gdraa")
 
@@ -27,33 +28,11 @@ class OneSided(Implementation):
         name = call.algorithm or ONESIDED
         return rdma.ALGORITHMS[call.collective] if name == ONESIDED else name
 
-    def unsupported_reason(self, call: CallSpec) -> str | None:
-        return rdma.unsupported_reason(call.collective, self.algorithm(call), call.nranks, call.count, call.dtype)
+    def algorithm_reason(self, call: CallSpec) -> str | None:
+        wanted, name = rdma.ALGORITHMS[call.collective], self.algorithm(call)
+        if name != wanted:
+            return rdma.binding_reason() or f"the one-sided {call.collective} is {wanted!r}, not {name!r}"
+        return None
 
-    def build(self, topo, call, sendbuf, recvbuf):
-        topo = as_topology(topo)
-        return rdma.build(topo.comm, call.collective, sendbuf, recvbuf, call.count, call.dtype, call.op)
-
-    def describe(self, call):
-        """The transport UCX chose (from its lanes) once an op was built in this process, else ``ucx``."""
-        version = ""
-        if rdma.binding_reason() is None:
-            version = rdma.ucx_library()[0]
-        return {"transport": rdma.last_transport() or "ucx", "library": "UCX", "library_version": version,
-                "resolved_algorithm": self.algorithm(call)}
-
-    # -- device buffers ---------------------------------------------------------------
-
-    def device_unsupported_reason(self, call: CallSpec, context) -> str | None:
-        reason = self.unsupported_reason(call)
-        if reason:
-            return reason
-        return rdma.device_reason(context.device, context.backend)
-
-    def build_device(self, topo, call, sendbuf, recvbuf, context):
-        topo = as_topology(topo)
-        return rdma.build(topo.comm, call.collective, sendbuf, recvbuf, call.count, call.dtype, call.op,
-                          backend=context.backend)
-
-    def describe_device(self, call, context):
-        return self.describe(call)
+    def describe(self, call, context=HOST):
+        return {**super().describe(call, context), "resolved_algorithm": self.algorithm(call)}

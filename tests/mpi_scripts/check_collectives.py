@@ -3,7 +3,7 @@
     mpiexec -n N python tests/mpi_scripts/check_collectives.py
 
 Checks each host implementation in collectives.impls.IMPLEMENTATIONS through the
-harness path (bench.collspec buffers, Implementation.build, count_wrong) and the
+harness path (collectives.spec buffers, Implementation.build, count_wrong) and the
 library API (collectives.allgather / reduce_scatter / allreduce on numpy
 buffers, sendbuf=None in place). Rank 0 prints one JSON summary line last;
 the exit code is 1 if anything was wrong, on every rank.
@@ -23,9 +23,9 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import collectives  # noqa: E402
-from bench.collspec import count_wrong, make_buffers  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import IMPLEMENTATIONS, get  # noqa: E402
+from collectives.spec import count_wrong, make_buffers  # noqa: E402
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 DTYPE_OPS = (("float32", "sum"), ("int32", "max"), ("float16", "sum"))

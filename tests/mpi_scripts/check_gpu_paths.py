@@ -6,7 +6,7 @@
 in for device memory (numpy arrays), and FakeNccl below stands in for NCCL (MPI
 underneath, NCCL's calling conventions on raw pointers: in place = pointer equality).
 That checks the device executor, the staging, the library phases and the in-place
-mappings, through the same Implementation.build_device calls the worker makes; nothing
+mappings, through the same Implementation.build calls the worker makes; nothing
 of it is ever a GPU result. ``cuda``/``rocm``: the same on the real GPU with CuPy and
 NCCL/RCCL (tests/test_gpu_device.py, marked gpu). The second argument is the GPU-aware
 override (PCCL_BENCH_GPU_AWARE); ``quick`` checks two (dtype, op) pairs and two counts
@@ -27,15 +27,15 @@ import mpi4py
 mpi4py.rc.thread_level = "single"
 
 import numpy as np  # noqa: E402
+from cython_ext.timing import time_op  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from bench.collspec import count_wrong, make_buffers  # noqa: E402
-from bench.gpu_timing import time_device_op  # noqa: E402
 from collectives import gpu_executor  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.device import HostEmulation  # noqa: E402
 from collectives.gpu_context import open_device  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.spec import count_wrong, make_buffers  # noqa: E402
 from collectives.topology import topology  # noqa: E402
 from collectives.xccl import XcclInfo  # noqa: E402
 
@@ -130,18 +130,18 @@ def check(comm, context, failures: list[str], summary: dict, ranks_per_node: int
                                         topo.grid.nnodes)
                         label = (f"{impl}:{algorithm or ''}:{inter or ''}/{intra or ''} {collective} "
                                  f"{'in_place' if in_place else 'out_of_place'} {dtype} {op} count={count}")
-                        reason = implementation.device_unsupported_reason(call, context)
+                        reason = implementation.unsupported_reason(call, context)
                         if reason:
                             summary["unsupported"].append(f"{label}: {reason}")
                             continue
                         host_send, host_recv = make_buffers(call, comm.rank)
                         send = None if host_send is None else backend.from_host(host_send)
                         recv = backend.from_host(host_recv)
-                        run = implementation.build_device(topo, call, send, recv, context)
+                        run = context.timed(comm, implementation.build(topo, call, send, recv, context))
                         run()
                         wrong = count_wrong(call, comm.rank, recv, backend.xp)
                         if not in_place or collective == "allgather":  # a repeat gives the same result
-                            time_device_op(run, backend.synchronize, comm, "sync", 1, 2, 1, 0.0)
+                            time_op(run, comm, "sync", 1, 2, 1, 0.0)
                             wrong += count_wrong(call, comm.rank, recv, backend.xp)
                         if send is not None and not np.array_equal(host_send, to_host(send)):
                             failures.append(f"{label}: rank {comm.rank} changed its send buffer")
@@ -149,7 +149,7 @@ def check(comm, context, failures: list[str], summary: dict, ranks_per_node: int
                             failures.append(f"{label}: {wrong} wrong on rank {comm.rank}" if wrong else label)
                         summary["checked"] += 1
                         summary["transports"].setdefault(impl, set()).add(
-                            implementation.describe_device(call, context)["transport"])
+                            implementation.describe(call, context)["transport"])
 
 
 def main(ranks_per_node: int, aware: str, mode: str, quick: bool) -> int:

@@ -11,7 +11,7 @@ exit 1 if anything was wrong.
 
 MODE: ``full`` (default); ``quick`` (fewer dtypes and repeated calls, for slow transports);
 ``hier`` (virtual nodes of 2: pccl-hier schedules with the inter-node phase one-sided, through
-collectives.rdma.schedule_op, the way ``inter: rdma`` would run them); ``cuda`` (CuPy buffers on
+collectives.compose.schedule_op with the rdma transport, the way ``inter: rdma`` runs them); ``cuda`` (CuPy buffers on
 the GPU of the local rank, where a GPU, CuPy and a CUDA-capable UCX are present: the device
 check; prints the verdict and stops where one is missing); faults: ``peer-exits``
 (rank 1 leaves in the middle of setup) and ``peer-stalls`` (rank 1 never makes the call, so
@@ -32,10 +32,10 @@ mpi4py.rc.thread_level = "single"
 
 from mpi4py import MPI  # noqa: E402
 
-from bench.collspec import count_wrong, make_buffers  # noqa: E402
 from collectives import rdma  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.spec import count_wrong, make_buffers  # noqa: E402
 from collectives.topology import topology  # noqa: E402
 
 DTYPE_OPS = [("float32", "sum"), ("int32", "max"), ("float64", "prod")]
@@ -109,8 +109,12 @@ def check_hier(comm, mode: str) -> dict:
     """pccl-hier schedules whose inter-node (rail) phase is the library phase, run one-sided."""
     import numpy as np
 
+    from collectives import transports
+    from collectives.compose import LIBRARY_ACTIONS, schedule_op
+    from collectives.context import HOST
     from collectives.dtypes import numpy_dtype
     from collectives.hier import hier_schedule
+    from collectives.schedule import COMM_INTER
     from cython_ext import rdma as ops
     from cython_ext import ucx
 
@@ -120,9 +124,8 @@ def check_hier(comm, mode: str) -> dict:
         schedule = hier_schedule(call.collective, topo.grid, comm.rank, call.count, call.in_place, "ring", "mpi")
         sendbuf, recvbuf = make_buffers(call, comm.rank)
         scratch = np.empty(schedule.scratch, dtype=numpy_dtype(call.dtype))
-        addresses = tuple(0 if a is None or not a.size else a.ctypes.data for a in (sendbuf, recvbuf, scratch))
-        op = rdma.schedule_op(topo.comms, schedule.steps, addresses, call.dtype, call.op,
-                              keepalive=(sendbuf, recvbuf, scratch, schedule))
+        cuts = {(COMM_INTER, action): transports.get("rdma") for action in LIBRARY_ACTIONS}
+        op = schedule_op(HOST, topo.comms, schedule.steps, (sendbuf, recvbuf, scratch), call.dtype, call.op, cuts)
         one_sided = sum(isinstance(part, ops.OneSidedOp) for part in op.parts)
         op()
         wrong = comm.allreduce(count_wrong(call, comm.rank, recvbuf), op=MPI.SUM)

@@ -16,9 +16,9 @@ mpi4py.rc.thread_level = "single"
 
 from mpi4py import MPI  # noqa: E402
 
-from bench.collspec import count_wrong, make_buffers  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.spec import count_wrong, make_buffers  # noqa: E402
 from collectives.topology import topology  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""bench.collspec: busbw factors, deterministic inputs and the exact expected outputs."""
+"""collectives.spec: busbw factors, deterministic inputs and the exact expected outputs."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from bench import collspec
-from bench.collspec import SENTINEL, busbw_factor, count_wrong, expected_output, make_buffers
 from collectives.call import CallSpec
 from collectives.dtypes import DTYPES, OPS
+from collectives.spec import SENTINEL, busbw_factor, count_wrong, expected_output, inputs, make_buffers
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 NUMPY_OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
@@ -124,11 +123,11 @@ def test_in_place_layouts():
         send, recv = make_buffers(CallSpec("allgather", p, n, "int32", "sum", True), rank)
         assert send is None
         own = slice(rank * n, (rank + 1) * n)
-        assert np.array_equal(recv[own], collspec.gather_value(rank, np.arange(n)))
+        assert np.array_equal(recv[own], inputs.gather_value(rank, np.arange(n)))
         assert np.all(np.delete(recv, np.arange(rank * n, (rank + 1) * n)) == SENTINEL)
         send, recv = make_buffers(CallSpec("reduce_scatter", p, n, "int32", "sum", True), rank)
         assert send is None and recv.size == p * n
-        assert np.array_equal(recv, collspec.reduce_input("sum", rank, np.arange(p * n), p))
+        assert np.array_equal(recv, inputs.reduce_input("sum", rank, np.arange(p * n), p))
         send, recv = make_buffers(CallSpec("allreduce", p, n, "int32", "sum", True), rank)
         assert send is None and recv.size == n
 

@@ -1,0 +1,120 @@
+"""What each collective is, one small file per collective (as nccl-tests keeps one per collective).
+
+A spec says: the buffers one rank needs (element counts, MPI semantics), the nccl-tests
+``size`` and bus-bandwidth factor, the flat phases a hierarchical composition is made of,
+inputs chosen so the exact result is known bit for bit, and that result. The measurement
+protocol (check, then time) lives once in the harness; adding a collective is one file here
+plus its import line at the bottom.
+
+``count`` everywhere is the per-rank count of nccl-tests: the all-gather send count, the
+reduce-scatter receive count, the all-reduce buffer length.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from collectives.call import CallSpec
+
+
+class Collective:
+    """One collective's facts; subclasses fill them in (see allgather.py)."""
+
+    name: ClassVar[str]
+    #: the flat collectives a hierarchical composition runs, in order
+    phases: ClassVar[tuple[str, ...]]
+    #: nccl-tests busbw = algbw * factor * (p-1)/p
+    busbw_scale: ClassVar[float] = 1.0
+
+    def buffer_counts(self, nranks: int, count: int, in_place: bool) -> tuple[int, int]:
+        """(send elements, receive elements) one rank needs. In place there is no send buffer."""
+        raise NotImplementedError
+
+    def total_count(self, nranks: int, count: int) -> int:
+        """Elements of the nccl-tests ``size`` (all-gather output, reduce-scatter input, all-reduce buffer)."""
+        raise NotImplementedError
+
+    def count_from_recv(self, nranks: int, recv_count: int, in_place: bool) -> int:
+        """The per-rank count a receive buffer of ``recv_count`` elements stands for."""
+        raise NotImplementedError
+
+    def busbw_factor(self, nranks: int) -> float:
+        return 0.0 if nranks <= 1 else self.busbw_scale * (nranks - 1) / nranks
+
+    def inputs(self, call: CallSpec, rank: int) -> tuple[np.ndarray | None, np.ndarray]:
+        """Host send and receive buffers of ``rank`` filled for the check (send is None in place)."""
+        raise NotImplementedError
+
+    def expected(self, call: CallSpec, rank: int, xp=np) -> np.ndarray:
+        """The exact result ``rank`` must hold (the region of recv the collective defines)."""
+        raise NotImplementedError
+
+
+SPECS: dict[str, Collective] = {}
+
+
+def register(cls: type[Collective]) -> type[Collective]:
+    SPECS[cls.name] = cls()
+    return cls
+
+
+def get(name: str) -> Collective:
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise ValueError(f"unknown collective {name!r}; expected one of {tuple(SPECS)}") from None
+
+
+def buffer_counts(collective: str, nranks: int, count: int, in_place: bool) -> tuple[int, int]:
+    return get(collective).buffer_counts(nranks, count, in_place)
+
+
+def total_count(collective: str, nranks: int, count: int) -> int:
+    return get(collective).total_count(nranks, count)
+
+
+def busbw_factor(collective: str, nranks: int) -> float:
+    """nccl-tests: busbw = algbw * factor."""
+    return get(collective).busbw_factor(nranks)
+
+
+def phases(collective: str) -> tuple[str, ...]:
+    return get(collective).phases
+
+
+def make_buffers(call: CallSpec, rank: int) -> tuple[np.ndarray | None, np.ndarray]:
+    return get(call.collective).inputs(call, rank)
+
+
+def expected_output(call: CallSpec, rank: int, xp=np) -> np.ndarray:
+    """``xp``: the array module to compute it with (cupy: on the GPU, next to the result)."""
+    return get(call.collective).expected(call, rank, xp)
+
+
+def count_wrong(call: CallSpec, rank: int, recv, xp=np) -> int:
+    """Elements of this rank's result that differ bit for bit from the expected ones.
+
+    ``xp``: the array module of ``recv`` (numpy, or cupy for device buffers: the
+    comparison then runs on the GPU and only the count comes back)."""
+    expected = expected_output(call, rank, xp)
+    got = recv[: len(expected)]
+    as_bits = f"u{expected.dtype.itemsize}"
+    return int(xp.count_nonzero(got.view(as_bits) != expected.view(as_bits)))
+
+
+def even_blocks(total: int, nranks: int) -> tuple[int, ...]:
+    """Split ``total`` elements into nranks blocks; the first ``total % nranks`` get one more."""
+    base, extra = divmod(total, nranks)
+    return tuple(base + (1 if i < extra else 0) for i in range(nranks))
+
+
+from collectives.spec import allgather, reduce_scatter, allreduce  # noqa: E402,F401,I001  (registers, in order)
+from collectives.spec.inputs import SENTINEL  # noqa: E402
+
+COLLECTIVES: tuple[str, ...] = tuple(SPECS)
+
+__all__ = ["COLLECTIVES", "SENTINEL", "Collective", "buffer_counts", "busbw_factor", "count_wrong", "even_blocks",
+           "expected_output", "get", "make_buffers", "phases", "register", "total_count"]

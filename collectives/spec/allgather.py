@@ -1,0 +1,36 @@
+"""All-gather: every rank contributes ``count`` elements; every rank ends with all p blocks in rank order."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collectives.dtypes import numpy_dtype
+from collectives.spec import Collective, register
+from collectives.spec.inputs import SENTINEL, gather_value
+
+
+@register
+class Allgather(Collective):
+    name = "allgather"
+    phases = ("allgather",)
+
+    def buffer_counts(self, nranks, count, in_place):
+        return (0 if in_place else count), nranks * count
+
+    def total_count(self, nranks, count):
+        return nranks * count
+
+    def count_from_recv(self, nranks, recv_count, in_place):
+        return recv_count // nranks
+
+    def inputs(self, call, rank):
+        recv = np.full(call.nranks * call.count, SENTINEL, dtype=numpy_dtype(call.dtype))
+        own = gather_value(rank, np.arange(call.count)).astype(recv.dtype)
+        if call.in_place:  # the own block already sits at its position
+            recv[rank * call.count : (rank + 1) * call.count] = own
+            return None, recv
+        return own, recv
+
+    def expected(self, call, rank, xp=np):
+        index = xp.arange(call.count, dtype=np.int64)
+        return xp.concatenate([gather_value(q, index) for q in range(call.nranks)]).astype(numpy_dtype(call.dtype))

@@ -1,0 +1,66 @@
+"""Transports: who runs a whole collective on a communicator.
+
+The flat library implementations (``mpi``, ``xccl``, ``rdma``) are one transport's collective
+over the whole communicator; a hierarchical phase named after a transport (``intra: xccl``,
+``inter: rdma``) is that transport's collective on the node or rail communicator: the
+schedule's library rows (``ACT_MPI_*``) are cut out and run by it (collectives/compose.py).
+pccl-hier and the suite validation iterate this registry. Adding a transport is one module
+here with ``@register`` plus its import line at the bottom.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from collectives.call import CallSpec
+from collectives.schedule import COMM_WORLD
+
+
+class Transport:
+    name: ClassVar[str]
+    #: the schedule executors run this transport's library rows themselves (nothing is cut out)
+    in_executor: ClassVar[bool] = False
+    #: its calls queue on the rank's device stream, so nothing needs waiting for before them
+    stream_ordered: ClassVar[bool] = False
+    #: the hierarchical roles it can run
+    roles: ClassVar[tuple[str, ...]] = ("intra", "inter")
+
+    def reason(self, call: CallSpec, context, comm_index: int = COMM_WORLD) -> str | None:
+        """Why it cannot run ``call`` (a whole collective, or a phase on a sub-communicator) on the
+        context's buffers, or None. The same answer on every rank (decided before any communication)."""
+        return None
+
+    def collective(self, context, comm, collective: str, send, recv, count: int, dtype: str, op: str):
+        """An op that runs ``collective`` on these buffers of ``context.backend`` (``send`` None: in
+        place, MPI semantics); collective over ``comm`` (communicators are made here on first use)."""
+        raise NotImplementedError
+
+    def moved_by(self, context) -> str:
+        """The ``transport`` column: what moves the bytes (``mpi``, ``mpi-staged``, ``nccl``, ``ucx:cma``)."""
+        raise NotImplementedError
+
+    def library(self, context) -> tuple[str, str]:
+        """(library, library_version) of the library behind it."""
+        raise NotImplementedError
+
+
+TRANSPORTS: dict[str, Transport] = {}
+
+
+def register(name: str):
+    def wrap(cls: type[Transport]) -> type[Transport]:
+        cls.name = name
+        TRANSPORTS[name] = cls()
+        return cls
+
+    return wrap
+
+
+def get(name: str) -> Transport:
+    try:
+        return TRANSPORTS[name]
+    except KeyError:
+        raise ValueError(f"unknown transport {name!r} (known: {', '.join(sorted(TRANSPORTS))})") from None
+
+
+from collectives.transports import mpi, rdma, xccl  # noqa: E402,F401,I001  (registers)
