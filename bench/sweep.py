@@ -21,15 +21,15 @@ import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
-from bench import console as screen
-from bench import slurm
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
-from bench.launch import LAUNCHERS, Launcher, choose_launcher, find_slurm_tool, run_job
-from bench.parts import append_rows, read_parts
-from bench.plan import Cell, Launch, LaunchPlan, TimingPlan, expand
-from bench.provenance import provenance, recorded_env
-from bench.suite import Slurm, Suite, apply_overrides, parse_suite, read_yaml
-from bench.table import SCHEMA_VERSION, build_tables, write_run
+from bench.plan.cells import Cell, Launch, LaunchPlan, TimingPlan, expand
+from bench.plan.suite import Slurm, Suite, apply_overrides, parse_suite, read_yaml
+from bench.present import console as screen
+from bench.results.table import SCHEMA_VERSION, build_tables, write_run
+from bench.run import slurm
+from bench.run.launch import LAUNCHERS, Launcher, choose_launcher, find_slurm_tool, run_job
+from bench.run.parts import append_rows, read_parts
+from bench.run.provenance import provenance, recorded_env
 
 #: statuses that a resumed sweep keeps; the rest are measured again
 FINISHED = ("ok", "wrong", "unsupported", "skipped")

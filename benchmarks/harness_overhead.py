@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def spawn(args: argparse.Namespace) -> int:
     beside = Path(sys.executable).parent / "mpiexec"
     mpiexec = str(beside) if beside.exists() else os.environ.get("MPIEXEC", "mpiexec")
-    from bench.launch import Launcher, mpi_flavour
+    from bench.run.launch import Launcher, mpi_flavour
 
     # The environment the sweep launcher gives its jobs (oversubscription aids included).
     job_env = Launcher("mpiexec", mpi_flavour()).job_env(args.nranks, {})

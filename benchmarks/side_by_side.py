@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.sizes import format_size
+from bench.plan.sizes import format_size
 
 
 def label(row) -> str:

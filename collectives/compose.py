@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectives.schedule import ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, COLUMNS
+from collectives.schedule import ACT_MPI_ALLGATHER, COLUMNS, LIBRARY_ACTIONS
 
 C = {name: index for index, name in enumerate(COLUMNS)}
-LIBRARY_ACTIONS = {ACT_MPI_ALLGATHER: "allgather", ACT_MPI_REDUCE_SCATTER: "reduce_scatter"}
 
 
 def library_views(row, buffers, nranks: int):

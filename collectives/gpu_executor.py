@@ -23,7 +23,14 @@ import numpy as np
 
 from collectives.device import host_address
 from collectives.dtypes import dtype_code, numpy_dtype, op_code
-from collectives.schedule import ACT_COPY, ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_NONE, COLUMNS
+from collectives.schedule import (
+    ACT_COPY,
+    ACT_MPI_ALLGATHER,
+    ACT_MPI_REDUCE_SCATTER,
+    ACT_NONE,
+    COLUMNS,
+    LIBRARY_ACTIONS,
+)
 
 C = {name: index for index, name in enumerate(COLUMNS)}
 TAG = 0x5CC1  # the host executor's tag
@@ -182,7 +189,7 @@ class DeviceScheduleOp:
     def _mpi_collective(self, comm, gather: bool, src, dst, count: int, position: int) -> list[Step]:
         from cython_ext.native import NativeCollective
 
-        kind = "allgather" if gather else "reduce_scatter"
+        kind = LIBRARY_ACTIONS[ACT_MPI_ALLGATHER if gather else ACT_MPI_REDUCE_SCATTER]
         codes = (dtype_code(self.dtype), op_code(self.op), src is None)
         backend = self.backend
         if self.aware:

@@ -1,7 +1,7 @@
 """Whole collectives on device buffers: the MPI library's (GPU-aware or staged) and NCCL/RCCL's.
 
 A device op is a plain callable: it enqueues or performs one call on the rank's stream
-and returns; the timing loop (bench/gpu_timing.py) synchronises the stream after it.
+and returns; the context's ``timed`` (a PyCallOp) synchronises the stream after it in the timing loop.
 Before MPI touches a device buffer the stream is synchronised. Staged: device ->
 pinned host, the MPI library's collective on the pinned buffers (the host Cython op),
 pinned -> device.

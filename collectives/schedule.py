@@ -40,6 +40,9 @@ ACT_NONE, ACT_COPY, ACT_REDUCE = 0, 1, 2
 #: src/dst are contiguous, ``action_count`` is the per-rank count, src_buf -1 = in place
 ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER = 3, 4
 COMM_WORLD, COMM_INTRA, COMM_INTER = 0, 1, 2
+#: the collective of each library-row action, and back
+LIBRARY_ACTIONS = {ACT_MPI_ALLGATHER: "allgather", ACT_MPI_REDUCE_SCATTER: "reduce_scatter"}
+LIBRARY_ACTION_OF = {collective: action for action, collective in LIBRARY_ACTIONS.items()}
 
 
 @dataclass(frozen=True)

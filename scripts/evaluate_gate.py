@@ -43,9 +43,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.gate import GateOptions, gate  # noqa: E402
-from bench.plan import CELL_KEY  # noqa: E402
-from bench.runset import RunSet, load_runs  # noqa: E402
+from bench.judge.gate import GateOptions, gate  # noqa: E402
+from bench.plan.cells import CELL_KEY  # noqa: E402
+from bench.results.runset import RunSet, load_runs  # noqa: E402
 
 #: MPICH control variable (``mpivars``): no device (shared-memory) collectives, so MPI_Allreduce,
 #: MPI_Allgather and MPI_Barrier fall back to point-to-point algorithms

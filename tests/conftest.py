@@ -53,7 +53,7 @@ def subprocess_env(nranks: int = 1, extra: dict[str, str] | None = None) -> dict
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     # The same settings the sweep launcher gives its jobs (oversubscription aids only when ranks
     # outnumber cores; harmful otherwise).
-    from bench.launch import Launcher, mpi_flavour
+    from bench.run.launch import Launcher, mpi_flavour
 
     env.update(Launcher("mpiexec", mpi_flavour()).job_env(nranks, {}))
     # Open MPI refuses root and oversubscription unless told (harmless for MPICH).

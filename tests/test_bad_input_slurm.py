@@ -15,7 +15,7 @@ from conftest import run_cli
 from test_bad_input import assert_bad_input, suite_text
 
 from bench.errors import BadInput
-from bench.suite import parse_suite
+from bench.plan.suite import parse_suite
 
 
 @dataclass

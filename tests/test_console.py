@@ -1,4 +1,4 @@
-"""bench.console: the end-of-sweep summary (one line per cell, the reasons cells gave no time)."""
+"""bench.present.console: the end-of-sweep summary (one line per cell, the reasons cells gave no time)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 import pandas as pd
 from rich.console import Console
 
-from bench import console as screen
+from bench.present import console as screen
 
 
 def row(impl: str = "mpi", status: str = "ok", time_us: float = 10.0, repeat: int = 0, error: str | None = None,

@@ -1,4 +1,4 @@
-"""Injected faults (bench/faults.py): a crashed rank, a hung job, wrong data.
+"""Injected faults (bench/run/faults.py): a crashed rank, a hung job, wrong data.
 
 Each asserts the table and the exit code; the sweep goes on with the next launch.
 """
@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import describe, run_cli
 
-from bench.faults import parse
+from bench.run.faults import parse
 
 SUITE = {
     "name": "faults", "collectives": ["allgather"], "implementations": ["mpi", "pccl-flat"],

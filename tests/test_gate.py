@@ -1,6 +1,6 @@
 """The regression gate on synthetic runs (no MPI): statistics, every verdict, options, outputs, bad input.
 
-``make_run`` writes a run folder exactly as a sweep does (bench.table.build_tables + write_run),
+``make_run`` writes a run folder exactly as a sweep does (bench.results.table.build_tables + write_run),
 from cells whose per-launch samples are drawn with a fixed seed, so every verdict is deterministic.
 """
 
@@ -15,11 +15,11 @@ import pytest
 
 from bench.cli import main
 from bench.errors import BadInput
-from bench.gate import GateOptions, gate
-from bench.plan import Cell
-from bench.runset import load_runs
-from bench.stats import median_ratio
-from bench.table import build_tables, write_run
+from bench.judge.gate import GateOptions, gate
+from bench.plan.cells import Cell
+from bench.results.runset import load_runs
+from bench.results.stats import median_ratio
+from bench.results.table import build_tables, write_run
 
 SIZES = (64, 4096, 1 << 20)
 
@@ -215,7 +215,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, problem):
 def test_bad_allow_list_is_bad_input(tmp_path):
     allow = tmp_path / "allow.yaml"
     allow.write_text("- match: {impl: mpi}\n")
-    from bench.allowlist import load_allowlist
+    from bench.judge.allowlist import load_allowlist
     with pytest.raises(BadInput, match="reason"):
         load_allowlist(allow)
     allow.write_text("- reason: x\n  match: {colour: red}\n")

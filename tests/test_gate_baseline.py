@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.gate import MIN_SAMPLES, GateOptions, gate
-from bench.plan import CELL_KEY, expand
-from bench.runset import load_runs
-from bench.suite import load_suite
-from bench.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
+from bench.judge.gate import MIN_SAMPLES, GateOptions, gate
+from bench.plan.cells import CELL_KEY, expand
+from bench.plan.suite import load_suite
+from bench.results.runset import load_runs
+from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "results" / "baselines" / "ci"
@@ -28,7 +28,7 @@ def baseline():
 
 def test_schema_is_current(baseline):
     assert len(baseline.sources) >= 2, "pool at least two runs (pccl-bench baseline update ci)"
-    # columns are added, never renamed (bench/table.py): an older table of the same schema version
+    # columns are added, never renamed (bench/results/table.py): an older table of the same schema version
     # may lack new ones, but must have every column the gate reads and none that is unknown
     assert set(baseline.results.columns) <= set(COLUMNS)
     assert set(GATE_COLUMNS) <= set(baseline.results.columns)

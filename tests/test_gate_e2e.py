@@ -19,8 +19,8 @@ import pytest
 import yaml
 from conftest import describe, run_cli
 
-from bench.gate import GateOptions, gate
-from bench.runset import load_runs
+from bench.judge.gate import GateOptions, gate
+from bench.results.runset import load_runs
 
 pytestmark = pytest.mark.mpi
 

@@ -230,7 +230,7 @@ def test_accumulating_reductions_hand_the_destination_itself():
 
 def test_communicators_and_contexts_are_closed_before_mpi_finalizes():
     """ncclCommDestroy at the end of the job, once per communicator; a context without NCCL is skipped."""
-    from bench import cell
+    from bench.run import cell
 
     destroyed = []
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import MPI_SCRIPTS, ROOT, describe, run_mpi, subprocess_env
 
-from collectives import spec as collspec
+from collectives import spec
 from collectives.call import CallSpec
 from collectives.device import probe
 
@@ -74,10 +74,10 @@ def test_expected_output_on_the_gpu_matches_the_host():
         for op in ("sum", "prod", "max"):
             for dtype in ("float16", "int32", "float64"):
                 call = CallSpec(collective, 6, 1001, dtype, op)
-                on_gpu = collspec.expected_output(call, 4, cupy)
+                on_gpu = spec.expected_output(call, 4, cupy)
                 assert isinstance(on_gpu, cupy.ndarray)
-                assert np.array_equal(on_gpu.get(), collspec.expected_output(call, 4))
-                recv = cupy.asarray(collspec.expected_output(call, 4))
-                assert collspec.count_wrong(call, 4, recv, cupy) == 0
+                assert np.array_equal(on_gpu.get(), spec.expected_output(call, 4))
+                recv = cupy.asarray(spec.expected_output(call, 4))
+                assert spec.count_wrong(call, 4, recv, cupy) == 0
                 recv[3] += 1
-                assert collspec.count_wrong(call, 4, recv, cupy) == 1
+                assert spec.count_wrong(call, 4, recv, cupy) == 1

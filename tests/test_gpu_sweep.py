@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import describe, run_cli
 
-from bench.suite import load_suite, parse_suite, resolve_suite_path
+from bench.plan.suite import load_suite, parse_suite, resolve_suite_path
 from collectives.device import probe
 
 pytestmark = pytest.mark.mpi

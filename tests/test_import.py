@@ -15,8 +15,8 @@ from bench.cli import main
 from bench.errors import BadInput
 from bench.importers.rows import ImportOptions
 from bench.importers.run import import_files, write_import
-from bench.runset import load_runs
-from bench.table import COLUMNS, SAMPLE_COLUMNS
+from bench.results.runset import load_runs
+from bench.results.table import COLUMNS, SAMPLE_COLUMNS
 
 DATA = Path(__file__).resolve().parent / "data"
 NCCL = DATA / "nccl-tests"

@@ -15,11 +15,11 @@ import pytest
 import yaml
 from conftest import describe, run_cli
 
-from bench import slurm
 from bench.errors import BadInput
-from bench.launch import PMI_PLUGIN, Launcher, choose_launcher, mpi_flavour, pmi_plugin
-from bench.plan import expand
-from bench.suite import Slurm, parse_suite
+from bench.plan.cells import expand
+from bench.plan.suite import Slurm, parse_suite
+from bench.run import slurm
+from bench.run.launch import PMI_PLUGIN, Launcher, choose_launcher, mpi_flavour, pmi_plugin
 
 BASE = {
     "name": "tiny",
@@ -44,7 +44,7 @@ def srun(flavour: str = "mpich", srun_args: tuple[str, ...] = (), **where) -> La
 
 
 def options_before(argv: list[str], marker: str = "-m") -> list[str]:
-    """The launcher's part of the argv (before ``python -m bench.worker``)."""
+    """The launcher's part of the argv (before ``python -m bench.run.worker``)."""
     return argv[: argv.index(marker) - 1]
 
 
@@ -76,7 +76,7 @@ def test_srun_shape_pmi_timeout_and_worker(outside_allocation):
     assert options[0] == "/usr/bin/srun"
     assert {"--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--mpi=pmi2", "--kill-on-bad-exit=1",
             "--time=3"} <= set(options)
-    assert argv[-3:] == ["-m", "bench.worker", "/tmp/plan.json"]
+    assert argv[-3:] == ["-m", "bench.run.worker", "/tmp/plan.json"]
 
 
 @pytest.mark.parametrize(("flavour", "plugin"), [("mpich", "--mpi=pmi2"), ("openmpi", "--mpi=pmix"), ("other", None)])

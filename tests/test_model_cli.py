@@ -13,8 +13,8 @@ from bench.cli import main
 from bench.model.cost import Call, predict_us
 from bench.model.impls import parse_variant
 from bench.model.machine import load_machine
-from bench.results_io import read_results
-from bench.table import STATUSES
+from bench.results.read import read_results
+from bench.results.table import STATUSES
 
 
 def run_cli(capsys, *args: object) -> tuple[int, str, str]:

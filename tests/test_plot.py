@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from test_gate import cell, make_run
 
-from bench import plot as plots
-from bench import plot_style as style
 from bench.cli import main
-from bench.runset import load_runs
+from bench.present import plot as plots
+from bench.present import plot_style as style
+from bench.results.runset import load_runs
 
 IMPLS = (("mpi", "native"), ("pccl-flat", "ring"), ("pccl-flat", "rd"))
 

@@ -208,7 +208,7 @@ def test_collectives_bit_exact_and_set_up_once(binding, transport, nranks):
 
 @pytest.mark.mpi
 def test_hier_inter_phase_runs_one_sided(binding):
-    """What pccl-hier's ``inter: rdma`` needs: its rail phase swapped for one-sided ops (schedule_op)."""
+    """What pccl-hier's ``inter: rdma`` needs: its rail phase swapped for one-sided ops (compose.schedule_op)."""
     summary = summary_of(run_mpi(4, SCRIPT, "-", "hier", env={"UCX_TLS": "sm"}, timeout=90))
     assert summary["failures"] == [] and summary["checked"] == 16
     assert summary["transports"] == ["ucx:cma+sysv"]

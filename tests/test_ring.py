@@ -172,7 +172,7 @@ def test_simulator_rejects_schedules_for_another_p():
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_a_schedule_that_does_nothing_is_caught_by_the_check(collective):
-    """No message mismatch, but no result either: the collspec check must see every element wrong."""
+    """No message mismatch, but no result either: the collectives.spec check must see every element wrong."""
     schedules = [truncated(s, len(s.steps)) for s in ring(collective, 4, 3)]
     call, _, _, results = run_simulated(collective, 4, 3, schedules=schedules)
     for rank in range(4):

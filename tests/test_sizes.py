@@ -1,10 +1,10 @@
-"""bench.sizes: message sizes as people write them (binary K/M/G, decimal kB/MB/GB)."""
+"""bench.plan.sizes: message sizes as people write them (binary K/M/G, decimal kB/MB/GB)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.sizes import format_size, geometric, parse_size
+from bench.plan.sizes import format_size, geometric, parse_size
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 

@@ -1,4 +1,4 @@
-"""bench.suite (validation, --set overrides) and bench.plan (cells and launches)."""
+"""bench.plan.suite (validation, --set overrides) and bench.plan.cells (cells and launches)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import yaml
 from conftest import ROOT, TINY_SUITE, describe, run_cli
 
 from bench.errors import BadInput
-from bench.plan import CELL_KEY, counts_for, expand
-from bench.sizes import geometric
-from bench.suite import (
+from bench.plan.cells import CELL_KEY, counts_for, expand
+from bench.plan.sizes import geometric
+from bench.plan.suite import (
     Suite,
     apply_overrides,
     default_suites_dir,

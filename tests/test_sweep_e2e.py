@@ -17,9 +17,9 @@ import pytest
 import yaml
 from conftest import ROOT, describe, find_mpiexec, run_cli, subprocess_env
 
-from bench.plan import expand
-from bench.suite import load_suite
-from bench.table import COLUMNS, SAMPLE_COLUMNS
+from bench.plan.cells import expand
+from bench.plan.suite import load_suite
+from bench.results.table import COLUMNS, SAMPLE_COLUMNS
 from collectives.spec import busbw_factor
 
 pytestmark = pytest.mark.mpi
@@ -183,7 +183,7 @@ def test_meta(meta, results):
     for launch_id, launch in launches.items():
         assert launch_id in set(results["launch_id"])
         argv = launch["argv"]
-        assert "bench.worker" in argv
+        assert "bench.run.worker" in argv
         assert argv[argv.index("-n") + 1] == str(launch["nranks"])
         aids = OVERSUBSCRIPTION_AIDS & set(launch["env"])
         if launch["nranks"] > (os.cpu_count() or 1):
@@ -218,7 +218,7 @@ def test_dry_run_prints_one_mpiexec_line_per_launch_and_writes_nothing(tmp_path,
         assert len(lines) == 2, describe(result)
         for line, nranks in zip(lines, (2, 4), strict=True):
             assert f" -n {nranks} " in line
-            assert "bench.worker" in line
+            assert "bench.run.worker" in line
             oversubscribed = nranks > (os.cpu_count() or 1)
             assert any(aid in line for aid in OVERSUBSCRIPTION_AIDS) == oversubscribed, line
         assert not out.exists()

@@ -1,4 +1,4 @@
-"""bench.table: the result-table contract, statistics, atomic writes, part files."""
+"""bench.results.table: the result-table contract, statistics, atomic writes, part files."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import table
-from bench.parts import read_parts
-from bench.plan import CELL_KEY, expand
-from bench.suite import parse_suite
-from bench.table import (
+from bench.plan.cells import CELL_KEY, expand
+from bench.plan.suite import parse_suite
+from bench.results import table
+from bench.results.table import (
     COLUMNS,
     SAMPLE_COLUMNS,
     STATUSES,
@@ -24,6 +23,7 @@ from bench.table import (
     build_tables,
     timing_stats,
 )
+from bench.run.parts import read_parts
 from collectives.spec import busbw_factor
 
 #: the columns DESIGN.md fixes ("names fixed once chosen; add, don't rename")
@@ -142,7 +142,7 @@ def test_timing_stats_without_samples_is_all_nan():
 
 
 def worker_rows() -> list[dict]:
-    """Rows shaped as bench.worker writes them (cell + placement facts + outcome)."""
+    """Rows shaped as bench.run.worker writes them (cell + placement facts + outcome)."""
     suite = parse_suite(
         {
             "name": "t",

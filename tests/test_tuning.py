@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from bench.tune import derive
+from bench.judge.tune import derive
 from collectives import tuning
 from collectives.call import CallSpec
 from collectives.impls import get

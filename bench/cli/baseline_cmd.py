@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from bench.errors import EXIT_OK, BadInput
-from bench.suite import load_suite, resolve_suite_path
+from bench.plan.suite import load_suite, resolve_suite_path
 from bench.sweep import SweepOptions, run_sweep
 
 app = typer.Typer(help="The committed baselines of the regression gate (results/baselines/).",

@@ -11,7 +11,7 @@ from rich.table import Table
 
 
 def _mpi_rows() -> list[tuple[str, str, str]]:
-    from bench.launch import find_mpiexec, mpi_flavour
+    from bench.run.launch import find_mpiexec, mpi_flavour
     from collectives.mpiinfo import extension_mpi_mismatch, mpi_library, mpi_library_text
 
     flavour = mpi_flavour()  # imports mpi4py without initialising MPI
@@ -33,7 +33,7 @@ def _mpi_rows() -> list[tuple[str, str, str]]:
 
 
 def _gpu_rows() -> list[tuple[str, str, str]]:
-    from bench.gpu_env import gpu_rows
+    from bench.run.gpu_env import gpu_rows
 
     return gpu_rows()
 

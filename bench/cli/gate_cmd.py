@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from bench import gate as rules
-from bench.allowlist import load_allowlist
 from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from bench.gate import GateOptions, gate
-from bench.gate_output import benchmark_json, headline, junit, markdown, rich_table, write_text
-from bench.runset import load_runs
-from bench.sizes import SIZE_HELP, parse_size
+from bench.judge import gate as rules
+from bench.judge.allowlist import load_allowlist
+from bench.judge.gate import GateOptions, gate
+from bench.judge.gate_output import benchmark_json, headline, junit, markdown, rich_table, write_text
+from bench.plan.sizes import SIZE_HELP, parse_size
+from bench.results.runset import load_runs
 
 GATE_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression, or a cell that failed, returned wrong data or is "
                   "missing; 2 bad input (unreadable, empty or mismatched tables, bad options).")

@@ -10,6 +10,7 @@ import typer
 from bench.errors import BadInput
 from bench.importers.rows import ImportOptions
 from bench.importers.run import import_files, write_import
+from collectives.spec import COLLECTIVES
 
 TOOLS = ("nccl-tests", "rccl-tests", "osu")
 
@@ -40,7 +41,7 @@ def import_results(
     OSU and JSON without -I have none, and the gate marks them insufficient."""
     if tool not in TOOLS:
         raise BadInput("import", f"unknown tool {tool!r}; expected one of {', '.join(TOOLS)}")
-    if collective not in (None, "allgather", "reduce_scatter", "allreduce"):
+    if collective not in (None, *COLLECTIVES):
         raise BadInput("--collective", f"{collective!r}: expected allgather, reduce_scatter or allreduce")
     if device not in (None, "host", "cuda", "rocm"):
         raise BadInput("--device", f"{device!r}: expected host, cuda or rocm")

@@ -19,8 +19,8 @@ from bench.model.machine import Library, Machine, dump_machine, load_machine
 from bench.model.replay import Timed, measured_timer, model_timer, replay_rows
 from bench.model.run import ModelSpec, node_shape, write_model_run
 from bench.model.workload import load_workload
-from bench.results_io import read_results
-from bench.sizes import format_size, geometric, parse_size
+from bench.plan.sizes import format_size, geometric, parse_size
+from bench.results.read import read_results
 from collectives.dtypes import DTYPES
 from collectives.spec import COLLECTIVES
 

@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 
 from bench.errors import BadInput
-from bench.runset import load_runs
+from bench.results.runset import load_runs
 
 FORMAT_HELP = "Comma-separated image formats: png, svg, pdf."
 
 
 def parse_formats(text: str) -> list[str]:
-    from bench.plot import FORMATS
+    from bench.present.plot import FORMATS
 
     formats = [part.strip().lower() for part in text.split(",") if part.strip()]
     unknown = [name for name in formats if name not in FORMATS]
@@ -37,7 +37,7 @@ def plot(
                                                                   "repeatable.")] = None,
 ) -> None:
     """Latency and bus bandwidth against size, speedup heatmaps and scaling, per collective."""
-    from bench import plot as plots
+    from bench.present import plot as plots
 
     chosen = parse_formats(formats)
     runs = load_runs(results)

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from bench.gate import GateOptions, gate
-from bench.gate_output import write_text
-from bench.runset import load_runs
+from bench.judge.gate import GateOptions, gate
+from bench.judge.gate_output import write_text
+from bench.results.runset import load_runs
 
 
 def report(
@@ -27,8 +27,8 @@ def report(
 
     The report is a document: it exits 0 whatever the verdicts (use `pccl-bench gate` to gate).
     """
-    from bench.report import build
-    from bench.report_doc import markdown, to_html
+    from bench.present.report import build
+    from bench.present.report_doc import markdown, to_html
 
     runs = load_runs(results)
     verdicts = gate(load_runs(baseline), runs, GateOptions()) if baseline else None

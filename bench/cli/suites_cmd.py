@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.errors import BadInput
-from bench.plan import expand
-from bench.suite import default_suites_dir, load_suite, resolve_suite_path
+from bench.plan.cells import expand
+from bench.plan.suite import default_suites_dir, load_suite, resolve_suite_path
 
 app = typer.Typer(help="List and validate suite files.", no_args_is_help=True)
 

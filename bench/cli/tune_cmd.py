@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench.results_io import read_results
-from bench.sizes import format_size
-from bench.tune import derive
+from bench.judge.tune import derive
+from bench.plan.sizes import format_size
+from bench.results.read import read_results
 from collectives import tuning
 
 

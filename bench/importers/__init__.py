@@ -1,4 +1,4 @@
-"""Other tools' outputs as pccl-bench result tables (bench.table's schema, status ok).
+"""Other tools' outputs as pccl-bench result tables (bench.results.table's schema, status ok).
 
 One module per tool registers a parser with ``@importer("name")``; a parser turns one file's
 text into rows (dicts of result columns) using ``bench.importers.rows.make_row``.

@@ -1,12 +1,12 @@
-"""Build one result row of bench.table's schema for an imported measurement."""
+"""Build one result row of bench.results.table's schema for an imported measurement."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from bench.plan import Cell
-from bench.table import SAMPLE_COLUMNS, SCHEMA_VERSION, timing_stats
-from bench.table import make_row as table_row
+from bench.plan.cells import Cell
+from bench.results.table import SAMPLE_COLUMNS, SCHEMA_VERSION, timing_stats
+from bench.results.table import make_row as table_row
 from collectives.spec import busbw_factor
 
 #: element sizes of the types other tools print (pccl-bench's own names where they exist)
@@ -60,7 +60,7 @@ def make_row(m: Measurement, context: dict, repeat: int = 0) -> dict:
     occurrences of one cell in an import (several files, nccl-tests ``-N`` cycles).
 
     With samples, min/p50/p95/p99/max/std are pccl-bench's own statistics of them
-    (bench.table.timing_stats: numpy median and linearly interpolated percentiles), exactly as for a
+    (bench.results.table.timing_stats: numpy median and linearly interpolated percentiles), exactly as for a
     measured row, so ``time_us_p50`` is the median the gate compares; the mean and the bandwidths stay
     the tool's reported time."""
     nranks, nnodes = int(context["nranks"]), int(context["nnodes"])
@@ -93,6 +93,6 @@ def make_row(m: Measurement, context: dict, repeat: int = 0) -> dict:
 
 
 def sample_rows(row: dict, samples_us: list[float]) -> list[dict]:
-    """The samples table's rows of one result row (bench.table.SAMPLE_COLUMNS), iterations from 0."""
+    """The samples table's rows of one result row (bench.results.table.SAMPLE_COLUMNS), iterations from 0."""
     identity = {name: row.get(name) for name in SAMPLE_COLUMNS[:-2]}
     return [{**identity, "iteration": iteration, "time_us": value} for iteration, value in enumerate(samples_us)]

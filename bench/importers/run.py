@@ -16,7 +16,7 @@ from bench import __version__
 from bench.errors import BadInput
 from bench.importers import IMPORTERS
 from bench.importers.rows import ImportOptions, make_row, sample_rows
-from bench.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION, write_run
+from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION, write_run
 
 
 def _read(path: Path) -> str:

@@ -25,7 +25,7 @@ from bench.model.impls import Variant, parse_variant  # noqa: E402
 from bench.model.machine import Library, Machine, load_machine  # noqa: E402
 from bench.model.replay import Timed, model_timer, replay_rows  # noqa: E402
 from bench.model.workload import load_workload  # noqa: E402
-from bench.results_io import read_results  # noqa: E402
+from bench.results.read import read_results  # noqa: E402
 
 PUBLISHED_ALLGATHER = (6.0, 33.0)  # PCCL v1 all-gather speedup over RCCL on 2048 GCDs (REFERENCE.md §1)
 FRONTIER_VARIANTS = ("xccl", "mpi", "pccl-flat:rd", "pccl-hier:ring/ring", "pccl-hier:rd/ring")

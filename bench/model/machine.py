@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.errors import BadInput
-from bench.suite import read_yaml
+from bench.plan.suite import read_yaml
 
 #: how a library's inter-node traffic uses the NICs of a node
 #: mapped: each GPU through its own NIC (nic_of_gpu), GPUs on one NIC share it;

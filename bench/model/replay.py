@@ -23,6 +23,7 @@ from bench.model.machine import Machine
 from bench.model.run import cost_usd, node_shape
 from bench.model.workload import Workload, distinct_calls, step_calls
 from collectives.dtypes import itemsize
+from collectives.spec import COLLECTIVES
 
 REPLAY_COLUMNS = [
     "workload", "strategy", "source", "machine", "nranks", "nnodes", "implementation", "calls", "bytes_per_step",
@@ -83,7 +84,7 @@ def replay_rows(workload: Workload, ranks: list[int], timed: list[Timed], source
         calls = step_calls(workload, nranks)
         counted = distinct_calls(calls)
         for item in timed:
-            per_collective = dict.fromkeys(("allgather", "reduce_scatter", "allreduce"), 0.0)
+            per_collective = dict.fromkeys(COLLECTIVES, 0.0)
             for (collective, count, dtype), times in counted.items():
                 per_collective[collective] += times * item.timer(collective, count, dtype, nranks) / 1e3
             total_ms = sum(per_collective.values())

@@ -20,9 +20,9 @@ from bench.errors import BadInput
 from bench.model.cost import Call, predict
 from bench.model.impls import Variant
 from bench.model.machine import Machine
-from bench.plan import Cell, counts_for
-from bench.provenance import provenance
-from bench.table import SCHEMA_VERSION, build_tables, write_run
+from bench.plan.cells import Cell, counts_for
+from bench.results.table import SCHEMA_VERSION, build_tables, write_run
+from bench.run.provenance import provenance
 from collectives.dtypes import itemsize
 from collectives.spec import total_count
 

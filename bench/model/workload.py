@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BadInput
-from bench.suite import read_yaml
+from bench.plan.suite import read_yaml
 from collectives.dtypes import DTYPES, itemsize
 
 

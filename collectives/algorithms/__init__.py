@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from collectives.schedule import RECV, SEND, Block, ContiguousLayout, Layout, Schedule, StepList
-from collectives.spec import even_blocks
+from collectives.spec import even_blocks, phases
 
 
 class Algorithm(Protocol):
@@ -78,7 +78,7 @@ def unsupported_reason(collective: str, algorithm: str) -> str | None:
 
 
 def split_allreduce(algorithm: str) -> list[tuple[str, str]]:
-    return [(phase, phase_algorithm(algorithm, phase)) for phase in ("reduce_scatter", "allgather")]
+    return [(phase, phase_algorithm(algorithm, phase)) for phase in phases("allreduce")]
 
 
 @lru_cache(maxsize=4096)

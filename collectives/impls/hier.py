@@ -12,11 +12,10 @@ from collectives.context import HOST
 from collectives.dtypes import numpy_dtype
 from collectives.hier import hier_schedule, phase_algorithm, phase_problem, phases_needed
 from collectives.impls import Implementation, register
-from collectives.schedule import ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, COMM_INTER, COMM_INTRA
+from collectives.schedule import COMM_INTER, COMM_INTRA, LIBRARY_ACTION_OF
 from collectives.topology import as_topology
 from collectives.version import library_version
 
-ACTIONS = {"allgather": ACT_MPI_ALLGATHER, "reduce_scatter": ACT_MPI_REDUCE_SCATTER}
 ROLES = (("intra", COMM_INTRA), ("inter", COMM_INTER))
 
 
@@ -87,7 +86,7 @@ class Hierarchical(Implementation):
         intra, inter = self.phases(call)
         schedule = hier_schedule(call.collective, topo.grid, topo.comm.Get_rank(), call.count, call.in_place,
                                  intra, inter)
-        cuts = {(comm, ACTIONS[phase]): transports.TRANSPORTS[name]
+        cuts = {(comm, LIBRARY_ACTION_OF[phase]): transports.TRANSPORTS[name]
                 for _, comm, phase, name in self.phase_plan(call) if name in transports.TRANSPORTS}
         scratch = context.backend.empty(schedule.scratch, numpy_dtype(call.dtype))
         return schedule_op(context, topo.comms, schedule.steps, (sendbuf, recvbuf, scratch), call.dtype, call.op,

@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.plan import CELL_KEY
-from bench.sizes import format_size
+from bench.plan.cells import CELL_KEY
+from bench.plan.sizes import format_size
 
 BASELINE_IMPL = "mpi"
 #: distinct reasons printed under the summary; the rest are in the table's ``error`` column

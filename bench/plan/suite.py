@@ -23,12 +23,13 @@ from pydantic import (
 )
 
 from bench.errors import BadInput
-from bench.sizes import SIZE_HELP, parse_size
+from bench.plan.sizes import SIZE_HELP, parse_size
 from collectives import algorithms, hier, tuning
 from collectives.dtypes import DTYPES, OPS
 from collectives.impls import IMPLEMENTATIONS
+from collectives.spec import COLLECTIVES
 
-Collective = Literal["allgather", "reduce_scatter", "allreduce"]
+Collective = Literal[COLLECTIVES]  # collectives/spec: one file per collective
 Placement = Literal["out_of_place", "in_place"]
 Dtype = Literal[tuple(DTYPES)]  # type: ignore[valid-type]
 Op = Literal[tuple(OPS)]  # type: ignore[valid-type]

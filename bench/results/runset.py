@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import BadInput
-from bench.results_io import read_results
-from bench.table import SAMPLE_COLUMNS, SCHEMA_VERSION
+from bench.results.read import read_results
+from bench.results.table import SAMPLE_COLUMNS, SCHEMA_VERSION
 
 
 @dataclass

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from bench.gate import VERDICTS, CellVerdict, GateResult
-from bench.table import atomic_write
+from bench.files import atomic_write
+from bench.judge.gate import VERDICTS, CellVerdict, GateResult
 
 COLOURS = {"regressed": "red", "failed": "red", "missing": "red", "insufficient": "yellow", "new": "cyan",
            "improved": "green", "unchanged": "white"}

@@ -19,8 +19,8 @@ from pathlib import Path
 import yaml
 
 from bench.errors import BadInput
-from bench.plan import CELL_KEY
-from bench.sizes import parse_size
+from bench.plan.cells import CELL_KEY
+from bench.plan.sizes import parse_size
 
 MATCHABLE = (*CELL_KEY, "bytes_per_rank", "bytes_total")
 SIZE_FIELDS = ("bytes_per_rank", "bytes_total", "count_per_rank")

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, field, fields
 from hashlib import sha1
 from pathlib import Path
 
-from bench.sizes import geometric
-from bench.suite import Suite
+from bench.plan.sizes import geometric
+from bench.plan.suite import Suite
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
 from collectives.spec import total_count
@@ -62,7 +62,7 @@ CELL_FIELDS = tuple(f.name for f in fields(Cell))
 
 @dataclass(frozen=True)
 class TimingPlan:
-    """The suite's ``timing`` block as the worker runs it (bench/suite.py documents each field)."""
+    """The suite's ``timing`` block as the worker runs it (bench/plan/suite.py documents each field)."""
 
     mode: str = "sync"
     warmup: int = 5

@@ -8,8 +8,8 @@ without a usable GPU reports every GPU cell ``unsupported`` with the reason, and
 
 from __future__ import annotations
 
-from bench import faults
-from bench.plan import Cell, TimingPlan
+from bench.plan.cells import Cell, TimingPlan
+from bench.run import faults
 from collectives import spec
 from collectives.call import CallSpec
 from collectives.context import HOST

@@ -19,9 +19,9 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from bench import plot_style as style  # selects the Agg backend
-from bench.labels import impl_label
-from bench.plan import CELL_KEY
+from bench.plan.cells import CELL_KEY
+from bench.present import plot_style as style  # selects the Agg backend
+from bench.results.labels import impl_label
 
 FORMATS = ("png", "svg", "pdf")
 #: speedup heatmaps saturate beyond 2**4 = 16x either way (the cells still print the value)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from bench.sizes import format_size
+from bench.plan.sizes import format_size
 
 #: implementations that name themselves without an algorithm
 PLAIN_IMPLS = ("mpi", "xccl")

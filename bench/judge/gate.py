@@ -1,6 +1,6 @@
 """The regression gate: judge every cell of CURRENT against a (pooled) BASELINE on its samples.
 
-Per cell (``bench.plan.CELL_KEY``: collective, implementation, algorithm and phases, device,
+Per cell (``bench.plan.cells.CELL_KEY``: collective, implementation, algorithm and phases, device,
 ranks, nodes, dtype, op, placement, count, timing mode; repeats and runs pooled):
 
 * failed     the current cell returned wrong data, failed, timed out or stopped running
@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bench.allowlist import AllowEntry, apply_allowlist
 from bench.errors import BadInput
-from bench.labels import cell_label
-from bench.plan import CELL_KEY
-from bench.runset import RunSet
-from bench.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio
+from bench.judge.allowlist import AllowEntry, apply_allowlist
+from bench.plan.cells import CELL_KEY
+from bench.results.labels import cell_label
+from bench.results.runset import RunSet
+from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio
 
 VERDICTS = ("regressed", "failed", "missing", "insufficient", "new", "improved", "unchanged")
 #: verdicts that fail the gate unless allowed
@@ -67,7 +67,7 @@ class GateOptions:
     nranks: list[int] = field(default_factory=list)
     min_bytes: int = 0
     max_bytes: int | None = None
-    #: known regressions (bench.allowlist entries)
+    #: known regressions (bench.judge.allowlist entries)
     allow: list[AllowEntry] = field(default_factory=list)
 
     def threshold_for(self, bytes_total: int) -> float:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import BadInput
-from bench.table import SCHEMA_VERSION
+from bench.results.table import SCHEMA_VERSION
 
 
 def read_results(paths: list[Path]) -> pd.DataFrame:

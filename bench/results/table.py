@@ -7,16 +7,14 @@ Files are written atomically (temp file + rename).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from bench.plan import CELL_KEY
+from bench.files import atomic_write
+from bench.plan.cells import CELL_KEY
 from collectives.spec import busbw_factor
 
 SCHEMA_VERSION = 1
@@ -150,21 +148,6 @@ def build_tables(rows: list[dict], identity: dict) -> tuple[pd.DataFrame, pd.Dat
         results.append(row)
         samples += sample_rows(row, values.get("samples_us") or [])
     return frames(results, samples)
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temp file in the same folder, then rename over ``path``."""
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(handle)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(temp, 0o666 & ~umask)  # mkstemp makes 0600; results are as readable as any other file
-    try:
-        write(Path(temp))
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def write_run(folder: Path, results: pd.DataFrame, samples: pd.DataFrame, meta: dict) -> None:

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import BadInput
-from bench.plan import Launch
-from bench.suite import Slurm
-from bench.table import atomic_write
+from bench.files import atomic_write
+from bench.plan.cells import Launch
+from bench.plan.suite import Slurm
 
 BATCH_SCRIPT = "sbatch.sh"
 JOB_RECORD = "slurm.json"

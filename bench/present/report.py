@@ -9,12 +9,20 @@ from pathlib import Path
 import pandas as pd
 
 from bench import __version__
-from bench import plot as plots
-from bench.gate import GateResult
-from bench.gate_output import headline, interval_text, note_text, ratio_text, settings_text, times_text, verdict_text
-from bench.report_doc import Details, Document, Image, Paragraph, Section, TableBlock
-from bench.runset import RunSet
-from bench.sizes import format_size
+from bench.judge.gate import GateResult
+from bench.judge.gate_output import (
+    headline,
+    interval_text,
+    note_text,
+    ratio_text,
+    settings_text,
+    times_text,
+    verdict_text,
+)
+from bench.plan.sizes import format_size
+from bench.present import plot as plots
+from bench.present.report_doc import Details, Document, Image, Paragraph, Section, TableBlock
+from bench.results.runset import RunSet
 
 #: the runs' own environment is long: these prefixes are shown first
 ENV_SHOWN = 40

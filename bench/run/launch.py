@@ -3,7 +3,7 @@
 Commands are argv lists, never shell strings. The job runs in its own process
 group so a timeout or an interrupt ends every rank, not just mpiexec (srun
 forwards the SIGTERM to its tasks). ``sbatch`` is not a per-job launcher: it
-submits the whole sweep as one batch job that uses srun (bench/slurm.py).
+submits the whole sweep as one batch job that uses srun (bench/run/slurm.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from bench.errors import BadInput
 
 if TYPE_CHECKING:
-    from bench.suite import Slurm
+    from bench.plan.suite import Slurm
 
 LAUNCHERS = ("auto", "mpiexec", "srun", "sbatch", "none")
 
@@ -128,7 +128,7 @@ class Launcher:
 
     def command(self, nranks: int, env: dict[str, str], worker_args: list[str],
                 ranks_per_node: int | None = None, timeout_s: float | None = None) -> list[str]:
-        program = [sys.executable, "-m", "bench.worker", *worker_args]
+        program = [sys.executable, "-m", "bench.run.worker", *worker_args]
         if self.kind == "none":
             return program
         if self.kind == "srun":
@@ -177,7 +177,7 @@ def _env_prefix(env: dict[str, str]) -> list[str]:
 
 
 def choose_launcher(name: str, slurm: Slurm | None = None) -> Launcher:
-    """The per-job launcher for ``--launcher NAME`` (sbatch is handled by bench/slurm.py)."""
+    """The per-job launcher for ``--launcher NAME`` (sbatch is handled by bench/run/slurm.py)."""
     if name not in LAUNCHERS:
         raise BadInput("--launcher", f"{name!r} is not a launcher; expected one of {LAUNCHERS}")
     flavour = mpi_flavour()

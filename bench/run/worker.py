@@ -1,6 +1,6 @@
-"""The MPI worker: ``python -m bench.worker PLAN.json`` on every rank.
+"""The MPI worker: ``python -m bench.run.worker PLAN.json`` on every rank.
 
-For each cell of the plan, bench/cell.py checks then times it (host and device cells
+For each cell of the plan, bench/run/cell.py checks then times it (host and device cells
 alike). Rank 0 appends one JSON row per finished cell to the launch's part file, flushed
 and synced, so an interrupted sweep keeps every finished cell.
 """
@@ -23,9 +23,9 @@ mpi4py.rc.thread_level = os.environ.get("PCCL_BENCH_THREAD_LEVEL", "single")
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from bench.cell import close_contexts, run_cell  # noqa: E402
-from bench.parts import append_rows  # noqa: E402
-from bench.plan import LaunchPlan  # noqa: E402
+from bench.plan.cells import LaunchPlan  # noqa: E402
+from bench.run.cell import close_contexts, run_cell  # noqa: E402
+from bench.run.parts import append_rows  # noqa: E402
 from collectives.mpiinfo import extension_mpi_mismatch  # noqa: E402
 from collectives.topology import ShapeError, Topology, topology  # noqa: E402
 
@@ -80,7 +80,7 @@ def main(plan_path: str) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m bench.worker PLAN.json")
+        raise SystemExit("usage: python -m bench.run.worker PLAN.json")
     try:
         sys.exit(main(sys.argv[1]))
     except SystemExit:
