@@ -239,7 +239,11 @@ def _fit_per_impl(results: list[Path], frame: pd.DataFrame, start: Machine, out:
     record = {"method": "per-impl robust log-space fit (bench/model/robust.py)",
               "results": [str(p) for p in results], "ranks": sorted({m.call.nranks for m in measured}),
               "rows": len(measured), "libraries": fit_record(fits)}
-    machine = machine.model_copy(update={"fit": record})
+    fitted_from = ", ".join(map(str, results))
+    sources = {**machine.sources, "libraries.*.intra / inter / reduce_gbps / call_overhead_us / algorithms":
+               f"fitted per library by `model fit --per-impl` from {fitted_from} (values and sd under fit)"}
+    description = f"{start.description}; per-library terms fitted from {fitted_from}"
+    machine = machine.model_copy(update={"fit": record, "sources": sources, "description": description})
     console = _console()
     _print_terms(fits, console)
     _print_factors(factor_table(errors), console, "fit error on its own cells")

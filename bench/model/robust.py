@@ -7,8 +7,8 @@ of each collective where MPICH's default selection does not fit (the reproducer'
 reduce-scatter is recursive halving). Why per library: RCCL, Cray MPICH and PCCL's Python
 driver pay very different software costs per message step on the same wires.
 
-The fit: medians over repeats; minimise the Huber loss of ``log(model / measured)`` (robust:
-a cell whose residual is beyond 1.5 robust standard deviations weighs less, so a single
+The fit: medians over repeats; minimise the Cauchy loss of ``log(model / measured)`` (robust:
+a cell whose residual is beyond 1.5 robust standard deviations weighs much less, so a single
 100+ ms straggler in a job of 2 ms calls does not drag the fit) by Gauss-Newton steps solved
 with non-negative least squares, re-taking the critical path every round; three starts
 (inter-node links as costly as, 4x and 1/4 of the base's), the best kept. Uncertainty: the
@@ -115,13 +115,13 @@ def _design(cells: list[Measured], machine: Machine, library: str) -> tuple[np.n
 def _huber_weights(residuals: np.ndarray) -> tuple[np.ndarray, float]:
     scale = max(1.4826 * float(np.median(np.abs(residuals - np.median(residuals)))), 1e-3)
     size = np.abs(residuals) / (HUBER_K * scale)
-    return np.where(size <= 1.0, 1.0, 1.0 / np.maximum(size, 1e-12)), scale
+    # Cauchy weights: a straggler 100x off weighs ~nothing (Huber's would still pull linearly)
+    return 1.0 / (1.0 + size**2), scale
 
 
 def _loss(residuals: np.ndarray, scale: float) -> float:
     limit = HUBER_K * scale
-    small = np.abs(residuals) <= limit
-    return float(np.sum(np.where(small, 0.5 * residuals**2, limit * (np.abs(residuals) - 0.5 * limit))))
+    return float(np.sum(0.5 * limit**2 * np.log1p((residuals / limit) ** 2)))  # the Cauchy loss
 
 
 def _needed(matrix: np.ndarray, library: str, cells: list[Measured]) -> list[int]:
