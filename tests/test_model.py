@@ -143,7 +143,7 @@ def test_representative_ranks_give_the_all_ranks_answer(monkeypatch, variant: st
 
 
 def test_frontier_vendor_ring_is_the_published_fitted_model() -> None:
-    frontier, _ = load_machine("frontier")
+    frontier, _ = load_machine("frontier-paper")
     size = 1 << 30
     ring_us = predict_us(Call("allgather", parse_variant("xccl"), 2048, 8, size // 2048 // 4, 4), frontier)
     fitted_us = 2047 * 39.0 + (2047 / 2048) * size / 110e3  # a*p + b*((p-1)/p)*size, REFERENCE.md §1
@@ -151,7 +151,7 @@ def test_frontier_vendor_ring_is_the_published_fitted_model() -> None:
 
 
 def test_frontier_hierarchy_speedup_is_in_the_published_range_mid_size() -> None:
-    frontier, _ = load_machine("frontier")
+    frontier, _ = load_machine("frontier-paper")
     size = 256 << 20
 
     def at(variant: str) -> float:

@@ -46,7 +46,7 @@ def test_model_run_rejects_a_gpu_count_that_does_not_fill_nodes(tmp_path: Path, 
 
 
 def _synthetic_results(folder: Path) -> None:
-    machine, _ = load_machine("frontier")
+    machine, _ = load_machine("frontier-paper")
     machine = machine.model_copy(update={"device": "host", "gpus_per_node": 2})
     rows = []
     for label in ("pccl-flat:ring", "pccl-hier:rd/ring"):

@@ -1,4 +1,4 @@
-"""``pccl-bench import nccl-tests|rccl-tests|osu FILE...``."""
+"""``pccl-bench import nccl-tests|rccl-tests|osu|pccl-reproducer FILE...``."""
 
 from __future__ import annotations
 
@@ -8,18 +8,21 @@ from typing import Annotated
 import typer
 
 from bench.errors import BadInput
+from bench.importers.pccl_reproducer import import_reproducer
 from bench.importers.rows import ImportOptions
 from bench.importers.run import import_files, write_import
 from collectives.spec import COLLECTIVES
 
-TOOLS = ("nccl-tests", "rccl-tests", "osu")
+TOOLS = ("nccl-tests", "rccl-tests", "osu", "pccl-reproducer")
 
 
 def import_results(
-    tool: Annotated[str, typer.Argument(help="nccl-tests | rccl-tests | osu", show_default=False, metavar="TOOL")],
+    tool: Annotated[str, typer.Argument(help="nccl-tests | rccl-tests | osu | pccl-reproducer", show_default=False,
+                                        metavar="TOOL")],
     files: Annotated[list[Path], typer.Argument(help="Output files of the tool (nccl-tests text or -J JSON, "
                                                      "with -I 1 for per-iteration samples; OSU text, with or "
-                                                     "without -f).", show_default=False, metavar="FILE...")],
+                                                     "without -f; pccl-reproducer Slurm logs or its "
+                                                     "shared CSV).", show_default=False, metavar="FILE...")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder to write (results.parquet/csv, "
                                                           "samples.parquet, meta.json).")],
     nranks: Annotated[int | None, typer.Option("--nranks", "-np", help="Ranks (GPUs) that ran; required for OSU, "
@@ -33,6 +36,10 @@ def import_results(
     library: Annotated[str | None, typer.Option(help="Library name, e.g. 'Cray MPICH' (default: parsed).")] = None,
     library_version: Annotated[str | None, typer.Option(help="Library version (default: parsed where "
                                                              "printed).")] = None,
+    machine: Annotated[str | None, typer.Option(help="pccl-reproducer: frontier | perlmutter (default: from the "
+                                                     "log; required for a CSV holding both).")] = None,
+    dirs: Annotated[list[str] | None, typer.Option("--dir", help="pccl-reproducer CSV: only rows of this log "
+                                                                "folder (repeatable), e.g. all_gather_2.")] = None,
 ) -> None:
     """Turn another tool's output into a pccl-bench run folder (same tidy table, status ok),
     with sizes converted to nccl-tests semantics, so plots and reports can show it beside
@@ -45,6 +52,12 @@ def import_results(
         raise BadInput("--collective", f"{collective!r}: expected allgather, reduce_scatter or allreduce")
     if device not in (None, "host", "cuda", "rocm"):
         raise BadInput("--device", f"{device!r}: expected host, cuda or rocm")
+    if tool == "pccl-reproducer":
+        results, meta, samples = import_reproducer(files, machine, dirs)
+        write_import(out, results, meta, samples)
+        shapes = ", ".join(f"{c}: {sorted(set(g['nranks']))} GPUs" for c, g in results.groupby("collective"))
+        print(f"{len(results)} cells ({meta['machine']['name']}; {shapes}) -> {out}/results.parquet")
+        return
     options = ImportOptions(nranks=nranks, nnodes=nnodes, collective=collective, impl=impl, device=device,
                             library=library, library_version=library_version)
     results, meta, samples = import_files(tool, files, options)

@@ -14,9 +14,11 @@ from rich.table import Table
 from bench.errors import EXIT_CODES_HELP, BadInput
 from bench.model.check import error_summary, error_table, measured_calls
 from bench.model.fit import fit, with_rendezvous
+from bench.model.heldout import factor_table, plot_check, winner_agreement
 from bench.model.impls import DEFAULT_VARIANTS, parse_variant
 from bench.model.machine import Library, Machine, dump_machine, load_machine
 from bench.model.replay import Timed, measured_timer, model_timer, replay_rows
+from bench.model.robust import fit_per_library, fit_record, median_cells
 from bench.model.run import ModelSpec, node_shape, write_model_run
 from bench.model.workload import load_workload
 from bench.plan.sizes import format_size, geometric, parse_size
@@ -191,10 +193,16 @@ def fit_command(
     = "auto",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the fitted description here.")] = None,
     errors_csv: Annotated[Path | None, typer.Option("--errors", help="Per-cell errors as CSV.")] = None,
+    per_impl: Annotated[bool, typer.Option(
+        "--per-impl", help="Every library its own link terms, robust log-space fit with uncertainties "
+                           "(multi-node data: imported reproducer / nccl-tests / OSU runs).")] = False,
 ) -> None:
     """Fit latency and bandwidth parameters to measured sweeps; report the fit's error per cell."""
     frame = _select_ranks(read_results(results), ranks)
     start = load_machine(base)[0] if base else _generic_base(name, frame, gpus_per_node)
+    if per_impl:
+        _fit_per_impl(results, frame, start.model_copy(update={"name": name}), out, errors_csv)
+        return
     if rendezvous != "auto":
         start = with_rendezvous(start, None if rendezvous == "none" else _size(rendezvous, "--rendezvous"))
     measured = measured_calls(frame, set(start.libraries))
@@ -213,20 +221,114 @@ def fit_command(
         errors.to_csv(errors_csv, index=False)
 
 
+def _needed_libraries(frame: pd.DataFrame, machine: Machine, where: str) -> None:
+    """Every implementation in the data needs its library's terms in the description."""
+    for impl, group in frame[frame["status"] == "ok"].groupby("impl"):
+        library = {"pccl-flat": "pccl", "pccl-hier": "pccl"}.get(str(impl), str(impl))
+        if library in ("mpi", "xccl", "pccl") and library not in machine.libraries:
+            raise BadInput(where, f"{impl}: the description has no {library!r} library (its latency, bandwidth "
+                                  f"and call-cost terms), needed for {len(group)} measured cells")
+
+
+def _fit_per_impl(results: list[Path], frame: pd.DataFrame, start: Machine, out: Path | None,
+                  errors_csv: Path | None) -> Machine:
+    _needed_libraries(frame, start, "--base")
+    measured = measured_calls(frame, set(start.libraries))
+    machine, fits = fit_per_library(measured, start)
+    errors = error_table(measured, machine)
+    record = {"method": "per-impl robust log-space fit (bench/model/robust.py)",
+              "results": [str(p) for p in results], "ranks": sorted({m.call.nranks for m in measured}),
+              "rows": len(measured), "libraries": fit_record(fits)}
+    fitted_from = ", ".join(map(str, results))
+    sources = {**machine.sources, "libraries.*.intra / inter / reduce_gbps / call_overhead_us / algorithms":
+               f"fitted per library by `model fit --per-impl` from {fitted_from} (values and sd under fit)"}
+    description = f"{start.description}; per-library terms fitted from {fitted_from}"
+    machine = machine.model_copy(update={"fit": record, "sources": sources, "description": description})
+    console = _console()
+    _print_terms(fits, console)
+    _print_factors(factor_table(errors), console, "fit error on its own cells")
+    if out:
+        dump_machine(machine, out, f"Fitted by `pccl-bench model fit --per-impl` from {', '.join(map(str, results))}.")
+        console.print(f"fitted description -> {out}", highlight=False)
+    if errors_csv:
+        errors.to_csv(errors_csv, index=False)
+    return machine
+
+
+def _print_terms(fits: list, console: Console) -> None:
+    table = Table("library", "term", "value", "+- sd", title="fitted terms (sd from the log-space covariance)",
+                  title_justify="left")
+    for item in fits:
+        for name, value in item.values.items():
+            sd = item.sd.get(name)
+            shown, spread = (value, sd) if "per_byte" not in name else (
+                1e-3 / value if value > 0 else float("inf"), (1e-3 * sd / value**2) if sd and value > 0 else None)
+            unit = "GB/s" if "per_byte" in name else "us"
+            label = name.replace("us_per_byte", "bandwidth") if "per_byte" in name else name
+            table.add_row(item.library, f"{label} ({unit})", f"{shown:.4g}",
+                          "-" if spread is None else f"{spread:.2g}" if sd else "at bound / unseen")
+        for collective, algorithm in item.algorithms.items():
+            table.add_row(item.library, f"{collective} algorithm", algorithm, "chosen by fit")
+    console.print(table)
+
+
+def _print_factors(table: pd.DataFrame, console: Console, title: str) -> None:
+    out = Table(*table.columns, title=title + ": |log(predicted / measured)| as a factor", title_justify="left")
+    for row in table.itertuples(index=False):
+        out.add_row(*(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row))
+    console.print(out)
+
+
 @app.command("check", epilog=EXIT_CODES_HELP)
 def check(
     machine_name: MachineArg,
     results: Results,
     ranks: OnlyRanks = None,
     errors_csv: Annotated[Path | None, typer.Option("--errors", help="Per-cell errors as CSV.")] = None,
+    fit_on: Annotated[str | None, typer.Option(
+        "--fit-on", help="Fit (--per-impl) on these GPU counts of RESULTS, starting from MACHINE, and predict "
+                         "the others (or --ranks): a held-out check.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="With --fit-on: measured vs predicted plot.")] = None,
 ) -> None:
     """Predict measured cells with a description: the error per cell (validation on held-out sweeps)."""
-    machine, _ = load_machine(machine_name)
+    machine, path = load_machine(machine_name)
+    if fit_on:
+        _held_out(machine, read_results(results), results, fit_on, ranks, errors_csv, plot)
+        return
     frame = _select_ranks(read_results(results), ranks)
+    _needed_libraries(frame, machine, str(path))
     errors = error_table(measured_calls(frame, set(machine.libraries)), machine)
     _print_errors(errors, _console(), f"{machine.name}: |model - measured| / measured (%)")
     if errors_csv:
         errors.to_csv(errors_csv, index=False)
+
+
+def _held_out(base: Machine, frame: pd.DataFrame, results: list[Path], fit_on: str, ranks: str | None,
+              errors_csv: Path | None, plot: Path | None) -> None:
+    fit_ranks = _ranks(fit_on, [])
+    train = frame[frame["nranks"].isin(fit_ranks)]
+    rest = frame[~frame["nranks"].isin(fit_ranks)]
+    test = _select_ranks(rest, ranks) if ranks else rest
+    if train.empty or test.empty:
+        raise BadInput("--fit-on", f"{fit_on}: need cells both at and outside these GPU counts "
+                                   f"(the data have {sorted(set(frame['nranks']))})")
+    console = _console()
+    machine = _fit_per_impl(results, train, base, None, None)
+    errors = error_table(median_cells(measured_calls(test, set(machine.libraries))), machine)
+    fit_errors = error_table(median_cells(measured_calls(train, set(machine.libraries))), machine)
+    title = f"{base.name}: fitted on {','.join(map(str, fit_ranks))} GPUs, predicting {sorted(set(errors['nranks']))}"
+    _print_factors(factor_table(errors), console, title)
+    agreement = winner_agreement(errors)
+    out = Table(*agreement.columns, title="predicted fastest = measured fastest (cells with >= 2 implementations)",
+                title_justify="left")
+    for row in agreement.itertuples(index=False):
+        out.add_row(*(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row))
+    console.print(out)
+    if errors_csv:
+        errors.to_csv(errors_csv, index=False)
+    if plot:
+        plot_check(fit_errors, errors, plot, title)
+        console.print(f"plot -> {plot}", highlight=False)
 
 
 @app.command("replay", epilog=EXIT_CODES_HELP)

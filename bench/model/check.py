@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import BadInput
+from bench.importers.rows import ITEMSIZE
 from bench.model.cost import Call, predict_us
 from bench.model.impls import variant_of_row
 from bench.model.machine import Machine
@@ -32,10 +33,11 @@ def measured_calls(results: pd.DataFrame, libraries: set[str] | None = None) -> 
         variant = variant_of_row(pd.Series(row))
         if variant is None or (libraries is not None and variant.library not in libraries):
             continue
-        if row["dtype"] not in DTYPES or variant.problem(row["collective"]):
+        size = itemsize(row["dtype"]) if row["dtype"] in DTYPES else ITEMSIZE.get(row["dtype"])  # bf16 imports
+        if size is None or variant.problem(row["collective"]):
             continue
         call = Call(row["collective"], variant, int(row["nranks"]), int(row["ranks_per_node"]),
-                    int(row["count_per_rank"]), itemsize(row["dtype"]), row["placement"] == "in_place")
+                    int(row["count_per_rank"]), size, row["placement"] == "in_place")
         calls.append(Measured(call, float(row["time_us_p50"]), row))
     if not calls:
         raise BadInput("results", "no ok cells the model can express (mpi, xccl, pccl-flat, pccl-hier)")

@@ -39,10 +39,13 @@ def theta(machine: Machine, library: str) -> np.ndarray:
     """The parameter vector of ``library`` on ``machine``."""
     lib = machine.libraries[library]
     over = machine.oversubscription
+    intra, inter = lib.intra or machine.intra, lib.inter or machine.inter  # a library's own links, if fitted
+    reduce = us_per_byte(lib.reduce_gbps) if lib.reduce_gbps else None
     return np.array([
-        machine.intra.latency_us, machine.intra.rendezvous_us, us_per_byte(machine.intra.bandwidth_gbps),
-        machine.inter.latency_us, machine.inter.rendezvous_us, us_per_byte(machine.inter.bandwidth_gbps),
-        us_per_byte(machine.copy_gbps), us_per_byte(machine.reduce_gbps), us_per_byte(machine.host_reduce_gbps),
+        intra.latency_us, intra.rendezvous_us, us_per_byte(intra.bandwidth_gbps),
+        inter.latency_us, inter.rendezvous_us, us_per_byte(inter.bandwidth_gbps),
+        us_per_byte(machine.copy_gbps), reduce or us_per_byte(machine.reduce_gbps),
+        reduce or us_per_byte(machine.host_reduce_gbps),
         over.latency_us if over else 0.0, over.rendezvous_us if over else 0.0,
         lib.step_overhead_us, lib.call_overhead_us,
     ])
@@ -143,8 +146,10 @@ def _features(call: Call, machine: Machine, params: np.ndarray, resolved: str) -
 def best_schedule(call: Call, machine: Machine, params: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """(features, schedule name) of the fastest schedule the call may run under ``params``."""
     params = theta(machine, call.variant.library) if params is None else params
-    options = [(_features(call, machine, params, name), name)
-               for name in call.variant.candidates(call.collective, call.nranks, call.bytes_total)]
+    lib = machine.libraries.get(call.variant.library)
+    fixed = lib.algorithms.get(call.collective) if lib is not None and call.variant.impl == "mpi" else None
+    names = (fixed,) if fixed else call.variant.candidates(call.collective, call.nranks, call.bytes_total)
+    options = [(_features(call, machine, params, name), name) for name in names]
     return min(options, key=lambda option: float(option[0] @ params))
 
 

@@ -23,6 +23,8 @@ from collectives.topology import Grid
 
 #: library of each implementation (the machine description's ``libraries`` keys)
 LIBRARY_OF = {"pccl-flat": "pccl", "pccl-hier": "pccl", "mpi": "mpi", "xccl": "xccl"}
+#: NCCL/RCCL on a sub-communicator: their ring for all-gather and reduce-scatter (REFERENCE.md §1)
+RING_FOR_XCCL = {"xccl": "ring"}
 DEFAULT_VARIANTS = ("mpi", "xccl", "pccl-flat:ring", "pccl-flat:rd", "pccl-hier:rd/ring", "pccl-hier:ring/ring")
 
 
@@ -64,8 +66,9 @@ class Variant:
         return (f"{self.inter}/{self.intra}",) if self.impl == "pccl-hier" else (self.algorithm,)
 
     def schedule(self, collective: str, grid: Grid, rank: int, count: int, in_place: bool, resolved: str) -> Schedule:
-        if self.impl == "pccl-hier":
-            return hier_schedule(collective, grid, rank, count, in_place, self.intra, self.inter)
+        if self.impl == "pccl-hier":  # an NCCL/RCCL phase (measured rows' ``xccl``) runs their ring
+            intra, inter = (RING_FOR_XCCL.get(spec, spec) for spec in (self.intra, self.inter))
+            return hier_schedule(collective, grid, rank, count, in_place, intra, inter)
         if self.impl == "mpi":
             return mpich_schedule(collective, resolved, grid.nranks, rank, count, in_place)
         return schedule_for(collective, resolved, grid.nranks, rank, count, in_place)

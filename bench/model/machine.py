@@ -62,6 +62,14 @@ class Library(Strict):
     step_overhead_us: float = 0.0
     #: the library's own cost per call
     call_overhead_us: float = 0.0
+    #: this library's own link terms (``model fit --per-impl``); None: the machine's ``intra``/``inter``
+    intra: Link | None = None
+    inter: Link | None = None
+    #: this library's reduction throughput, GB/s of output bytes (None: the machine's, by ``reduce_on``)
+    reduce_gbps: float | None = Field(None, gt=0)
+    #: algorithm per collective where the library does not run MPICH's default selection (``mpi`` only),
+    #: e.g. ``{reduce_scatter: rh}``; chosen by ``model fit --per-impl`` from the data
+    algorithms: dict[str, str] = Field(default_factory=dict)
 
 
 class Machine(Strict):

@@ -1,0 +1,89 @@
+"""``model check --fit-on``: fit on some GPU counts, predict the others (a real held-out check).
+
+Per implementation and collective: the median and 90th percentile of |log(predicted /
+measured)|, shown as a factor (1.25 = 25% off either way), and how often the implementation
+predicted fastest in a cell (collective, GPU count, size) is the one measured fastest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.model.check import impl_label
+
+
+def factor_table(errors: pd.DataFrame) -> pd.DataFrame:
+    """Rows (implementation, collective, GPU counts, cells, median and p90 factor), and 'all'."""
+    frame = errors.assign(label=errors.apply(impl_label, axis=1),
+                          log_error=np.abs(np.log(errors["model_us"] / errors["time_us_p50"])))
+    rows = []
+    for (label, collective), group in [*frame.groupby(["label", "collective"]), (("all", "all"), frame)]:
+        values = group["log_error"].to_numpy()
+        rows.append({"implementation": label, "collective": collective,
+                     "gpus": ",".join(str(n) for n in sorted(set(group["nranks"]))), "cells": len(values),
+                     "median_factor": float(np.exp(np.median(values))),
+                     "p90_factor": float(np.exp(np.percentile(values, 90)))})
+    return pd.DataFrame(rows)
+
+
+def winner_agreement(errors: pd.DataFrame) -> pd.DataFrame:
+    """Per collective (and 'all'): cells with >= 2 implementations, and the share where the
+    predicted fastest implementation is the measured fastest."""
+    frame = errors.assign(label=errors.apply(impl_label, axis=1))
+    cells = []
+    for (collective, nranks, size), group in frame.groupby(["collective", "nranks", "bytes_total"]):
+        if group["label"].nunique() < 2:
+            continue
+        measured = group.loc[group["time_us_p50"].idxmin(), "label"]
+        predicted = group.loc[group["model_us"].idxmin(), "label"]
+        cells.append({"collective": collective, "nranks": nranks, "bytes_total": size,
+                      "measured_winner": measured, "predicted_winner": predicted, "agree": measured == predicted})
+    table = pd.DataFrame(cells, columns=["collective", "nranks", "bytes_total", "measured_winner",
+                                         "predicted_winner", "agree"])
+    rows = [{"collective": c, "cells": len(g), "agree_pct": 100.0 * g["agree"].mean()}
+            for c, g in [*table.groupby("collective"), ("all", table)] if len(g)]
+    return pd.DataFrame(rows, columns=["collective", "cells", "agree_pct"])
+
+
+def plot_check(fit_errors: pd.DataFrame, check_errors: pd.DataFrame, path: Path, title: str,
+               sizes_bytes: tuple[int, ...] = (1 << 20, 1 << 26, 1 << 30)) -> None:
+    """Measured (markers) and predicted (lines) time against GPU count, per collective and size;
+    the held-out GPU counts are shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    both = pd.concat([fit_errors.assign(held_out=False), check_errors.assign(held_out=True)])
+    both = both.assign(label=both.apply(impl_label, axis=1))
+    collectives = sorted(set(both["collective"]))
+    sizes = [s for s in sizes_bytes if s in set(both["bytes_total"])] or sorted(set(both["bytes_total"]))[:3]
+    figure, axes = plt.subplots(len(collectives), len(sizes), figsize=(4.2 * len(sizes), 3.4 * len(collectives)),
+                                squeeze=False)
+    held = sorted(set(check_errors["nranks"]))
+    for r, collective in enumerate(collectives):
+        for c, size in enumerate(sizes):
+            ax = axes[r][c]
+            cell = both[(both["collective"] == collective) & (both["bytes_total"] == size)]
+            for index, (label, group) in enumerate(cell.groupby("label")):
+                median = group.groupby("nranks")[["time_us_p50", "model_us"]].median().sort_index()
+                color = f"C{index}"
+                ax.plot(median.index, median["model_us"] / 1e3, "-", color=color, label=f"{label} model")
+                ax.plot(median.index, median["time_us_p50"] / 1e3, "o", color=color, mfc="none",
+                        label=f"{label} measured")
+            if held:
+                ax.axvspan(min(held) / 1.3, max(held) * 1.3, color="0.9", zorder=0)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"{collective}, {size / (1 << 20):g} MiB", fontsize=9)
+            ax.set_xlabel("GPUs")
+            ax.set_ylabel("time per call (ms)")
+    axes[0][0].legend(fontsize=6, ncol=1)
+    figure.suptitle(f"{title} (shaded: held out, not fitted)", fontsize=10)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,258 @@
+"""``model fit --per-impl``: every implementation's own terms, fitted robustly in log space.
+
+Each library (``xccl``, ``mpi``, ``pccl``) gets its own per-step latency and per-byte cost on
+each level (intra-node; inter-node, whose bytes carry the NIC share of the library's NIC
+policy), its own reduction throughput and a per-call software cost; ``mpi`` also the algorithm
+of each collective where MPICH's default selection does not fit (the reproducer's
+reduce-scatter is recursive halving). Why per library: RCCL, Cray MPICH and PCCL's Python
+driver pay very different software costs per message step on the same wires.
+
+The fit: medians over repeats; minimise the Cauchy loss of ``log(model / measured)`` (robust:
+a cell whose residual is beyond 1.5 robust standard deviations weighs much less, so a single
+100+ ms straggler in a job of 2 ms calls does not drag the fit) by Gauss-Newton steps solved
+with non-negative least squares, re-taking the critical path every round; three starts
+(inter-node links as costly as, 4x and 1/4 of the base's), the best kept. Uncertainty: the
+covariance ``s^2 (J^T W J)^-1`` of the log-space problem at the solution (parameters at
+their bound 0 have none), written to the description with the fitted values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bench.errors import BadInput
+from bench.model.check import Measured
+from bench.model.cost import PARAMS, call_features, theta, us_per_byte
+from bench.model.fit import UNBOUNDED_GBPS, nnls
+from bench.model.machine import Link, Machine
+
+#: the terms fitted per library (PARAMS names; ``reduce`` covers device and host reductions)
+TERMS = ("intra.latency_us", "intra.us_per_byte", "inter.latency_us", "inter.us_per_byte", "reduce.us_per_byte",
+         "library.call_overhead_us")
+HUBER_K = 1.5
+MAX_ROUNDS = 30
+START_FACTORS = (1.0, 4.0, 0.25)
+#: reduce-scatter algorithms tried for ``mpi`` (None: MPICH's default selection)
+MPI_REDUCE_SCATTER = (None, "rh", "pairwise", "ring")
+
+
+@dataclass
+class LibraryFit:
+    library: str
+    values: dict[str, float]  # TERMS -> fitted value (us, us per byte)
+    sd: dict[str, float]  # standard deviation of each free term (absent: at its bound)
+    covariance: list[list[float]]
+    free: list[str]
+    cells: int
+    robust_scale: float  # robust sd of log residuals
+    algorithms: dict[str, str] = field(default_factory=dict)
+
+
+def median_cells(measured: list[Measured]) -> list[Measured]:
+    """One entry per call: the median over its repeats (rows carry their repeat count)."""
+    groups: dict = {}
+    for item in measured:
+        groups.setdefault(item.call, []).append(item)
+    return [Measured(call, float(np.median([m.time_us for m in items])), {**items[0].row, "repeats": len(items)})
+            for call, items in groups.items()]
+
+
+def _terms_of(features: np.ndarray, library: str, machine: Machine) -> np.ndarray:
+    """The TERMS columns of a PARAMS feature vector (reductions in one column)."""
+    reduce = features[PARAMS.index("reduce.us_per_byte")] + features[PARAMS.index("host_reduce.us_per_byte")]
+    return np.array([features[PARAMS.index(name)] if name != "reduce.us_per_byte" else reduce for name in TERMS])
+
+
+def with_library_values(machine: Machine, library: str, values: dict[str, float],
+                        algorithms: dict[str, str] | None = None) -> Machine:
+    """``machine`` with ``library``'s own links, reduction rate, call cost (and algorithms)."""
+    lib = machine.libraries[library]
+    base = {"intra": lib.intra or machine.intra, "inter": lib.inter or machine.inter}
+    links = {level: Link(**{**base[level].model_dump(), "latency_us": values[f"{level}.latency_us"],
+                            "bandwidth_gbps": gbps(values[f"{level}.us_per_byte"])}) for level in ("intra", "inter")}
+    update = {**links, "reduce_gbps": gbps(values["reduce.us_per_byte"]), "step_overhead_us": 0.0,
+              "call_overhead_us": values["library.call_overhead_us"]}
+    if algorithms is not None:
+        update["algorithms"] = algorithms
+    libraries = {**machine.libraries, library: lib.model_copy(update=update)}
+    return machine.model_copy(update={"libraries": libraries})
+
+
+def gbps(value_us_per_byte: float) -> float:
+    return UNBOUNDED_GBPS if value_us_per_byte <= 1.0 / (UNBOUNDED_GBPS * 1e3) else 1.0 / (value_us_per_byte * 1e3)
+
+
+def library_values(machine: Machine, library: str) -> dict[str, float]:
+    full = theta(machine, library)
+    values = {name: float(full[PARAMS.index(name)]) for name in TERMS if name != "reduce.us_per_byte"}
+    lib = machine.libraries[library]
+    reduce = lib.reduce_gbps or (machine.host_reduce_gbps if lib.reduce_on == "host" else machine.reduce_gbps)
+    values["reduce.us_per_byte"] = us_per_byte(reduce)
+    values["library.call_overhead_us"] = lib.call_overhead_us
+    return values
+
+
+#: PARAMS the TERMS stand for (the library step overhead is 0 after with_library_values: the latency)
+FITTED_PARAMS = ("intra.latency_us", "intra.us_per_byte", "inter.latency_us", "inter.us_per_byte",
+                 "reduce.us_per_byte", "host_reduce.us_per_byte", "library.call_overhead_us",
+                 "library.step_overhead_us")
+
+
+def _design(cells: list[Measured], machine: Machine, library: str) -> tuple[np.ndarray, np.ndarray]:
+    """(TERMS features, the fixed rest of each cell's modelled time: copies, ...) under ``machine``."""
+    params = theta(machine, library)
+    fitted = [PARAMS.index(name) for name in FITTED_PARAMS]
+    rows, rest = [], []
+    for item in cells:
+        features = call_features(item.call, machine, params)
+        rows.append(_terms_of(features, library, machine))
+        rest.append(float(features @ params - features[fitted] @ params[fitted]))
+    return np.array(rows), np.array(rest)
+
+
+def _huber_weights(residuals: np.ndarray) -> tuple[np.ndarray, float]:
+    scale = max(1.4826 * float(np.median(np.abs(residuals - np.median(residuals)))), 1e-3)
+    size = np.abs(residuals) / (HUBER_K * scale)
+    # Cauchy weights: a straggler 100x off weighs ~nothing (Huber's would still pull linearly)
+    return 1.0 / (1.0 + size**2), scale
+
+
+def _loss(residuals: np.ndarray, scale: float) -> float:
+    limit = HUBER_K * scale
+    return float(np.sum(0.5 * limit**2 * np.log1p((residuals / limit) ** 2)))  # the Cauchy loss
+
+
+def _needed(matrix: np.ndarray, library: str, cells: list[Measured]) -> list[int]:
+    """Columns the data can see; a level the fit needs but no cell exercises is an error."""
+    seen = [i for i in range(len(TERMS)) if matrix[:, i].any()]
+    if not any(m.call.nranks > m.call.ranks_per_node for m in cells):
+        labels = sorted({m.call.variant.label for m in cells})
+        raise BadInput(f"model fit: {', '.join(labels)}", f"library {library!r} has no cell that crosses a node: "
+                       "nothing to fit inter.latency_us / inter.us_per_byte from (need >1-node runs)")
+    distinct_ranks = {m.call.nranks for m in cells if m.call.nranks > m.call.ranks_per_node}
+    if len(cells) < len(seen) + 2 or len(distinct_ranks) < 2:
+        labels = sorted({m.call.variant.label for m in cells})
+        raise BadInput(f"model fit: {', '.join(labels)}",
+                       f"too few points for library {library!r}: {len(cells)} cells on "
+                       f"{len(distinct_ranks)} multi-node GPU count(s) for {len(seen)} terms "
+                       "(need >= terms + 2 cells and >= 2 multi-node GPU counts)")
+    return seen
+
+
+def _fit_from(cells: list[Measured], machine: Machine, library: str, algorithms: dict[str, str] | None
+              ) -> tuple[Machine, dict[str, float], float, np.ndarray, np.ndarray, list[int]]:
+    times = np.array([m.time_us for m in cells])
+    values = library_values(machine, library)
+    machine = with_library_values(machine, library, values, algorithms)
+    best_loss, weights, scale = np.inf, np.ones(len(cells)), 1.0
+    matrix, rest = _design(cells, machine, library)
+    seen = _needed(matrix, library, cells)
+    for _ in range(MAX_ROUNDS):
+        matrix, rest = _design(cells, machine, library)
+        seen = [i for i in range(len(TERMS)) if matrix[:, i].any()]  # this critical path's terms
+        vector = np.array([values[name] for name in TERMS])
+        model = matrix @ vector + rest
+        residuals = np.log(model / times)
+        weights, scale = _huber_weights(residuals)
+        loss = _loss(residuals, scale)
+        if loss > best_loss * (1 - 1e-6):
+            break
+        best_loss = loss
+        # Gauss-Newton in log space: log m(v) ~ log m0 + (A (v - v0)) / m0
+        jac = matrix[:, seen] / model[:, None]
+        target = -residuals + (matrix[:, seen] @ vector[seen]) / model
+        root = np.sqrt(weights)
+        solution = nnls(jac * root[:, None], target * root)
+        trial = dict(values)
+        for position, i in enumerate(seen):
+            trial[TERMS[i]] = float(solution[position])
+        trial_machine = with_library_values(machine, library, trial, algorithms)
+        new_matrix, new_rest = _design(cells, trial_machine, library)
+        new_model = new_matrix @ np.array([trial[n] for n in TERMS]) + new_rest
+        if _loss(np.log(np.maximum(new_model, 1e-9) / times), scale) >= loss:
+            # damped step: half way, once
+            trial = {k: 0.5 * (values[k] + trial[k]) for k in values}
+            trial_machine = with_library_values(machine, library, trial, algorithms)
+        values, machine = trial, trial_machine
+    return machine, values, best_loss, matrix, weights, seen
+
+
+def _uncertainty(cells: list[Measured], machine: Machine, library: str, values: dict[str, float],
+                 seen: list[int]) -> tuple[dict[str, float], list[list[float]], list[str], float]:
+    times = np.array([m.time_us for m in cells])
+    matrix, rest = _design(cells, machine, library)
+    vector = np.array([values[name] for name in TERMS])
+    model = matrix @ vector + rest
+    residuals = np.log(model / times)
+    weights, scale = _huber_weights(residuals)
+    free = [i for i in seen if vector[i] > 0]
+    jac = matrix[:, free] / model[:, None]
+    dof = max(len(cells) - len(free), 1)
+    sigma2 = float(np.sum(weights * residuals**2) / dof)
+    covariance = sigma2 * np.linalg.pinv(jac.T @ (jac * weights[:, None]))
+    sd = {TERMS[i]: float(np.sqrt(max(covariance[k, k], 0.0))) for k, i in enumerate(free)}
+    return sd, covariance.tolist(), [TERMS[i] for i in free], scale
+
+
+def fit_library(cells: list[Measured], machine: Machine, library: str) -> tuple[Machine, LibraryFit]:
+    """The best of the starts (and, for ``mpi`` with reduce-scatter cells, of its algorithms)."""
+    options: list[dict[str, str] | None] = [None]
+    if library == "mpi" and any(m.call.collective == "reduce_scatter" for m in cells):
+        options = [{"reduce_scatter": name} if name else {} for name in MPI_REDUCE_SCATTER]
+    best = None
+    for algorithms in options:
+        for factor in START_FACTORS:
+            start = _scaled_inter(machine, library, factor)
+            fitted, values, loss, _, _, seen = _fit_from(cells, start, library, algorithms)
+            if best is None or loss < best[2]:
+                best = (fitted, values, loss, seen, algorithms)
+    fitted, values, _, seen, algorithms = best
+    sd, covariance, free, scale = _uncertainty(cells, fitted, library, values, seen)
+    return fitted, LibraryFit(library, values, sd, covariance, free, len(cells), scale, algorithms or {})
+
+
+def _scaled_inter(machine: Machine, library: str, factor: float) -> Machine:
+    values = library_values(machine, library)
+    values["inter.latency_us"] *= factor
+    values["inter.us_per_byte"] *= factor
+    return with_library_values(machine, library, values)
+
+
+def fit_per_library(measured: list[Measured], base: Machine) -> tuple[Machine, list[LibraryFit]]:
+    """Fit every library present in ``measured`` on its own cells (medians over repeats)."""
+    cells = median_cells(measured)
+    machine, fits = base, []
+    for library in sorted({m.call.variant.library for m in cells}):
+        if library not in machine.libraries:
+            raise BadInput("model fit", f"the base description has no {library!r} library for "
+                           f"{sorted({m.call.variant.label for m in cells if m.call.variant.library == library})}")
+        mine = [m for m in cells if m.call.variant.library == library]
+        machine, result = fit_library(mine, machine, library)
+        fits.append(result)
+    return machine, fits
+
+
+def fit_record(fits: list[LibraryFit]) -> dict:
+    """What the description records about the fit: values, sd, covariance per library."""
+    return {fit.library: {"cells": fit.cells, "terms": {name: round(fit.values[name], 9) for name in TERMS},
+                          "sd": {name: float(f"{value:.4g}") for name, value in fit.sd.items()},
+                          "free": fit.free, "covariance": [[float(f"{v:.4g}") for v in row] for row in fit.covariance],
+                          "robust_sd_log_residual": round(fit.robust_scale, 4),
+                          **({"algorithms": fit.algorithms} if fit.algorithms else {})}
+            for fit in fits}
+
+
+def predicted_sd_us(call_features_terms: np.ndarray, record: dict) -> float:
+    """Standard deviation of a modelled time from the fit's covariance (TERMS features of the call)."""
+    free = record["free"]
+    g = np.array([call_features_terms[TERMS.index(name)] for name in free])
+    covariance = np.array(record["covariance"])
+    return float(np.sqrt(max(g @ covariance @ g, 0.0))) if len(free) else 0.0
+
+
+def call_terms(item_call, machine: Machine) -> np.ndarray:
+    """TERMS features of a call under ``machine`` (for prediction bands)."""
+    library = item_call.variant.library
+    return _terms_of(call_features(item_call, machine, theta(machine, library)), library, machine)

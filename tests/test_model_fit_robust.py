@@ -1,0 +1,136 @@
+"""``model fit --per-impl`` and ``model check --fit-on``: known terms recovered within their uncertainty,
+stragglers ignored, too few points / missing terms as one-line errors (exit 2), a real held-out check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.cli import main
+from bench.errors import BadInput
+from bench.model.check import Measured
+from bench.model.cost import Call, predict_us
+from bench.model.heldout import factor_table, winner_agreement
+from bench.model.impls import parse_variant
+from bench.model.machine import Link, load_machine
+from bench.model.robust import fit_per_library, with_library_values
+
+TRUE = {"intra.latency_us": 12.0, "intra.us_per_byte": 1 / 80e3, "inter.latency_us": 30.0,
+        "inter.us_per_byte": 1 / 20e3, "reduce.us_per_byte": 1 / 200e3, "library.call_overhead_us": 50.0}
+
+
+def _machine(values: dict[str, float]):
+    base, _ = load_machine("perlmutter-paper")
+    return with_library_values(base, "xccl", values)
+
+
+def _cells(machine, ranks=(4, 8, 16, 32), noise: float = 0.03, seed: int = 1) -> list[Measured]:
+    rng = np.random.default_rng(seed)
+    cells = []
+    for collective in ("allgather", "reduce_scatter"):
+        for nranks in ranks:
+            for size in (1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28):
+                call = Call(collective, parse_variant("xccl"), nranks, min(nranks, 4), size // nranks // 4, 4)
+                for _repeat in range(3):
+                    time_us = predict_us(call, machine) * float(np.exp(rng.normal(0, noise)))
+                    cells.append(Measured(call, time_us, {"nranks": nranks}))
+    return cells
+
+
+def test_known_terms_recovered_within_their_uncertainty() -> None:
+    truth = _machine(TRUE)
+    start = _machine({name: value * 2.0 for name, value in TRUE.items()})
+    fitted, fits = fit_per_library(_cells(truth), start)
+    (result,) = fits
+    for name, value in TRUE.items():
+        if name in result.sd:  # a term the critical path sees has an uncertainty: truth within 3 sd (or 5%:
+            # the covariance sd understates the spread of the call cost, see docs/MODEL.md)
+            assert abs(result.values[name] - value) <= max(3 * result.sd[name], 0.05 * value), name
+        assert result.values[name] == pytest.approx(value, rel=0.25), name
+    assert {"intra.latency_us", "inter.latency_us", "inter.us_per_byte"} <= set(result.sd)
+    assert fitted.libraries["xccl"].inter.latency_us == pytest.approx(TRUE["inter.latency_us"], rel=0.25)
+
+
+def test_a_straggler_does_not_drag_the_fit() -> None:
+    truth = _machine(TRUE)
+    cells = _cells(truth)
+    cells[7] = Measured(cells[7].call, cells[7].time_us * 100.0, cells[7].row)  # one 100x call, as in the logs
+    _, (result,) = fit_per_library(cells, _machine({k: v * 2 for k, v in TRUE.items()}))
+    assert result.values["inter.latency_us"] == pytest.approx(TRUE["inter.latency_us"], rel=0.25)
+
+
+@pytest.mark.xfail(reason="a cell whose median over repeats is itself a 100x straggler still drags the "
+                          "inter-node latency (known limitation, see the closing note)", strict=False)
+def test_a_straggled_median_does_not_drag_the_fit() -> None:
+    truth = _machine(TRUE)
+    cells = _cells(truth)
+    for index in (7, 8):  # two of the three repeats of one cell
+        cells[index] = Measured(cells[index].call, cells[index].time_us * 100.0, cells[index].row)
+    _, (result,) = fit_per_library(cells, _machine({k: v * 2 for k, v in TRUE.items()}))
+    assert result.values["inter.latency_us"] == pytest.approx(TRUE["inter.latency_us"], rel=0.25)
+
+
+def test_too_few_points_is_one_line_naming_the_implementation() -> None:
+    truth = _machine(TRUE)
+    with pytest.raises(BadInput, match=r"xccl.*too few points"):
+        fit_per_library(_cells(truth, ranks=(4, 8)), truth)
+    with pytest.raises(BadInput, match=r"xccl.*no cell that crosses a node.*inter"):
+        fit_per_library(_cells(truth, ranks=(2, 4)), truth)
+
+
+def _table(machine, ranks, impls=("xccl", "mpi")) -> pd.DataFrame:
+    rows = []
+    for impl in impls:
+        for nranks in ranks:
+            for size in (1 << 20, 1 << 24, 1 << 28):
+                count = size // nranks // 4
+                call = Call("allgather", parse_variant(impl), nranks, min(nranks, 4), count, 4)
+                rows.append({"status": "ok", "impl": impl, "algorithm": "native", "intra": "", "inter": "",
+                             "collective": "allgather", "nranks": nranks, "ranks_per_node": min(nranks, 4),
+                             "count_per_rank": count, "dtype": "float32", "placement": "out_of_place",
+                             "bytes_total": count * 4 * nranks, "oversubscribed": False, "device": "cuda",
+                             "time_us_p50": predict_us(call, machine), "run_id": "synthetic"})
+    return pd.DataFrame(rows)
+
+
+def test_held_out_check_predicts_unseen_counts(tmp_path: Path, capsys) -> None:
+    truth = _machine(TRUE)
+    truth = with_library_values(truth, "mpi", {**TRUE, "inter.latency_us": 5.0, "library.call_overhead_us": 200.0})
+    frame = _table(truth, (4, 8, 16, 32, 64))
+    run = tmp_path / "run"
+    run.mkdir()
+    frame.to_parquet(run / "results.parquet")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["model", "check", "perlmutter-paper", str(run), "--fit-on", "4,8,16,32", "--errors",
+              str(tmp_path / "e.csv"), "--plot", str(tmp_path / "p.png")])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0 and "predicting [64]" in out and (tmp_path / "p.png").stat().st_size > 0
+    errors = pd.read_csv(tmp_path / "e.csv").fillna("")
+    assert set(errors["nranks"]) == {64}  # only held-out counts are judged
+    table = factor_table(errors)
+    assert (table["median_factor"] < 1.1).all()
+    assert winner_agreement(errors)["agree_pct"].iloc[-1] == 100.0
+
+
+def test_check_without_a_needed_library_fails_in_one_line(tmp_path: Path, capsys) -> None:
+    machine = _machine(TRUE)
+    frame = _table(machine, (4, 8), impls=("xccl",))
+    run = tmp_path / "run"
+    run.mkdir()
+    frame.to_parquet(run / "results.parquet")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["model", "check", "local", str(run)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "xccl" in err and "no 'xccl' library" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_library_links_override_the_machine_links() -> None:
+    machine = _machine(TRUE)
+    lib = machine.libraries["xccl"]
+    assert lib.inter.latency_us == 30.0 and lib.inter.bandwidth_gbps == pytest.approx(20.0)
+    assert isinstance(lib.inter, Link)
+    assert machine.inter.latency_us != 30.0
