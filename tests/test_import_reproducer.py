@@ -8,7 +8,7 @@ import pytest
 
 from bench.cli import main
 from bench.importers.pccl_reproducer import import_reproducer, parse_log
-from bench.results_io import read_results
+from bench.results.read import read_results
 
 DATA = Path(__file__).parent / "data" / "pccl-reproducer"
 FRONTIER_AG = DATA / "frontier_all_gather_2_slurm-2985168_head.out"

@@ -37,8 +37,8 @@ import pandas as pd
 from bench import __version__
 from bench.errors import BadInput
 from bench.importers.rows import Measurement, make_row
-from bench.plan import Cell
-from bench.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
+from bench.plan.cells import Cell
+from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
 
 #: GPUs (GCDs) and NIC counts per node, and the vendor library, of the reproducer's machines
 MACHINES = {"frontier": {"gpus_per_node": 8, "device": "rocm", "xccl": "RCCL"},

@@ -83,7 +83,7 @@ def split_allreduce(algorithm: str) -> list[tuple[str, str]]:
 
 @lru_cache(maxsize=4096)
 def schedule_for(collective: str, algorithm: str, nranks: int, rank: int, count: int, in_place: bool) -> Schedule:
-    """The schedule of one rank for one call (``count`` as in collectives.shapes)."""
+    """The schedule of one rank for one call (``count`` as in collectives.spec)."""
     reason = unsupported_reason(collective, algorithm)
     if reason:
         raise ValueError(reason)
