@@ -217,3 +217,38 @@ def test_expected_values_identical_across_dtypes(dtype):
             reference = CallSpec(collective, 16, 9, "int64", op)
             for rank in (0, 15):
                 assert np.array_equal(expected_output(call, rank).astype(np.int64), expected_output(reference, rank))
+
+
+# ---------------------------------------------------------------- periodic generation
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("nranks", [2, 3, 5, 8])
+def test_periodic_inputs_and_results_equal_the_formulas(op, nranks):
+    """Long buffers are one period repeated: exactly the element-wise formulas, at any start."""
+    period = inputs.reduce_period(op, nranks)
+    length = 2 * period + 12345
+    for start in (0, 7 * period + 3):
+        index = np.arange(start, start + length, dtype=np.int64)
+        direct = inputs.reduced(op, index, nranks, np.float32)
+        assert np.array_equal(inputs.reduced_range(op, start, length, nranks, np.float32), direct)
+        rank = nranks - 1
+        tiled = inputs.periodic(lambda i: inputs.reduce_input(op, rank, i, nranks), start, length, period, np.int64)
+        assert np.array_equal(tiled, inputs.reduce_input(op, rank, index, nranks))
+
+
+def test_periodic_gather_values_equal_the_formula():
+    length = 5 * inputs.GATHER_PERIOD + 17
+    tiled = inputs.periodic(lambda i: inputs.gather_value(3, i), 0, length, inputs.GATHER_PERIOD, np.int32)
+    assert np.array_equal(tiled, inputs.gather_value(3, np.arange(length)))
+
+
+def test_a_large_call_is_checked_element_for_element():
+    """Above two periods: one element wrong anywhere is still one wrong element."""
+    for collective in COLLECTIVES:
+        call = CallSpec(collective, 3, 3 * inputs.reduce_period("sum", 3) + 5)
+        expected = expected_output(call, 1)
+        assert count_wrong(call, 1, expected.copy()) == 0
+        broken = expected.copy()
+        broken[-2] += 1
+        assert count_wrong(call, 1, broken) == 1

@@ -6,12 +6,15 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from hashlib import sha1
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.plan.sizes import geometric
-from bench.plan.suite import Suite
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
 from collectives.spec import total_count
+
+if TYPE_CHECKING:  # the worker reads plans without the suite schema (pydantic costs ~0.1 s a rank)
+    from bench.plan.suite import Suite
 
 #: the fields that say which measurement a row is (the gate matches on these; repeats of a
 #: cell in separate launches share them and differ in ``repeat``)

@@ -25,7 +25,7 @@ from mpi4py import MPI  # noqa: E402
 
 from bench.plan.cells import LaunchPlan  # noqa: E402
 from bench.run.cell import close_contexts, run_cell  # noqa: E402
-from bench.run.parts import append_rows  # noqa: E402
+from bench.run.parts import append_rows, sync_file  # noqa: E402
 from collectives.mpiinfo import extension_mpi_mismatch  # noqa: E402
 from collectives.topology import ShapeError, Topology, topology  # noqa: E402
 
@@ -73,7 +73,9 @@ def main(plan_path: str) -> int:
         result = run_cell(topo, cell, plan.timing, plan.check, (index, plan.launch_id)) if topo else {}
         if comm.rank == 0:
             append_rows(part, [{**cell.to_dict(), **plan.row_extra, **facts, **result, "timestamp": started,
-                                "launch_id": plan.launch_id}])
+                                "launch_id": plan.launch_id}], sync=None)
+    if comm.rank == 0:
+        sync_file(part)
     close_contexts()  # NCCL/RCCL communicators of GPU cells, before MPI finalizes
     return 0
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from collectives.dtypes import numpy_dtype
 from collectives.spec import Collective, register
-from collectives.spec.inputs import SENTINEL, gather_value
+from collectives.spec.inputs import GATHER_PERIOD, SENTINEL, gather_value, periodic
 
 
 @register
@@ -25,12 +25,13 @@ class Allgather(Collective):
 
     def inputs(self, call, rank):
         recv = np.full(call.nranks * call.count, SENTINEL, dtype=numpy_dtype(call.dtype))
-        own = gather_value(rank, np.arange(call.count)).astype(recv.dtype)
+        own = periodic(lambda index: gather_value(rank, index), 0, call.count, GATHER_PERIOD, recv.dtype)
         if call.in_place:  # the own block already sits at its position
             recv[rank * call.count : (rank + 1) * call.count] = own
             return None, recv
         return own, recv
 
     def expected(self, call, rank, xp=np):
-        index = xp.arange(call.count, dtype=np.int64)
-        return xp.concatenate([gather_value(q, index) for q in range(call.nranks)]).astype(numpy_dtype(call.dtype))
+        dtype = numpy_dtype(call.dtype)
+        return xp.concatenate([periodic(lambda index, q=q: gather_value(q, index), 0, call.count, GATHER_PERIOD,
+                                        dtype, xp) for q in range(call.nranks)])

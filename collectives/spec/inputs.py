@@ -10,12 +10,33 @@ rank or the wrong place is caught.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 #: filler for receive buffers, so an element the collective never wrote is caught
 SENTINEL = -2047  # outside every expected value, exact in float16
 MARK_PERIOD = 1021  # prime, so the marked values do not line up with power-of-two block sizes
 _COMBINE = {"sum": "add", "prod": "multiply", "min": "minimum", "max": "maximum"}  # ufuncs of numpy and cupy
+
+
+#: every input and result repeats along the element index with this period (what each formula
+#: takes the index modulo), so a long buffer is one period computed and repeated: memory speed
+GATHER_PERIOD = 1024
+REDUCE_PERIODS = {"sum": (8,), "prod": (3,), "min": (2,), "max": (2,)}
+
+
+def reduce_period(op: str, nranks: int) -> int:
+    return math.lcm(nranks, MARK_PERIOD, *REDUCE_PERIODS[op])
+
+
+def periodic(values_at, start: int, length: int, period: int, dtype, xp=np):
+    """``values_at(index).astype(dtype)`` for index = start .. start+length-1, computed over one
+    period and repeated (exact: the values depend on the index only modulo ``period``)."""
+    if length <= 2 * period:
+        return values_at(xp.arange(start, start + length, dtype=np.int64)).astype(dtype)
+    one = values_at(xp.arange(start, start + period, dtype=np.int64)).astype(dtype)
+    return xp.tile(one, -(-length // period))[:length]
 
 
 def gather_value(rank: int, index: np.ndarray) -> np.ndarray:
@@ -48,6 +69,12 @@ def _sum_of_small(index: np.ndarray, nranks: int, xp=np) -> np.ndarray:
     return rounds * 28 + xp.asarray(partial)[(3 * index) % 8]
 
 
+def reduced_range(op: str, start: int, length: int, nranks: int, dtype, xp=np):
+    """The exact reduction over all ranks at elements start .. start+length-1."""
+    return periodic(lambda index: reduced(op, index, nranks, np.int64, xp), start, length,
+                    reduce_period(op, nranks), dtype, xp)
+
+
 def reduced(op: str, index, nranks: int, dtype, xp=np):
     """The exact reduction over all ranks of ``reduce_input`` at ``index``."""
     if op == "sum":  # closed form: large checks on many ranks stay fast
@@ -67,7 +94,8 @@ def reduction_buffers(call, rank: int, length: int) -> tuple[np.ndarray | None, 
 
     dtype = numpy_dtype(call.dtype)
     recv = np.full(call.buffer_counts[1], SENTINEL, dtype=dtype)
-    data = reduce_input(call.op, rank, np.arange(length), call.nranks).astype(dtype)
+    data = periodic(lambda index: reduce_input(call.op, rank, index, call.nranks), 0, length,
+                    reduce_period(call.op, call.nranks), dtype)
     if call.in_place:
         recv[:length] = data
         return None, recv
