@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from hashlib import sha1
 
 from bench.sizes import geometric
-from bench.suite import Suite
+from bench.suite import Suite, node_shapes
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
 from collectives.shapes import total_count
@@ -82,11 +82,13 @@ def counts_for(collective: str, nranks: int, dtype: str, sizes: list[int], seman
 def expand(suite: Suite) -> list[Launch]:
     sizes = geometric(suite.sizes.min, suite.sizes.max, suite.sizes.factor)
     launches: list[Launch] = []
-    for repeat, nranks in ((r, n) for r in range(suite.repeats) for n in suite.ranks):
-        per_node = suite.ranks_per_node or nranks
+    # One launch per (rank count, node shape that divides it); the id names both.
+    for repeat, nranks, requested in ((r, n, shape) for r in range(suite.repeats) for n in suite.ranks
+                                      for shape in node_shapes(suite, n)):
+        per_node = requested or nranks
         suffix = f"-r{repeat}" if suite.repeats > 1 else ""
         launch = Launch(f"n{nranks}-rpn{per_node}-{suite.device}{suffix}", nranks, per_node, suite.device,
-                        suite.ranks_per_node)
+                        requested)
         for collective in suite.collectives:
             for entry in suite.implementations:
                 if entry.collectives and collective not in entry.collectives:
@@ -105,7 +107,7 @@ def expand(suite: Suite) -> list[Launch]:
                                         intra=intra, inter=inter,
                                         device=suite.device, nranks=nranks, nnodes=nranks // per_node,
                                         ranks_per_node=per_node,
-                                        virtual_nodes=suite.ranks_per_node is not None and per_node < nranks,
+                                        virtual_nodes=requested is not None and per_node < nranks,
                                         dtype=dtype, op=op, placement=placement, count_per_rank=count,
                                         bytes_per_rank=count * itemsize(dtype),
                                         bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
