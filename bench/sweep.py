@@ -24,10 +24,12 @@ from rich.console import Console
 from bench import console as screen
 from bench import slurm
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from bench.labels import impl_label
 from bench.launch import LAUNCHERS, Launcher, choose_launcher, find_slurm_tool, run_job
 from bench.parts import append_rows, read_parts
 from bench.plan import Cell, Launch, expand
 from bench.provenance import provenance, recorded_env
+from bench.sizes import format_size
 from bench.suite import Slurm, Suite, apply_overrides, parse_suite, read_yaml
 from bench.table import SCHEMA_VERSION, build_tables, write_run
 
@@ -250,7 +252,7 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
                 if not todo:
                     continue
                 bar.update(task, description=launch.launch_id)
-                names = {cell.key: f"{cell.collective} {cell.impl}:{cell.algorithm} {cell.bytes_total} B"
+                names = {cell.key: f"{cell.collective} {impl_label(cell)} {format_size(cell.bytes_total)}"
                          for cell in todo}
                 _run_launch(launch, todo, suite, launcher, folder, run_id,
                             on_row=lambda row: bar.advance(task),
@@ -266,7 +268,9 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
 
 
 def _print_summary(results: pd.DataFrame, folder: Path, out: Console) -> None:
-    for table in screen.summary_tables(results):
+    samples_path = folder / "samples.parquet"
+    samples = pd.read_parquet(samples_path) if samples_path.exists() else None
+    for table in screen.summary_tables(results, samples):
         out.print(table)
     for reason in screen.reasons(results):
         out.print(reason, highlight=False, markup=False)
