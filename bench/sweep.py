@@ -23,8 +23,10 @@ from rich.console import Console
 
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.plan.cells import Cell, Launch, LaunchPlan, TimingPlan, expand
+from bench.plan.sizes import format_size
 from bench.plan.suite import Slurm, Suite, apply_overrides, parse_suite, read_yaml
 from bench.present import console as screen
+from bench.results.labels import impl_label
 from bench.results.table import SCHEMA_VERSION, build_tables, write_run
 from bench.run import slurm
 from bench.run.launch import LAUNCHERS, Launcher, choose_launcher, find_slurm_tool, run_job
@@ -245,7 +247,7 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
                 if not todo:
                     continue
                 bar.update(task, description=launch.launch_id)
-                names = {cell.key: f"{cell.collective} {cell.impl}:{cell.algorithm} {cell.bytes_total} B"
+                names = {cell.key: f"{cell.collective} {impl_label(cell)} {format_size(cell.bytes_total)}"
                          for cell in todo}
                 _run_launch(launch, todo, suite, launcher, folder, run_id,
                             on_row=lambda row: bar.advance(task),
@@ -261,7 +263,9 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
 
 
 def _print_summary(results: pd.DataFrame, folder: Path, out: Console) -> None:
-    for table in screen.summary_tables(results):
+    samples_path = folder / "samples.parquet"
+    samples = pd.read_parquet(samples_path) if samples_path.exists() else None
+    for table in screen.summary_tables(results, samples):
         out.print(table)
     for reason in screen.reasons(results):
         out.print(reason, highlight=False, markup=False)

@@ -21,7 +21,7 @@ SENTINEL = -999_999
 GATHERS = sorted(name for name in ALGORITHMS if supports(name, "allgather"))
 SCATTERS = sorted(name for name in ALGORITHMS if supports(name, "reduce_scatter"))
 LOGARITHMIC = {"rd", "rh", "bruck"}  # few rows per rank: cheap to simulate at large p
-PAIRS = ["rh+rd", "rh+bruck", "ring+rd", "rh+ring", "ring"]
+PAIRS = ["rh+rd", "rh+bruck", "ring+rd", "rh+ring", "ring", "bruck", "bruck+rd"]
 SMALL = list(range(1, 65))
 LARGE = [127, 256, 1024]
 # The ring is p - 1 rows per rank (p^2 simulated rows per call): sampled sizes only.
@@ -131,7 +131,8 @@ def test_large_communicators(collective: str, algorithm: str, nranks: int) -> No
 
 
 @pytest.mark.parametrize("collective, algorithm", [("allgather", name) for name in GATHERS] + [
-    ("reduce_scatter", name) for name in SCATTERS] + [("allreduce", "rh+rd"), ("allreduce", "rh+bruck")])
+    ("reduce_scatter", name) for name in SCATTERS] + [("allreduce", "rh+rd"), ("allreduce", "rh+bruck"),
+                                                       ("allreduce", "bruck")])
 def test_zero_count(collective: str, algorithm: str) -> None:
     for nranks in (1, 2, 3, 4, 7):
         for in_place in (False, True):
@@ -140,9 +141,9 @@ def test_zero_count(collective: str, algorithm: str) -> None:
 
 def test_unsupported_phases() -> None:
     with pytest.raises(ValueError, match="no reduce_scatter"):
-        schedule_for("reduce_scatter", "bruck", 4, 0, 1, False)
-    with pytest.raises(ValueError, match="no reduce_scatter"):
-        schedule_for("allreduce", "bruck", 4, 0, 1, False)
+        schedule_for("reduce_scatter", "rdfull", 4, 0, 1, False)
+    with pytest.raises(ValueError, match="no allgather"):
+        schedule_for("allgather", "rdfull", 4, 0, 1, False)
     with pytest.raises(ValueError, match="unknown algorithm"):
         schedule_for("allgather", "nonesuch", 4, 0, 1, False)
 
@@ -252,15 +253,19 @@ def test_step_counts(nranks: int) -> None:
     source = StridedLayout(SEND, 0, 1, 1)
     rh = [ALGORITHMS["rh"].reduce_scatter(nranks, r, source, result) for r in range(nranks)]
     bruck = [ALGORITHMS["bruck"].allgather(nranks, r, layout) for r in range(nranks)]
+    bruck_rs = [ALGORITHMS["bruck"].reduce_scatter(nranks, r, source, result) for r in range(nranks)]
     assert _steps(rd) == recursive
     assert _steps(rh) == recursive
     assert _steps(bruck) == ceil_log
     # Every rank has the same number of rows, so phases chained with Schedule.then stay aligned.
-    for schedules in (rd, rh, bruck):
+    for schedules in (rd, rh, bruck, bruck_rs):
         assert len({len(s) for s in schedules}) == 1
-    # Bruck: every rank talks in every step; its local rotation is at most two rows here.
-    assert all(len(_message_rows(s)) == ceil_log for s in bruck)
-    assert all(len(s) <= ceil_log + 2 for s in bruck)
+    # Bruck: every rank talks in every step; its local rotation is at most two rows here
+    # (after the all-gather's steps, before the reduce-scatter's).
+    for schedules in (bruck, bruck_rs):
+        assert all(len(_message_rows(s)) == ceil_log for s in schedules)
+        assert all(len(s) <= ceil_log + 2 for s in schedules)
+    assert all((_message_rows(s) >= len(s) - ceil_log).all() for s in bruck_rs)
     if power_of_two and nranks > 1:  # no idle rows at all
         assert all(len(_message_rows(s)) == floor_log == len(s) for s in rd + rh)
     else:  # extra ranks talk only in the first and last rows
@@ -284,6 +289,7 @@ def test_scratch_stays_above_base() -> None:
     source = ContiguousLayout(SEND, layout.counts)
     for r in range(nranks):
         for schedule in (ALGORITHMS["bruck"].allgather(nranks, r, layout, base),
+                         ALGORITHMS["bruck"].reduce_scatter(nranks, r, source, layout.block(r), base),
                          ALGORITHMS["rh"].reduce_scatter(nranks, r, source, layout.block(r), base)):
             steps = schedule.steps
             for prefix in ("send", "recv", "src", "src2", "dst"):
@@ -317,3 +323,29 @@ def test_rdfull_allreduce_is_exact(nranks: int) -> None:
         send_peer, recv_peer = COLUMNS.index("send_peer"), COLUMNS.index("recv_peer")
         communicating = [row for row in schedules[0].steps if row[send_peer] >= 0 or row[recv_peer] >= 0]
         assert len(communicating) <= expected_steps
+
+
+# --- Bruck reduce-scatter: every dtype and op -------------------------------------------------
+
+
+@pytest.mark.parametrize("collective", ["reduce_scatter", "allreduce"])
+@pytest.mark.parametrize("nranks", [*range(1, 34), 48, 64, 100])
+def test_bruck_every_dtype_and_op(collective: str, nranks: int) -> None:
+    """Bruck reduce-scatter and the all-reduce it composes (bruck RS + bruck AG), checked bit for
+    bit with the benchmark's own exactly predictable inputs, for every dtype and op."""
+    from bench.collspec import count_wrong, make_buffers
+
+    from collectives.call import CallSpec
+    from collectives.dtypes import DTYPES, OPS
+
+    count = 2 if collective == "reduce_scatter" else 2 * nranks + 1  # uneven all-reduce blocks
+    for index, (dtype, op) in enumerate((d, o) for d in DTYPES for o in OPS):
+        in_place = index % 2 == 1
+        call = CallSpec(collective, nranks, count, dtype, op, in_place)
+        schedules = [schedule_for(collective, "bruck", nranks, r, count, in_place) for r in range(nranks)]
+        buffers = [make_buffers(call, r) for r in range(nranks)]
+        sends = [np.zeros(0, b[1].dtype) if b[0] is None else b[0] for b in buffers]
+        recvs = [b[1] for b in buffers]
+        simulate(schedules, sends, recvs, op)
+        wrong = sum(count_wrong(call, r, recvs[r]) for r in range(nranks))
+        assert wrong == 0, (collective, nranks, dtype, op, in_place)

@@ -35,7 +35,7 @@ def test_repeats_become_one_line_with_the_median_of_medians():
     text = rendered(results)
     assert text.count("pccl-flat:ring") == 1 and text.count("│ mpi ") == 1
     assert "20.00" in text and "5.00" in text and "4.00x" in text
-    assert "median over the cell's repeats" in text
+    assert "median over the cell's repeats" in " ".join(text.split())  # the caption may wrap
 
 
 def test_a_failed_repeat_shows_as_failed_with_every_wrong_element():
@@ -75,3 +75,61 @@ def test_reasons_are_bounded_in_number_and_length():
     assert lines[-1].startswith("... 3 more reasons")
     assert screen.reasons(pd.DataFrame([row("mpi")])) == []
     assert screen.reasons(pd.DataFrame([row("mpi", status="timeout")]))[0].endswith("no reason recorded")
+
+
+# --- how sure a speedup is (bench.results.speedup) ------------------------------------------------------
+
+
+def samples_of(results: pd.DataFrame, spreads: dict[str, list[float]]) -> pd.DataFrame:
+    """One launch of samples per row: the row's time times each factor of its implementation."""
+    rows = []
+    for record in results.to_dict("records"):
+        for iteration, factor in enumerate(spreads[record["impl"]]):
+            rows.append({**record, "run_id": "r", "launch_id": "n2", "iteration": iteration,
+                         "time_us": record["time_us_p50"] * factor})
+    return pd.DataFrame(rows)
+
+
+def rendered_with(results: pd.DataFrame, samples: pd.DataFrame | None) -> str:
+    out = Console(width=200, record=True, file=io.StringIO())
+    for table in screen.summary_tables(results, samples):
+        out.print(table)
+    return " ".join(out.export_text().split())
+
+
+TIGHT = [0.99, 1.0, 1.01] * 7
+
+
+def test_a_tight_speedup_reads_as_a_result():
+    results = pd.DataFrame([row("mpi", time_us=10.0), row("pccl-flat", time_us=5.0)])
+    text = rendered_with(results, samples_of(results, {"mpi": TIGHT, "pccl-flat": TIGHT}))
+    assert "2.00x" in text and "2.00x?" not in text and "unsure" not in text
+
+
+def test_a_single_slow_baseline_cell_is_marked_with_its_interval():
+    """The smoke summary's 50x: an MPI cell whose iterations were mostly fast, a few very slow."""
+    results = pd.DataFrame([row("mpi", time_us=10.0), row("pccl-flat", time_us=0.2)])
+    wild = [1.0, 0.1, 0.12, 1.1, 0.09, 0.11, 1.2] * 3
+    text = rendered_with(results, samples_of(results, {"mpi": wild, "pccl-flat": TIGHT}))
+    assert "50.00x? [" in text and "unsure" in text
+
+
+def test_oversubscribed_cells_are_unsure_however_tight():
+    results = pd.DataFrame([row("mpi", time_us=10.0, oversubscribed=True),
+                            row("pccl-flat", time_us=5.0, oversubscribed=True)])
+    text = rendered_with(results, samples_of(results, {"mpi": TIGHT, "pccl-flat": TIGHT}))
+    assert "2.00x? [" in text and "oversubscribed" in text
+
+
+def test_without_samples_a_ratio_is_unsure():
+    results = pd.DataFrame([row("mpi", time_us=10.0), row("pccl-flat", time_us=5.0)])
+    text = rendered_with(results, None)
+    assert "2.00x?" in text and "no samples" in text
+
+
+def test_the_pccl_hier_note_only_under_tables_with_pccl_hier_rows():
+    flat = pd.DataFrame([row("mpi"), row("pccl-flat", time_us=5.0)])
+    assert "pccl-hier" not in rendered_with(flat, None)
+    hier = pd.DataFrame([row("mpi"), row("pccl-hier", time_us=5.0, inter="rd", intra="ring")])
+    text = rendered_with(hier, None)
+    assert "pccl-hier:<inter>/<intra> phases" in text and "pccl-hier:rd/ring" in text

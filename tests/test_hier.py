@@ -37,7 +37,7 @@ def test_every_phase_pair_is_exact(nranks: int, per_node: int, collective: str) 
     for intra, inter in itertools.product(PHASES, PHASES):
         if any(phase_problem(spec, "reduce_scatter" if collective != "allgather" else "allgather")
                for spec in (intra, inter)):
-            continue  # bruck has no reduce-scatter
+            continue  # a phase without this collective's schedule
         for count, in_place, (dtype, op) in itertools.product(
                 counts, (False, True), [("float32", "sum"), ("int32", "max")]):
             wrong = run(collective, grid, count, in_place, intra, inter, dtype, op)
@@ -77,7 +77,8 @@ def test_grid_shapes() -> None:
 
 def test_unknown_phase_is_rejected() -> None:
     assert "unknown phase algorithm" in phase_problem("nonesuch", "allgather")
-    assert "no reduce_scatter" in phase_problem("bruck", "reduce_scatter")
+    assert "no reduce_scatter" in phase_problem("rdfull", "reduce_scatter")
+    assert phase_problem("bruck", "reduce_scatter") is None  # Bruck runs both phases
     assert phase_problem("rd", "reduce_scatter") is None  # the recursive family mirrors to rh
     with pytest.raises(ValueError):
-        hier_schedule("reduce_scatter", Grid(4, 2), 0, 2, False, "ring", "bruck")
+        hier_schedule("reduce_scatter", Grid(4, 2), 0, 2, False, "ring", "rdfull")

@@ -232,9 +232,10 @@ def test_periodic_inputs_and_results_equal_the_formulas(op, nranks):
         index = np.arange(start, start + length, dtype=np.int64)
         direct = inputs.reduced(op, index, nranks, np.float32)
         assert np.array_equal(inputs.reduced_range(op, start, length, nranks, np.float32), direct)
-        rank = nranks - 1
-        tiled = inputs.periodic(lambda i: inputs.reduce_input(op, rank, i, nranks), start, length, period, np.int64)
-        assert np.array_equal(tiled, inputs.reduce_input(op, rank, index, nranks))
+        last = nranks - 1
+        tiled = inputs.periodic(lambda i, r=last: inputs.reduce_input(op, r, i, nranks), start, length, period,
+                                np.int64)
+        assert np.array_equal(tiled, inputs.reduce_input(op, last, index, nranks))
 
 
 def test_periodic_gather_values_equal_the_formula():

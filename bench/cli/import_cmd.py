@@ -26,14 +26,16 @@ def import_results(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder to write (results.parquet/csv, "
                                                           "samples.parquet, meta.json).")],
     nranks: Annotated[int | None, typer.Option("--nranks", "-np", help="Ranks (GPUs) that ran; required for OSU, "
-                                                                        "read from nccl-tests' rank lines.")] = None,
+                                                                        "else its '#  Rank' lines.")] = None,
     nnodes: Annotated[int | None, typer.Option(help="Nodes (default: distinct hosts in the output, else 1).")] = None,
     collective: Annotated[str | None, typer.Option(help="allgather | reduce_scatter | allreduce (default: from "
-                                                        "the output's title or the file name).")] = None,
+                                                        "'# Collective test starting: ...' / the OSU title, else "
+                                                        "the file name).")] = None,
     impl: Annotated[str | None, typer.Option(help="Implementation name (default: xccl for nccl/rccl-tests, "
                                                   "osu-<library> for OSU).")] = None,
     device: Annotated[str | None, typer.Option(help="host | cuda | rocm (default: from the tool).")] = None,
-    library: Annotated[str | None, typer.Option(help="Library name, e.g. 'Cray MPICH' (default: parsed).")] = None,
+    library: Annotated[str | None, typer.Option(help="Library name, e.g. 'Cray MPICH' (default: from the header: "
+                                                     "NCCL/RCCL and version, OSU's MPI/NCCL/RCCL).")] = None,
     library_version: Annotated[str | None, typer.Option(help="Library version (default: parsed where "
                                                              "printed).")] = None,
     machine: Annotated[str | None, typer.Option(help="pccl-reproducer: frontier | perlmutter (default: from the "
@@ -61,6 +63,9 @@ def import_results(
     options = ImportOptions(nranks=nranks, nnodes=nnodes, collective=collective, impl=impl, device=device,
                             library=library, library_version=library_version)
     results, meta, samples = import_files(tool, files, options)
+    for entry in meta["imported_from"]:
+        if entry["inferred"]:  # what the headers told, so a wrong guess is seen (flags override it)
+            typer.echo(f"{entry['path']}: inferred {'; '.join(entry['inferred'])}", err=True)
     write_import(out, results, meta, samples)
     shapes = ", ".join(sorted({f"{row.collective} on {row.nranks} ranks" for row in results.itertuples()}))
     sampled = samples["cell_key"].nunique() if len(samples) else 0

@@ -367,11 +367,17 @@ def _measured_replay(workload, frame: pd.DataFrame, ranks: str | None, impl: lis
     """Replay from measured sweeps; implementations without the needed cells are left out, with a note."""
     ok = frame[frame["status"] == "ok"]
     labels = [v.label for v in _variants(impl)] if impl else sorted(set(ok.apply(_label, axis=1)))
-    shape = dict(zip(ok["nranks"], ok["ranks_per_node"], strict=False))
+    # One node shape per rank count: the one with the most ranks per node where several were swept.
+    shapes = ok.groupby("nranks")["ranks_per_node"].agg(lambda values: sorted(set(values)))
+    shape = {int(nranks): int(values[-1]) for nranks, values in shapes.items()}
     chosen_ranks = _ranks(ranks, sorted(shape))
     timed, console = [], _console()
+    for nranks, values in shapes.items():
+        if len(values) > 1 and nranks in chosen_ranks:
+            console.print(f"note: {nranks} ranks were measured with {values} ranks per node; replaying "
+                          f"{shape[nranks]} per node", highlight=False)
     for label in labels:
-        item = Timed(label, measured_timer(frame, label))
+        item = Timed(label, measured_timer(frame, label, lambda n: shape.get(n, n)))
         try:
             replay_rows(workload, chosen_ranks, [item], "measured", "", lambda n: shape.get(n, n), None)
         except BadInput as error:

@@ -41,7 +41,7 @@ def plot(
 
     chosen = parse_formats(formats)
     runs = load_runs(results)
-    frame = plots.select_impls(plots.plot_frame(runs.results), impl or [])
+    frame = plots.select_impls(plots.plot_frame(runs.results, runs.samples), impl or [])
     if frame.empty:
         raise BadInput(" ".join(map(str, results)), "no ok cells to plot")
     first = results[0] if results[0].is_dir() else results[0].parent

@@ -62,20 +62,40 @@ NULL_BODY = 32
 PER_ITER_STATS = ("min_us", "max_us", "p50_us", "p95_us", "p99_us")
 
 
+#: "# Collective test starting: all_gather_perf" (common.cu writeDeviceReport)
+STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)", re.MULTILINE)
+#: "# nThread 1 nGpus 4 ...": every process drives nThread * nGpus ranks
+THREADS_GPUS = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
+
+
 def collective_of(text: str, source: str, options: ImportOptions) -> str:
     """--collective, else the test's name in the output or the file name (all_gather_perf ...)."""
+    return infer_collective(text, source, options)[0]
+
+
+def infer_collective(text: str, source: str, options: ImportOptions,
+                     text_is: str = "the output") -> tuple[str, str | None]:
+    """(collective, what it was read from; None when --collective gave it). ``text_is`` names
+    ``text`` in that note (the output, or the JSON's args[0])."""
     if options.collective:
-        return options.collective
-    for where in (text, source):
-        found = TEST_NAME.search(where)
-        if found:
-            name = found.group(1)
-            if name not in COLLECTIVES:
-                raise BadInput(source, f"{name}_perf is not a collective pccl-bench compares "
-                                       "(all_gather, reduce_scatter, all_reduce)")
-            return COLLECTIVES[name]
-    raise BadInput(source, "cannot tell which collective this is; name the file after the test "
-                           "(all_gather_perf.txt) or pass --collective")
+        return options.collective, None
+    candidates = []
+    if starting := STARTING.search(text):
+        candidates.append((starting.group(1), repr(starting.group(0).strip())))
+    if found := TEST_NAME.search(text):
+        candidates.append((found.group(0), f"{found.group(0)!r} in {text_is}"))
+    if found := TEST_NAME.search(source):
+        candidates.append((found.group(0), f"the file name {os.path.basename(source)!r}"))
+    for program, evidence in candidates:
+        if not (found := TEST_NAME.search(program)):
+            continue
+        name = found.group(1)
+        if name not in COLLECTIVES:
+            raise BadInput(source, f"{name}_perf is not a collective pccl-bench compares "
+                                   "(all_gather, reduce_scatter, all_reduce); pass --collective to override")
+        return COLLECTIVES[name], evidence
+    raise BadInput(source, "cannot tell which collective this is (no '# Collective test starting: <test>_perf' "
+                           "line, no test name in the file name): pass --collective")
 
 
 def _number(token: object) -> float | None:
@@ -148,6 +168,29 @@ def parse_data_line(line: str, preamble: list[str], block: list[str], collective
     return found
 
 
+def _rank_count(text: str, source: str) -> tuple[int | None, str]:
+    """Ranks from the ``#  Rank  N Group  G Pid P on HOST device D`` lines, and what they said.
+
+    Each rank prints one line; one rank index from several processes means nccl-tests was built
+    without MPI, so every process ran a test of its own (no collective over all of them)."""
+    pids: dict[int, set[str]] = {}
+    for found in re.finditer(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+(\d+)\s+on\s+\S+\s+device", text):
+        pids.setdefault(int(found.group(1)), set()).add(found.group(2))
+    if not pids:
+        return None, ""
+    repeated = next((rank for rank, seen in sorted(pids.items()) if len(seen) > 1), None)
+    if repeated is not None:
+        raise BadInput(source, f"'# Rank {repeated:2d}' is printed by {len(pids[repeated])} processes: nccl-tests "
+                               "was built without MPI, so each process ran alone; rebuild with MPI=1 "
+                               "(or pass --nranks for what was meant)")
+    evidence = f"{len(pids)} '#  Rank N ... device' lines"
+    threads_gpus = THREADS_GPUS.search(text)
+    if threads_gpus:
+        per_process = int(threads_gpus.group(1)) * int(threads_gpus.group(2))
+        evidence += f" ({threads_gpus.group(0).lstrip('# ')}: {len(pids) // per_process or 1} processes)"
+    return len(pids), evidence
+
+
 def header_context(text: str, kind: str) -> dict:
     """Ranks, hosts, iterations and versions printed in the header."""
     ranks = {int(rank): host for rank, host in RANK_LINE.findall(text)}
@@ -174,7 +217,7 @@ def _decode_version(code: object) -> str:
 
 
 def parse_text(text: str, source: str, options: ImportOptions, kind: str) -> tuple[list[Measurement], dict]:
-    collective = collective_of(text, source, options)
+    collective, collective_from = infer_collective(text, source, options)
     preamble, block = _layout(header_columns(text), source)
     measurements, implied = [], set()
     for number, line in enumerate(text.splitlines(), 1):
@@ -189,9 +232,37 @@ def parse_text(text: str, source: str, options: ImportOptions, kind: str) -> tup
     if not measurements:
         raise BadInput(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)")
     context = header_context(text, kind)
-    if not context["nranks"] and len(implied) == 1:
-        context["nranks"] = implied.pop()
+    inferred = [f"collective={collective} from {collective_from}"] if collective_from else []
+    if not options.nranks:
+        counted, evidence = _rank_count(text, source)
+        if counted:
+            context["nranks"] = counted
+            inferred.append(f"nranks={counted} from {evidence}")
+        elif len(implied) == 1:
+            context["nranks"] = implied.pop()
+            inferred.append(f"nranks={context['nranks']} from size / (count * type size) of the result lines")
+        else:
+            raise BadInput(source, "cannot tell how many ranks ran (no '#  Rank N ... device' lines"
+                                   + (", and all-reduce sizes do not tell" if collective == "allreduce" else "")
+                                   + "): pass --nranks")
+    if not options.library:
+        inferred.append(f"library={_library_text(context)} from {_library_evidence(text, kind)}")
+    context["inferred"] = inferred
     return measurements, context
+
+
+def _library_text(context: dict) -> str:
+    return f"{context['library']} {context['library_version']}".strip()
+
+
+def _library_evidence(text: str, kind: str) -> str:
+    """The header line the library (and its version) came from, else the tool's name."""
+    for pattern in (VERSION, LIBRARY_CODE):
+        found = pattern.search(text)
+        if found:
+            line = text[text.rfind("\n", 0, found.start()) + 1:].split("\n", 1)[0].strip()
+            return repr(line)
+    return f"the tool ({kind})"
 
 
 def parse_json(text: str, source: str, options: ImportOptions, kind: str) -> tuple[list[Measurement], dict]:
@@ -207,7 +278,7 @@ def parse_json(text: str, source: str, options: ImportOptions, kind: str) -> tup
         raise BadInput(source, "not nccl-tests -J JSON: no top-level 'results' list")
     args = data.get("args") if isinstance(data.get("args"), list) else []
     program = os.path.basename(str(args[0])) if args else ""
-    collective = collective_of(program, source, options)
+    collective, collective_from = infer_collective(program, source, options, "args[0]")
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
     devices = [d for d in config.get("devices") or [] if isinstance(d, dict)]
     # one "devices" entry per process (its first rank's line); each process drives nthreads*ngpus ranks
@@ -221,7 +292,15 @@ def parse_json(text: str, source: str, options: ImportOptions, kind: str) -> tup
     if not measurements:
         raise BadInput(source, "no results in this nccl-tests JSON")
     code = data.get("nccl_version")
-    context = {"nranks": len(devices) * per_process or None,
+    inferred = [f"collective={collective} from {collective_from}"] if collective_from else []
+    if devices and not options.nranks:
+        inferred.append(f"nranks={len(devices) * per_process} from {len(devices)} config.devices entries "
+                        f"x nthreads*ngpus {per_process}")
+    if not options.library:
+        inferred.append(f"library={'RCCL' if kind == 'rccl-tests' else 'NCCL'}"
+                        + (f" {_decode_version(code)} from nccl_version {code}" if code is not None else
+                           f" from the tool ({kind})"))
+    context = {"inferred": inferred, "nranks": len(devices) * per_process or None,
                "hosts": sorted({str(d["hostname"]) for d in devices if d.get("hostname")}),
                "warmup": _int(config.get("warmup_iters"), 0), "iters": _int(config.get("iterations"), 0),
                "library": "RCCL" if kind == "rccl-tests" else "NCCL",

@@ -13,7 +13,9 @@ mpi/collective/*.c of 5.x; see docs/PLOTS.md): "Size" is the byte length of each
   fewer elements than ranks), so sizes not divisible into nranks equal parts are skipped.
 OMB 7 prints ``# Datatype: MPI_CHAR.`` before each table (``-T`` may run several types in one
 file); OMB 5 prints none (allgather MPI_CHAR, allreduce and reduce_scatter MPI_FLOAT).
-The output does not say how many ranks ran: --nranks is required. "Avg Latency" (each rank's
+The output does not say how many ranks ran: --nranks is required. The collective, the library
+family (MPI, NCCL, RCCL) and the device come from the title (or the file name), and the
+import says so on stderr; --collective, --library and --device override them. "Avg Latency" (each rank's
 mean over iterations, averaged over ranks) goes into time_us_mean and, unless a P50 tail column
 is printed, time_us_p50; Min/Max (the smallest/largest rank mean, ``-f``) into time_us_min/max;
 ``P50/P95/P99 Tail Lat(us)`` (percentiles over iterations of the rank-averaged latency) into
@@ -46,18 +48,27 @@ def title_info(text: str, source: str, options: ImportOptions) -> dict:
     """Collective, device, library family and OSU version from the title line."""
     found = TITLE.search(text)
     prefix = found.group(1) if found else ""
+    title = repr(found.group(0).strip()) if found else ""
+    inferred = []
     if options.collective:
         collective = options.collective
     elif found:
         collective = _collective(found.group(2))
+        inferred.append(f"collective={collective} from {title}")
     elif name := FILE_NAME.search(source):
         collective = _collective(name.group(1))
+        inferred.append(f"collective={collective} from the file name {name.group(0)!r}")
     else:
-        raise BadInput(source, "no '# OSU MPI <Collective> Latency Test' title; pass --collective")
+        raise BadInput(source, "no '# OSU MPI <Collective> Latency Test' title and no osu_<collective> file "
+                               "name: pass --collective")
     xccl = next((lib for lib in ("NCCL", "RCCL") if lib in prefix.upper()), None)
     device = "rocm" if re.search(r"ROCM|RCCL|HIP", prefix, re.I) else "cuda" if re.search(r"CUDA|NCCL", prefix, re.I) \
         else "host"
-    return {"collective": collective, "xccl": xccl, "device": options.device or device,
+    if found and not options.library:
+        inferred.append(f"library={xccl or 'MPI'} from {title}")
+    if found and not options.device:
+        inferred.append(f"device={device} from {title}")
+    return {"collective": collective, "xccl": xccl, "device": options.device or device, "inferred": inferred,
             "osu_version": found.group(3) if found and found.group(3) else ""}
 
 
@@ -114,7 +125,9 @@ def _float(text: str | None) -> float | None:
 def osu(text: str, source: str, options: ImportOptions) -> tuple[list[Measurement], dict]:
     info = title_info(text, source, options)
     if not options.nranks:
-        raise BadInput(source, "OSU output does not say how many ranks ran: pass --nranks N")
+        # OMB prints its title, the datatype and the table, never the number of processes
+        raise BadInput(source, "OSU output does not say how many ranks ran (OMB prints no rank count): "
+                               "pass --nranks N")
     measurements = parse_rows(text, info["collective"], options.nranks, source)
     if not measurements and info["collective"] == "reduce_scatter" and re.search(r"^\d+\s+\d", text, re.M):
         raise BadInput(source, f"no size splits into {options.nranks} equal parts (OSU gives the remainder "
@@ -127,4 +140,5 @@ def osu(text: str, source: str, options: ImportOptions) -> tuple[list[Measuremen
         "nranks": options.nranks, "hosts": [], "warmup": 0, "library": library, "device": info["device"],
         "library_version": options.library_version or "", "impl": impl,
         "transport": (info["xccl"] or "mpi").lower(), "tool_version": f"osu {info['osu_version']}".strip(),
+        "inferred": info["inferred"],
     }

@@ -67,7 +67,7 @@ def import_files(kind: str, paths: list[Path], options: ImportOptions) -> tuple[
         files.append({"path": str(path), "cells": len(measurements), "cells_with_samples": sampled,
                       "nranks": context["nranks"], "library": context["library"],
                       "library_version": context["library_version"],
-                      "tool_version": context.get("tool_version", kind)})
+                      "tool_version": context.get("tool_version", kind), "inferred": context.get("inferred", [])})
     results = pd.DataFrame(rows, columns=COLUMNS)
     with_samples = sum(entry["cells_with_samples"] for entry in files)
     meta = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "suite": f"import:{kind}", "imported_from": files,

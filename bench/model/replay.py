@@ -56,16 +56,19 @@ def _interpolate_log(points: pd.Series, nbytes: int, where: str) -> float:
     return float(np.exp(np.interp(np.log(nbytes), np.log(sizes), np.log(times))))
 
 
-def measured_timer(results: pd.DataFrame, label: str) -> Timer:
+def measured_timer(results: pd.DataFrame, label: str, ranks_per_node: Callable[[int], int] | None = None) -> Timer:
     """Times of implementation ``label`` from ok rows, interpolated in log-log between measured sizes.
 
     A cell measured in several launches (repeats, runs) counts with its best median, as ``tune``
-    does: on a shared machine the least disturbed launch."""
+    does: on a shared machine the least disturbed launch. ``ranks_per_node`` picks one node shape
+    per rank count where the results hold several (8 ranks as 2x4 and 4x2 are different machines)."""
     frame = results[results["status"] == "ok"]
     frame = frame[frame.apply(impl_label, axis=1) == label]
 
     def time_us(collective: str, count: int, dtype: str, nranks: int) -> float:
         rows = frame[(frame["collective"] == collective) & (frame["nranks"] == nranks)]
+        if ranks_per_node is not None and "ranks_per_node" in rows:
+            rows = rows[rows["ranks_per_node"] == ranks_per_node(nranks)]
         if (rows["dtype"] == dtype).any():
             rows = rows[rows["dtype"] == dtype]
         if rows.empty:

@@ -134,14 +134,23 @@ def counts_for(collective: str, nranks: int, dtype: str, sizes: list[int], seman
     return counts
 
 
+def node_shapes(suite: Suite, nranks: int) -> list[int | None]:
+    """The ranks-per-node values ``nranks`` runs with (None: one node holds all ranks)."""
+    if not suite.ranks_per_node:
+        return [None]
+    return [per_node for per_node in suite.ranks_per_node if nranks % per_node == 0]
+
+
 def expand(suite: Suite) -> list[Launch]:
     sizes = geometric(suite.sizes.min, suite.sizes.max, suite.sizes.factor)
     launches: list[Launch] = []
-    for repeat, nranks in ((r, n) for r in range(suite.repeats) for n in suite.ranks):
-        per_node = suite.ranks_per_node or nranks
+    # One launch per (rank count, node shape that divides it); the id names both.
+    for repeat, nranks, requested in ((r, n, shape) for r in range(suite.repeats) for n in suite.ranks
+                                      for shape in node_shapes(suite, n)):
+        per_node = requested or nranks
         suffix = f"-r{repeat}" if suite.repeats > 1 else ""
         launch = Launch(f"n{nranks}-rpn{per_node}-{suite.device}{suffix}", nranks, per_node, suite.device,
-                        suite.ranks_per_node)
+                        requested)
         for collective in suite.collectives:
             for entry in suite.implementations:
                 if entry.collectives and collective not in entry.collectives:
@@ -160,7 +169,7 @@ def expand(suite: Suite) -> list[Launch]:
                                         intra=intra, inter=inter,
                                         device=suite.device, nranks=nranks, nnodes=nranks // per_node,
                                         ranks_per_node=per_node,
-                                        virtual_nodes=suite.ranks_per_node is not None and per_node < nranks,
+                                        virtual_nodes=requested is not None and per_node < nranks,
                                         dtype=dtype, op=op, placement=placement, count_per_rank=count,
                                         bytes_per_rank=count * itemsize(dtype),
                                         bytes_total=total_count(collective, nranks, count) * itemsize(dtype),

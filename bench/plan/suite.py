@@ -39,6 +39,10 @@ def _one_or_many(value: Any) -> Any:
     return value if isinstance(value, list) else [value]
 
 
+def _none_or_many(value: Any) -> Any:
+    return None if value is None else _one_or_many(value)
+
+
 def _size(value: Any) -> int:
     try:
         return parse_size(value)
@@ -177,8 +181,11 @@ class Suite(Strict):
                                BeforeValidator(_one_or_many)] = Field(min_length=1)
     #: rank counts (GPU counts on GPU runs), one MPI job each
     ranks: Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_one_or_many)] = Field(min_length=1)
-    #: ranks per node; on one host this makes virtual nodes. Omitted: one node holds all ranks
-    ranks_per_node: int | None = Field(None, ge=1)
+    #: ranks per node, one node shape or a list of them (a sweep axis: 8 ranks as 2x4 and 4x2);
+    #: on one host this makes virtual nodes. Omitted: one node holds all ranks. With a list, a shape
+    #: runs with every rank count it divides (and is skipped for the others)
+    ranks_per_node: Annotated[list[Annotated[int, Field(ge=1)]] | None,
+                              BeforeValidator(_none_or_many)] = Field(None, min_length=1)
     device: Literal["host", "cuda", "rocm"] = "host"
     sizes: SizeSweep
     dtype: Annotated[list[Dtype], BeforeValidator(_one_or_many)] = ["float32"]
@@ -234,6 +241,7 @@ def _pydantic_error_line(path: str, error: ValidationError) -> str:
 def _check_duplicates(path: str, suite: Suite) -> None:
     """A value listed twice would plan the same cells twice; say so instead of guessing."""
     lists = {name: getattr(suite, name) for name in ("collectives", "ranks", "dtype", "op", "placement")}
+    lists["ranks_per_node"] = suite.ranks_per_node or []
     lists["implementations"] = suite.implementations
     for index, entry in enumerate(suite.implementations):
         for name in ("collectives", "algorithms", "intra", "inter"):
@@ -251,13 +259,7 @@ def _check_consistency(path: str, suite: Suite) -> None:
         raise BadInput(path, f"sizes: min ({suite.sizes.min} B) is larger than max ({suite.sizes.max} B)")
     if suite.timing.min_iters > suite.timing.iters:
         raise BadInput(path, f"timing.min_iters ({suite.timing.min_iters}) exceeds timing.iters ({suite.timing.iters})")
-    if suite.ranks_per_node:
-        for index, nranks in enumerate(suite.ranks):
-            if nranks % suite.ranks_per_node:
-                raise BadInput(
-                    path, f"ranks.{index}: {nranks} ranks do not divide into nodes of "
-                    f"ranks_per_node={suite.ranks_per_node}"
-                )
+    _check_shapes(path, suite)
     for index, entry in enumerate(suite.implementations):
         implementation = IMPLEMENTATIONS[entry.impl]
         for position, collective in enumerate(entry.collectives):
@@ -278,6 +280,22 @@ def _check_consistency(path: str, suite: Suite) -> None:
             if not runnable:
                 reason = algorithms.unsupported_reason(suite.collectives[0], name)
                 raise BadInput(path, f"{field}: {reason}")
+
+
+def _check_shapes(path: str, suite: Suite) -> None:
+    """Every rank count runs in some node shape and every shape with some rank count: a value
+    that would plan nothing is a typo to report, not a launch to drop quietly."""
+    shapes = suite.ranks_per_node
+    if not shapes:
+        return
+    for index, nranks in enumerate(suite.ranks):
+        if all(nranks % per_node for per_node in shapes):
+            named = f"ranks_per_node={shapes[0]}" if len(shapes) == 1 else f"any of ranks_per_node {shapes}"
+            raise BadInput(path, f"ranks.{index}: {nranks} ranks do not divide into nodes of {named}")
+    for index, per_node in enumerate(shapes):
+        if all(nranks % per_node for nranks in suite.ranks):
+            raise BadInput(path, f"ranks_per_node.{index}: nodes of {per_node} ranks divide none of the rank "
+                                 f"counts {suite.ranks}")
 
 
 def _check_phases(path: str, field: str, entry: ImplEntry, suite: Suite) -> None:

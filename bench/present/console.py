@@ -9,6 +9,8 @@ from rich.table import Table
 
 from bench.plan.cells import CELL_KEY
 from bench.plan.sizes import format_size
+from bench.results.labels import impl_label
+from bench.results.speedup import UNSURE_NOTE, Intervals, median_intervals, speedup
 
 BASELINE_IMPL = "mpi"
 #: distinct reasons printed under the summary; the rest are in the table's ``error`` column
@@ -24,39 +26,44 @@ def progress_bar(console: Console) -> Progress:
 
 
 def _label(row) -> str:
-    if row.impl == "pccl-hier":
-        name = f"pccl-hier:{row.inter}/{row.intra}"  # inter/intra phases
-    else:
-        name = row.impl if row.impl == BASELINE_IMPL else f"{row.impl}:{row.algorithm}"
+    """The implementation's name everywhere (bench.results.labels), plus the placement when in place."""
+    name = impl_label(row)
     return name if row.placement == "out_of_place" else f"{name} (in place)"
 
 
-def summary_tables(results: pd.DataFrame) -> list[Table]:
+def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> list[Table]:
     """Per collective and shape, one line per size and implementation (as nccl-tests prints sizes):
-    median time, bus bandwidth, #wrong, and the speedup over ``mpi`` at the same size."""
+    median time, bus bandwidth, #wrong, and the speedup over ``mpi`` at the same size, marked
+    ``?`` where it is unsure (bench.results.speedup; ``samples`` give the intervals)."""
     tables = []
     if results.empty:
         return tables
+    intervals = median_intervals(samples)
     frame = _one_line_per_cell(results)
     frame = frame.assign(label=[_label(row) for row in frame.itertuples()])
-    caption = "pccl-hier:<inter>/<intra> phases; time = median of per-iteration max over ranks"
+    timing = "time = median of per-iteration max over ranks"
     if len(frame) < len(results):
-        caption += ", then the median over the cell's repeats"
+        timing += ", then the median over the cell's repeats"
     for (collective, nranks, nnodes, device, dtype, op), group in frame.groupby(
         ["collective", "nranks", "nnodes", "device", "dtype", "op"], sort=False
     ):
-        table = Table(title=f"{collective}  {nranks} ranks / {nnodes} nodes  {device}  {dtype} {op}",
-                      title_justify="left",
-                      caption=caption, caption_justify="left")
-        for name in ("size", "count", "implementation", "time us p50", "busbw GB/s", "#wrong", "vs mpi"):
-            table.add_column(name, justify="left" if name == "implementation" else "right")
+        rows, unsure = [], False
         for (size, count), cells in group.groupby(["bytes_total", "count_per_rank"], sort=True):
             baselines = {row.placement: row for row in cells.itertuples() if row.impl == BASELINE_IMPL}
             for position, row in enumerate(cells.itertuples()):
                 first = position == 0
-                table.add_row(format_size(int(size)) if first else "", str(count) if first else "", row.label,
-                              *_cell_text(row), _speedup(baselines.get(row.placement), row),
-                              end_section=position == len(cells) - 1)
+                ratio, sure = _speedup(baselines.get(row.placement), row, intervals)
+                unsure |= not sure
+                rows.append(([format_size(int(size)) if first else "", str(count) if first else "", row.label,
+                              *_cell_text(row), ratio], position == len(cells) - 1))
+        notes = (["pccl-hier:<inter>/<intra> phases"] if group["impl"].eq("pccl-hier").any() else []) + [timing]
+        caption = "; ".join(notes) + (f"\n{UNSURE_NOTE}" if unsure else "")
+        table = Table(title=f"{collective}  {nranks} ranks / {nnodes} nodes  {device}  {dtype} {op}",
+                      title_justify="left", caption=caption, caption_justify="left")
+        for name in ("size", "count", "implementation", "time us p50", "busbw GB/s", "#wrong", "vs mpi"):
+            table.add_column(name, justify="left" if name == "implementation" else "right")
+        for cells, last in rows:
+            table.add_row(*cells, end_section=last)
         tables.append(table)
     return tables
 
@@ -107,12 +114,15 @@ def _cell_text(row) -> tuple[str, str, str]:
     return f"{row.time_us_p50:.2f}", f"{row.busbw_gbps:.3f}", str(row.n_wrong)
 
 
-def _speedup(baseline, row) -> str:
+def _speedup(baseline, row, intervals: Intervals) -> tuple[str, bool]:
+    """(the ratio's text, whether it is sure); an unsure ratio is dim, never green or red."""
     if baseline is None or row.impl == BASELINE_IMPL or baseline.status != "ok" or row.status != "ok":
-        return ""
-    ratio = baseline.time_us_p50 / row.time_us_p50
-    colour = "green" if ratio >= 1.1 else "red" if ratio <= 0.9 else "white"
-    return f"[{colour}]{ratio:.2f}x[/{colour}]"
+        return "", True
+    estimate = speedup(baseline, row, intervals)
+    if not estimate.sure:
+        return f"[dim]{estimate.text()}[/dim]", False
+    colour = "green" if estimate.ratio >= 1.1 else "red" if estimate.ratio <= 0.9 else "white"
+    return f"[{colour}]{estimate.text()}[/{colour}]", True
 
 
 def status_line(results: pd.DataFrame) -> str:

@@ -22,6 +22,7 @@ from matplotlib.ticker import FuncFormatter
 from bench.plan.cells import CELL_KEY
 from bench.present import plot_style as style  # selects the Agg backend
 from bench.results.labels import impl_label
+from bench.results.speedup import UNSURE_NOTE, WIDE_FACTOR, cell_identity, median_intervals
 
 FORMATS = ("png", "svg", "pdf")
 #: speedup heatmaps saturate beyond 2**4 = 16x either way (the cells still print the value)
@@ -30,9 +31,10 @@ SPEEDUP_LIMIT_LOG2 = 4
 VARIANTS = ("dtype", "op", "placement", "timing_mode")
 
 
-def plot_frame(results: pd.DataFrame) -> pd.DataFrame:
+def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per cell (repeats and runs pooled: median of medians) with an implementation label,
-    a shape ("8 GPUs, 2 nodes") and a variant (the dtype/op/placement/mode, where a collective has several)."""
+    a shape ("8 GPUs, 2 nodes") and a variant (the dtype/op/placement/mode, where a collective has several).
+    ``time_low_us``/``time_high_us``: the 95% interval of the cell's median from ``samples`` (NaN without)."""
     ok = results[results["status"].eq("ok") & results["time_us_p50"].notna()].copy()
     if ok.empty:
         return ok.assign(label=[], shape=[], variant=[])
@@ -41,8 +43,16 @@ def plot_frame(results: pd.DataFrame) -> pd.DataFrame:
             ok[name] = ok[name].fillna("").astype(str)
     ok.loc[ok["collective"].eq("allgather"), "op"] = ""  # an all-gather reduces nothing
     keys = [*CELL_KEY, "bytes_total"]
+    if "oversubscribed" not in ok:
+        ok["oversubscribed"] = False
+    ok["oversubscribed"] = ok["oversubscribed"].fillna(False).astype(bool)
     frame = ok.groupby(keys, as_index=False, sort=False).agg(
-        time_us=("time_us_p50", "median"), busbw_gbps=("busbw_gbps", "median"))
+        time_us=("time_us_p50", "median"), busbw_gbps=("busbw_gbps", "median"),
+        oversubscribed=("oversubscribed", "max"))
+    intervals = median_intervals(samples)
+    spans = [intervals.get(cell_identity(row), (np.nan, np.nan)) for row in frame.to_dict("records")]
+    frame["time_low_us"] = [low for low, _ in spans]
+    frame["time_high_us"] = [high for _, high in spans]
     frame["label"] = [impl_label(row) for row in frame.itertuples()]
     frame["variant"] = ""
     for _, group in frame.groupby("collective"):
@@ -117,12 +127,34 @@ def size_figure(data: pd.DataFrame, title: str, column: str, ylabel: str, what: 
 
 def speedup_grid(data: pd.DataFrame, label: str, baseline: str) -> pd.DataFrame:
     """baseline time / ``label`` time, shapes x sizes (> 1: ``label`` is faster)."""
+    return speedup_grids(data, label, baseline)[0]
+
+
+def speedup_grids(data: pd.DataFrame, label: str, baseline: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(speedups, unsure) over shapes x sizes; unsure as bench.results.speedup judges it: either cell
+    oversubscribed, the ratio's interval wider than WIDE_FACTOR, or no interval (no samples)."""
     keys = ["shape", "nranks", "nnodes", "bytes_total", "size_bucket"]
-    base = data[data["label"].eq(baseline)].groupby(keys)["time_us"].median()
-    mine = data[data["label"].eq(label)].groupby(keys)["time_us"].median()
-    speedup = (base / mine).dropna().rename("speedup").reset_index()
-    grid = speedup.pivot_table(index="shape", columns="size_bucket", values="speedup", aggfunc="median")
-    return grid.reindex([shape for shape in _shapes(data) if shape in grid.index])
+    columns = {"time_us": "median", "time_low_us": "min", "time_high_us": "max", "oversubscribed": "max"}
+    present = {name: how for name, how in columns.items() if name in data}
+
+    def pooled(which: str) -> pd.DataFrame:
+        return data[data["label"].eq(which)].groupby(keys).agg(present)
+
+    joined = pd.merge(pooled(baseline), pooled(label), left_index=True, right_index=True,
+                      suffixes=("_base", "")).dropna(subset=["time_us"])
+    joined["speedup"] = joined["time_us_base"] / joined["time_us"]
+    if {"time_low_us", "oversubscribed"} <= set(present):
+        low = joined["time_low_us_base"] / joined["time_high_us"]
+        high = joined["time_high_us_base"] / joined["time_low_us"]
+        unsure = joined["oversubscribed_base"] | joined["oversubscribed"] | low.isna() | (high > WIDE_FACTOR * low)
+    else:
+        unsure = pd.Series(True, index=joined.index)
+    joined["unsure"] = unsure.astype(float)
+    table = joined.reset_index()
+    order = [shape for shape in _shapes(data) if shape in set(table["shape"])]
+    grid = table.pivot_table(index="shape", columns="size_bucket", values="speedup", aggfunc="median")
+    marks = table.pivot_table(index="shape", columns="size_bucket", values="unsure", aggfunc="max")
+    return grid.reindex(order), marks.reindex(order)
 
 
 def speedup_figure(data: pd.DataFrame, title: str, baseline: str) -> Figure | None:
@@ -130,9 +162,10 @@ def speedup_figure(data: pd.DataFrame, title: str, baseline: str) -> Figure | No
     labels = [label for label in sorted(data["label"].unique()) if label != baseline]
     if not data["label"].eq(baseline).any() or not labels:
         return None
-    grids = [(label, speedup_grid(data, label, baseline)) for label in labels]
-    columns = sorted(set().union(*(grid.columns for _, grid in grids)))
-    grids = [(label, grid.reindex(columns=columns)) for label, grid in grids if grid.size]
+    pairs = {label: speedup_grids(data, label, baseline) for label in labels}
+    columns = sorted(set().union(*(grid.columns for grid, _ in pairs.values())))
+    grids = [(label, grid.reindex(columns=columns)) for label, (grid, _) in pairs.items() if grid.size]
+    marks = {label: pairs[label][1].reindex(columns=columns) for label, _ in grids}
     if not grids:
         return None
     limit = max(1.0, *(float(np.nanmax(np.abs(np.log2(grid.to_numpy())))) for _, grid in grids))
@@ -142,16 +175,19 @@ def speedup_figure(data: pd.DataFrame, title: str, baseline: str) -> Figure | No
     figure, axes = _panels(len(grids), width_in=width, height_in=1.7 + 0.4 * data["shape"].nunique(),
                            most_columns=1 if width > 8 else 2)
     for axis, (label, grid) in zip(axes, grids, strict=True):
-        _heatmap(axis, grid, norm)
+        _heatmap(axis, grid, norm, marks[label])
         axis.set_title(f"{label} vs {baseline}")
     figure.suptitle(f"{title}: speedup over {baseline} (> 1: faster; colour scale is log2)", x=0.02, ha="left",
                     fontweight="bold")
+    if any(np.nansum(mark.to_numpy(dtype=float)) for mark in marks.values()):
+        figure.text(0.02, 0.0, UNSURE_NOTE.replace("x?", "?", 1), fontsize=7, ha="left", va="top")
     figure.tight_layout()
     return figure
 
 
-def _heatmap(axis, grid: pd.DataFrame, norm) -> None:
+def _heatmap(axis, grid: pd.DataFrame, norm, unsure: pd.DataFrame | None = None) -> None:
     values = grid.to_numpy(dtype=float)
+    marks = np.zeros_like(values) if unsure is None else np.nan_to_num(unsure.to_numpy(dtype=float))
     image = axis.imshow(np.log2(values), cmap="RdBu", norm=norm, aspect="auto")
     axis.set_xticks(range(len(grid.columns)), [style.short_size(size) for size in grid.columns], rotation=45,
                     ha="right")
@@ -161,7 +197,8 @@ def _heatmap(axis, grid: pd.DataFrame, norm) -> None:
     if len(grid.columns) <= 24:
         for (row, column), value in np.ndenumerate(values):
             if np.isfinite(value):
-                axis.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                mark = "?" if marks[row, column] else ""  # unsure: bench.results.speedup
+                axis.text(column, row, f"{value:.2f}{mark}", ha="center", va="center", fontsize=7,
                           color="white" if abs(np.log2(value)) > 0.6 * norm.vmax else "black")
     step = max(1, int(norm.vmax) // 2)
     bar = axis.figure.colorbar(image, ax=axis, fraction=0.05, pad=0.02,

@@ -23,6 +23,7 @@ from bench.plan.sizes import format_size
 from bench.present import plot as plots
 from bench.present.report_doc import Details, Document, Image, Paragraph, Section, TableBlock
 from bench.results.runset import RunSet
+from bench.results.speedup import UNSURE_NOTE, Speedup
 
 #: the runs' own environment is long: these prefixes are shown first
 ENV_SHOWN = 40
@@ -75,24 +76,46 @@ def provenance_section(runs: RunSet) -> Section:
     ])
 
 
-def _summary_table(group: pd.DataFrame, baseline: str) -> TableBlock:
+def _fastest_vs_baseline(cells: pd.DataFrame, best: str, baseline: str) -> Speedup | None:
+    """The fastest label's speedup at one size, with the interval of its cells (bench.results.speedup)."""
+    base, mine = cells[cells["label"].eq(baseline)], cells[cells["label"].eq(best)]
+    if base.empty or mine.empty:
+        return None
+    low = base["time_low_us"].min() / mine["time_high_us"].max() if "time_low_us" in cells else float("nan")
+    high = base["time_high_us"].max() / mine["time_low_us"].min() if "time_low_us" in cells else float("nan")
+    known = pd.notna(low) and pd.notna(high)
+    over = bool(base.get("oversubscribed", pd.Series([False])).any() or mine.get("oversubscribed",
+                                                                                   pd.Series([False])).any())
+    return Speedup(base["time_us"].median() / mine["time_us"].median(), low if known else None,
+                   high if known else None, over)
+
+
+def _summary_table(group: pd.DataFrame, baseline: str) -> tuple[TableBlock, bool]:
+    """The table, and whether any of its speedups is unsure."""
     labels = sorted(group["label"].unique(), key=lambda label: (label != baseline, label))
     grid = group.pivot_table(index="bytes_total", columns="label", values="time_us", aggfunc="median")[labels]
-    rows = []
+    rows, unsure = [], False
     for size, times in grid.iterrows():
         best = times.idxmin() if times.notna().any() else "-"
-        speedup = (times[baseline] / times[best]) if baseline in times and pd.notna(times.get(baseline)) else None
+        estimate = _fastest_vs_baseline(group[group["bytes_total"].eq(size)], best, baseline) \
+            if baseline in times and pd.notna(times.get(baseline)) else None
+        unsure |= estimate is not None and not estimate.sure
         rows.append([format_size(int(size)), *[f"{value:.2f}" if pd.notna(value) else "" for value in times],
-                     best, f"{speedup:.2f}x" if speedup else ""])
+                     best, estimate.text() if estimate else ""])
     header = ["size", *[f"{label} µs" for label in labels], "fastest", f"fastest vs {baseline}"]
-    return TableBlock(header, rows, numeric=set(range(1, len(labels) + 1)) | {len(labels) + 2})
+    return TableBlock(header, rows, numeric=set(range(1, len(labels) + 1)) | {len(labels) + 2}), unsure
 
 
 def summary_section(frame: pd.DataFrame, baseline: str) -> Section:
     blocks = [Paragraph("Median per-iteration time in µs (iteration time = maximum over ranks; repeats and runs "
                         "pooled as the median of their medians). Sizes are nccl-tests sizes (total bytes).")]
+    any_unsure = False
     for (collective, shape), group in frame.groupby(["collective", "shape"], sort=False):
-        blocks += [Paragraph(f"**{collective}, {shape}**"), _summary_table(group, baseline)]
+        table, unsure = _summary_table(group, baseline)
+        blocks += [Paragraph(f"**{collective}, {shape}**"), table]
+        any_unsure |= unsure
+    if any_unsure:
+        blocks.append(Paragraph(UNSURE_NOTE))
     return Section("Summary", blocks)
 
 
@@ -124,7 +147,7 @@ def plots_section(frame: pd.DataFrame, baseline: str) -> Section:
 
 
 def build(runs: RunSet, baseline_impl: str = "mpi", gate_result: GateResult | None = None) -> Document:
-    frame = plots.plot_frame(runs.results)
+    frame = plots.plot_frame(runs.results, runs.samples)
     title = f"pccl-bench report: {', '.join(runs.run_ids[:4])}" + (" ..." if len(runs.run_ids) > 4 else "")
     document = Document(title, [Section("About", [Paragraph(
         f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by pccl-bench {__version__} from "

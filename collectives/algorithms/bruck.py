@@ -1,4 +1,5 @@
-"""Bruck all-gather: ceil(log2 p) steps for any p, one message each way per step.
+"""Bruck all-gather and its mirror, Bruck reduce-scatter: ceil(log2 p) steps for any p,
+one message each way per step.
 
 Rank r keeps the blocks r, r+1, ..., r+p-1 (mod p) back to back in scratch, in that
 rotated order. At step k (distance d = 2^k) it sends its first min(d, p-d) blocks to
@@ -7,6 +8,18 @@ remainder handling is needed: the last step just sends fewer than d blocks. A fi
 local rotation copies the blocks to their layout positions (two copies for a
 contiguous layout or single-chunk blocks; for multi-chunk blocks one copy per chunk
 or per block, whichever is fewer; the row count does not depend on the rank).
+
+The reduce-scatter runs the same dissemination pattern backwards. A local rotation
+first copies the input into scratch in the same rotated order (position j holds this
+rank's contributions to block r+j). Then, for the distances of the all-gather in reverse
+order (the largest first), rank r sends the partial sums at positions d .. d+n-1 (blocks
+r+d .. r+d+n-1) to rank r+d and receives as many from rank r-d, which it adds into its
+positions 0 .. n-1: the same blocks, so the reduction is element for element. After the
+step with distance d only positions 0 .. d-1 are still needed; after d = 1 position 0
+is block r, summed over all ranks (the last step reduces straight into the result).
+Each contribution travels the reverse of the all-gather's path, so it is added exactly
+once. Remainder: as in the all-gather, the first (largest) distance moves only p - d
+blocks; nothing else changes.
 """
 
 from __future__ import annotations
@@ -51,6 +64,47 @@ class Bruck:
                 steps.step()
             else:
                 steps.step(copy=(src, dst))
+        return steps.build()
+
+    @staticmethod
+    def reduce_scatter(nranks: int, rank: int, source: Layout, result: Block, scratch_base: int = 0) -> Schedule:
+        """The rotation rows, then ceil(log2 p) communication steps (module docstring).
+
+        Scratch: the p rotated blocks from ``scratch_base``, then one landing area as long as
+        the largest message. ``source`` is only read in the rotation and ``result`` written in
+        the last row, so either may be the receive buffer and they may overlap."""
+        steps = StepList()
+        if nranks == 1:
+            if source.block(0) != result:
+                steps.step(copy=(source.block(0), result))
+            return steps.build()
+        order = [(rank + j) % nranks for j in range(nranks)]
+        offsets = list(accumulate((source.block(i).total for i in order), initial=scratch_base))
+
+        def held(position: int, number: int) -> Block:
+            return Block(SCRATCH, offsets[position], offsets[position + number] - offsets[position])
+
+        # Positions 0 .. p-rank-1 are blocks rank .. p-1, positions p-rank .. p-1 blocks 0 .. rank-1.
+        runs = [(0, rank, nranks - rank), (nranks - rank, 0, rank)]
+        for scratch, block in _rotation(source, nranks, runs, offsets):
+            if scratch is None or block.total == 0:
+                steps.step()
+            else:
+                steps.step(copy=(block, scratch))
+        distances = []
+        distance = 1
+        while distance < nranks:
+            distances.append(distance)
+            distance *= 2
+        numbers = [min(d, nranks - d) for d in distances]
+        landing_base = offsets[-1]  # each step's message is reduced in its own row: one area suffices
+        for distance, number in zip(reversed(distances), reversed(numbers), strict=True):
+            to, source_rank = (rank + distance) % nranks, (rank - distance) % nranks
+            kept = held(0, number)
+            landing = Block(SCRATCH, landing_base, kept.total)
+            target = result if distance == 1 else kept
+            steps.step(send=(to, held(distance, number)), recv=(source_rank, landing),
+                       reduce=(landing, kept, target))
         return steps.build()
 
 

@@ -1,0 +1,92 @@
+"""How sure a speedup is: the ratio of two cells' medians with an interval, and a mark when unsure.
+
+Each cell's median gets a two-level bootstrap interval from its samples (launches, then
+iterations: bench.results.stats); the ratio baseline/cell gets the conservative interval from the two
+(low = base low / cell high, high = base high / cell low). A ratio is *unsure* when either cell ran
+oversubscribed (more ranks than cores: one descheduled rank makes a cell slow as a whole, which no
+interval over its own iterations shows), when its interval spans more than ``WIDE_FACTOR``, or
+when there are no samples to judge (imported cells). Tables, reports and plots print an unsure
+ratio with ``?`` (and its interval where known), so a noisy cell never reads as a 50x win.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bench.plan.cells import CELL_KEY
+from bench.results.labels import field
+from bench.results.stats import median_interval
+
+#: a ratio whose interval's high/low exceeds this is unsure
+WIDE_FACTOR = 2.0
+#: bootstrap resamples per cell (a few hundred bound the 95% interval well enough for a mark)
+RESAMPLES = 400
+UNSURE_NOTE = ("x? = unsure: oversubscribed (more ranks than cores), 95% interval (shown) wider than "
+               f"{WIDE_FACTOR:g}x, or no samples; not a result")
+
+Intervals = dict[tuple, tuple[float, float]]
+
+
+def cell_identity(row) -> tuple:
+    """The measurement a row is, whatever its repeat or run (all-gathers have no op)."""
+    values = []
+    for name in CELL_KEY:
+        value = field(row, name, "")
+        if name == "op" and field(row, "collective") == "allgather":
+            value = ""
+        if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+                and float(value).is_integer():
+            value = int(value)
+        values.append(str(value))
+    return tuple(values)
+
+
+def median_intervals(samples: pd.DataFrame | None) -> Intervals:
+    """95% interval of each cell's median, its samples grouped by launch (repeats and runs pooled)."""
+    if samples is None or samples.empty:
+        return {}
+    launch = [name for name in ("run_id", "launch_id") if name in samples]
+    identities = [cell_identity(row) for row in samples[list(CELL_KEY)].to_dict("records")]
+    frame = samples.assign(_identity=identities)
+    intervals = {}
+    for identity, cell in frame.groupby("_identity", sort=False):
+        groups = [part["time_us"].to_numpy(dtype=float) for _, part in cell.groupby(launch, sort=False)]
+        groups = [group[np.isfinite(group)] for group in groups]
+        groups = [group for group in groups if len(group)]
+        if groups:
+            intervals[identity] = median_interval(groups, resamples=RESAMPLES)
+    return intervals
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """baseline time / cell time (> 1: the cell is faster), with what is known of its spread."""
+
+    ratio: float
+    low: float | None
+    high: float | None
+    oversubscribed: bool
+
+    @property
+    def sure(self) -> bool:
+        return not self.oversubscribed and self.low is not None and self.high <= WIDE_FACTOR * self.low
+
+    def text(self) -> str:
+        if self.sure:
+            return f"{self.ratio:.2f}x"
+        spread = f" [{self.low:.2g}-{self.high:.2g}]" if self.low is not None else ""
+        return f"{self.ratio:.2f}x?{spread}"
+
+
+def speedup(baseline, row, intervals: Intervals, time_column: str = "time_us_p50") -> Speedup:
+    """The speedup of ``row`` over ``baseline`` (rows with ``time_column``)."""
+    base_time, time = float(field(baseline, time_column)), float(field(row, time_column))
+    base, mine = intervals.get(cell_identity(baseline)), intervals.get(cell_identity(row))
+    low = high = None
+    if base and mine and mine[0] > 0:
+        low, high = base[0] / mine[1], base[1] / mine[0]
+    oversubscribed = bool(field(row, "oversubscribed", False)) or bool(field(baseline, "oversubscribed", False))
+    return Speedup(base_time / time, low, high, oversubscribed)
