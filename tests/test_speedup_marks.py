@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pandas as pd
-from bench.results.speedup import Speedup
 from test_console import TIGHT, row, samples_of
 
 from bench.present import plot as plots
 from bench.present.report import summary_section
+from bench.results.speedup import Speedup
 
 
 def frame_of(oversubscribed: bool, with_samples: bool = True) -> pd.DataFrame:
