@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from bench.run.launch import end_job
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -79,16 +80,7 @@ def _run(argv: list[str], *, timeout: float, cwd: Path, env: dict[str, str]) -> 
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                process.wait(timeout=5)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        end_job(process)  # the launcher's own: SIGTERM the group, then SIGKILL what is left
         stdout, stderr = process.communicate()
         pytest.fail(f"timed out after {timeout} s: {' '.join(argv)}\nstdout:\n{stdout}\nstderr:\n{stderr}")
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)

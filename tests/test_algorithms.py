@@ -333,7 +333,7 @@ def test_rdfull_allreduce_is_exact(nranks: int) -> None:
 def test_bruck_every_dtype_and_op(collective: str, nranks: int) -> None:
     """Bruck reduce-scatter and the all-reduce it composes (bruck RS + bruck AG), checked bit for
     bit with the benchmark's own exactly predictable inputs, for every dtype and op."""
-    from bench.collspec import count_wrong, make_buffers
+    from collectives.spec import count_wrong, make_buffers
 
     from collectives.call import CallSpec
     from collectives.dtypes import DTYPES, OPS

@@ -201,7 +201,7 @@ class JobOutcome:
     output_tail: list[str] = field(default_factory=list)
 
 
-def _end_job(process: subprocess.Popen, grace_s: float = 5.0) -> None:
+def end_job(process: subprocess.Popen, grace_s: float = 5.0) -> None:
     """SIGTERM the job's process group, then SIGKILL what is left."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
@@ -262,12 +262,12 @@ def run_job(argv: list[str], env: dict[str, str], part: Path, log: Path, timeout
                 position = _follow(part, position, on_row)
                 if time.monotonic() > deadline:
                     outcome.timed_out = True
-                    _end_job(process)
+                    end_job(process)
                     break
                 time.sleep(0.05)
         except BaseException:
             outcome.interrupted = True
-            _end_job(process)
+            end_job(process)
             raise
         finally:
             reader.join(timeout=5)

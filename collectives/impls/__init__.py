@@ -15,6 +15,7 @@ from typing import ClassVar
 from collectives import transports
 from collectives.call import CallSpec
 from collectives.context import HOST
+from collectives.registry import lookup
 from collectives.topology import as_topology
 
 IMPLEMENTATIONS: dict[str, type[Implementation]] = {}
@@ -30,10 +31,7 @@ def register(name: str):
 
 
 def get(name: str) -> Implementation:
-    try:
-        return IMPLEMENTATIONS[name]()
-    except KeyError:
-        raise ValueError(f"unknown implementation {name!r} (known: {', '.join(sorted(IMPLEMENTATIONS))})") from None
+    return lookup(IMPLEMENTATIONS, name, "implementation")()
 
 
 class Implementation:

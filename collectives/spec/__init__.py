@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from collectives.registry import lookup
+
 if TYPE_CHECKING:
     from collectives.call import CallSpec
 
@@ -62,10 +64,7 @@ def register(cls: type[Collective]) -> type[Collective]:
 
 
 def get(name: str) -> Collective:
-    try:
-        return SPECS[name]
-    except KeyError:
-        raise ValueError(f"unknown collective {name!r}; expected one of {tuple(SPECS)}") from None
+    return lookup(SPECS, name, "collective")
 
 
 def buffer_counts(collective: str, nranks: int, count: int, in_place: bool) -> tuple[int, int]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from collectives.call import CallSpec
+from collectives.registry import lookup
 from collectives.schedule import COMM_WORLD
 
 
@@ -57,10 +58,7 @@ def register(name: str):
 
 
 def get(name: str) -> Transport:
-    try:
-        return TRANSPORTS[name]
-    except KeyError:
-        raise ValueError(f"unknown transport {name!r} (known: {', '.join(sorted(TRANSPORTS))})") from None
+    return lookup(TRANSPORTS, name, "transport")
 
 
 from collectives.transports import mpi, rdma, xccl  # noqa: E402,F401,I001  (registers)

@@ -17,12 +17,12 @@ import mpi4py
 
 mpi4py.rc.thread_level = "single"
 
+from checked_call import checked_call  # noqa: E402  (beside this script)
 from cython_ext.executor import set_max_message_bytes  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
-from collectives.spec import count_wrong, make_buffers  # noqa: E402
 from collectives.topology import topology  # noqa: E402
 
 FLAT = ["ring", "rd", "bruck", "rh+bruck", "ring+rd", "rdfull"]
@@ -53,10 +53,7 @@ def main() -> int:
             skipped += 1  # rdfull is all-reduce only: the same answer on every rank
             declined.add(f"{impl} {call.collective} {call.algorithm or f'{call.inter}/{call.intra}'}")
             continue
-        sendbuf, recvbuf = make_buffers(call, comm.rank)
-        op = implementation.build(topo, call, sendbuf, recvbuf)
-        op()
-        wrong = comm.allreduce(count_wrong(call, comm.rank, recvbuf), op=MPI.SUM)
+        _, _, wrong = checked_call(implementation, topo, call, comm)
         checked += 1
         if wrong:
             failures.append(f"{impl} {call}: {wrong} wrong")

@@ -30,6 +30,7 @@ import mpi4py
 
 mpi4py.rc.thread_level = "single"
 
+from checked_call import checked_call  # noqa: E402  (beside this script)
 from mpi4py import MPI  # noqa: E402
 
 from collectives import rdma  # noqa: E402
@@ -62,10 +63,7 @@ def check_all(comm, topo, expected: str, mode: str) -> dict:
         if reason:
             failures.append(f"{call}: unsupported: {reason}")
             continue
-        sendbuf, recvbuf = make_buffers(call, comm.rank)
-        op = implementation.build(topo, call, sendbuf, recvbuf)
-        op()
-        wrong = comm.allreduce(count_wrong(call, comm.rank, recvbuf), op=MPI.SUM)
+        op, (sendbuf, recvbuf), wrong = checked_call(implementation, topo, call, comm)
         before = ucx.counters()
         for _ in range(extra_calls):
             op()
