@@ -72,7 +72,7 @@ def test_xccl_in_a_host_suite_is_unsupported(tmp_path):
                        collectives=["allgather"])
     assert (results["status"] == "unsupported").all()
     assert set(results["error"]) == {
-        "xccl (NCCL/RCCL) runs on GPU buffers only (device: cuda or rocm)",
+        "NCCL/RCCL run on GPU buffers only (device: cuda or rocm)",
         "intra phase by xccl: NCCL/RCCL run on GPU buffers only (device: cuda or rocm)",
     }
 
@@ -114,7 +114,7 @@ def test_shipped_gpu_suites():
         result = run_cli("suites", "validate", name)
         assert result.returncode == 0, describe(result)
         suite, _ = load_suite(resolve_suite_path(name))
-        assert (suite.device, suite.ranks_per_node) == (device, per_node)
+        assert (suite.device, suite.ranks_per_node) == (device, [per_node])
         assert {entry.impl for entry in suite.implementations} == {"mpi", "xccl", "pccl-flat", "pccl-hier"}
     frontier, _ = load_suite(resolve_suite_path("frontier"))
     assert frontier.env["MPICH_OFI_NIC_MAPPING"] == "0:0-1; 1:2-3; 2:4-5; 3:6-7"
@@ -130,7 +130,7 @@ def test_run_point_takes_the_device_and_gpu_aware(tmp_path):
     results = pd.read_parquet(out / "results.parquet")
     assert (results["device"] == "cuda").all() and (results["status"] == "unsupported").all()
     assert dict(zip(results["impl"], results["transport"], strict=True)) == {"mpi": "mpi-staged", "xccl": "nccl"}
-    assert "unsupported (mpi, xccl:native): device cuda: " in " ".join(result.stdout.split())
+    assert "unsupported (mpi, xccl): device cuda: " in " ".join(result.stdout.split())
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--device", "gpu"), ("--gpu-aware", "maybe")])
