@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml setup.py $(wildcard cython_ext/*.pyx cython_ext/*.pxd)
 	$(PY) -m pip install --quiet --upgrade pip
 	# Build requirements first: the Cython build compiles with the MPICH wheel's mpicc, and
 	# builds the UCX binding against the UCX wheel (the rdma extra) found installed.
-	$(PY) -m pip install --quiet "mpich>=4.2" "mpi4py>=4.0" "cython>=3.0" "setuptools>=68" "numpy>=1.24" \
+	$(PY) -m pip install --quiet "mpich>=4.2" "mpi4py>=4.0" "cython>=3.0" "setuptools>=77" "numpy>=1.24" \
 		"libucx-cu12>=1.15"
 	$(PY) -m pip install --quiet --no-build-isolation -e ".[mpich,test,rdma]"
 	touch $@

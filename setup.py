@@ -1,7 +1,9 @@
 """Build the Cython hot paths against the MPI that mpi4py will load.
 
 The compiler wrapper is, in order: $MPICC; the ``mpicc`` beside this Python
-(the PyPI MPICH wheel in a virtual environment); ``mpicc`` on PATH.
+(the PyPI MPICH wheel in a virtual environment); ``mpicc`` on PATH. Where there is none,
+the in-tree build backend (buildsys/pccl_backend.py) makes the MPICH wheel a build
+requirement, so pip's isolated build finds that wheel's ``mpicc`` on PATH.
 
 The UCX binding (cython_ext/ucx, cython_ext/rdma) is built only where UCX is found:
 $UCX_HOME, else ``pkg-config ucx``, else the PyPI UCX wheel (the ``rdma`` extra,
@@ -20,20 +22,17 @@ import mpi4py
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
+#: set by the in-tree build backend while setuptools runs this file only to list build requirements
+REQUIRES_QUERY = "PCCL_BENCH_BUILD_REQUIRES_QUERY"
 
-def find_mpicc() -> str:
+
+def find_mpicc() -> str | None:
     if os.environ.get("MPICC"):
         return os.environ["MPICC"]
     beside_python = Path(sys.prefix) / "bin" / "mpicc"
     if beside_python.exists():
         return str(beside_python)
-    on_path = shutil.which("mpicc")
-    if on_path:
-        return on_path
-    sys.exit(
-        "pccl-bench: no MPI compiler wrapper found. Set MPICC (for example MPICC=cc on Cray), "
-        "or install the embedded MPICH with `pip install mpich` first."
-    )
+    return shutil.which("mpicc")
 
 
 def mpi_library_dirs(mpicc: str) -> list[str]:
@@ -78,31 +77,29 @@ def find_ucx() -> tuple[Path | None, str]:
                   else "no $UCX_HOME, no pkg-config ucx, no libucx wheel (pip install -e '.[rdma]')")
 
 
-mpicc = find_mpicc()
-# setuptools uses CC for both compiling and linking the shared object.
-os.environ["CC"] = mpicc
-os.environ["LDSHARED"] = f"{mpicc} -shared"
-mpi_dirs = mpi_library_dirs(mpicc)
-print(f"pccl-bench: compiling with {mpicc}, libmpi from {', '.join(mpi_dirs) or 'its default'}", file=sys.stderr)
-
-MODULES = ["core", "reduce", "native", "executor", "timing"]
-extensions = [
-    Extension(
-        f"cython_ext.{name}",
-        [f"cython_ext/{name}.pyx"],
-        include_dirs=[mpi4py.get_include(), "cython_ext"],
-        library_dirs=mpi_dirs,
-        extra_compile_args=["-O3", "-fno-strict-aliasing"],
-    )
-    for name in MODULES
-]
-
-ucx_prefix, ucx_how = find_ucx()
-if ucx_prefix is None:
-    print(f"pccl-bench: not building the UCX binding (cython_ext/ucx, rdma): {ucx_how}", file=sys.stderr)
-else:
+def mpi_extensions(mpicc: str) -> list[Extension]:
+    # setuptools uses CC for both compiling and linking the shared object.
+    os.environ["CC"] = mpicc
+    os.environ["LDSHARED"] = f"{mpicc} -shared"
+    mpi_dirs = mpi_library_dirs(mpicc)
+    print(f"pccl-bench: compiling with {mpicc}, libmpi from {', '.join(mpi_dirs) or 'its default'}",
+          file=sys.stderr)
+    extensions = [
+        Extension(
+            f"cython_ext.{name}",
+            [f"cython_ext/{name}.pyx"],
+            include_dirs=[mpi4py.get_include(), "cython_ext"],
+            library_dirs=mpi_dirs,
+            extra_compile_args=["-O3", "-fno-strict-aliasing"],
+        )
+        for name in MODULES
+    ]
+    ucx_prefix, ucx_how = find_ucx()
+    if ucx_prefix is None:
+        print(f"pccl-bench: not building the UCX binding (cython_ext/ucx, rdma): {ucx_how}", file=sys.stderr)
+        return extensions
     print(f"pccl-bench: building the UCX binding against {ucx_prefix} ({ucx_how})", file=sys.stderr)
-    extensions += [
+    return extensions + [
         Extension(
             f"cython_ext.{name}",
             [f"cython_ext/{name}.pyx"],
@@ -115,9 +112,22 @@ else:
         for name in ("ucx", "rdma")
     ]
 
-setup(
-    ext_modules=cythonize(
-        extensions,
-        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+
+MODULES = ["core", "reduce", "native", "executor", "timing"]
+mpicc = find_mpicc()
+if mpicc is None and os.environ.get(REQUIRES_QUERY):
+    # buildsys/pccl_backend.py only asks for the build requirements, and adds the MPICH wheel
+    # because there is no wrapper: the build proper then finds the wheel's mpicc.
+    setup()
+elif mpicc is None:
+    sys.exit(
+        "pccl-bench: no MPI compiler wrapper found. Set MPICC (for example MPICC=cc on Cray), "
+        "or install the embedded MPICH with `pip install mpich` first."
     )
-)
+else:
+    setup(
+        ext_modules=cythonize(
+            mpi_extensions(mpicc),
+            compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+        )
+    )

@@ -19,4 +19,6 @@ class BadInput(Exception):
     """Wrong input from the user. ``where`` names the file and/or field."""
 
     def __init__(self, where: str, message: str) -> None:
-        super().__init__(f"{where}: {message}" if where else message)
+        text = f"{where}: {message}" if where else message
+        # One line whatever the input held: a key or value with a line break is shown escaped.
+        super().__init__("".join(char if char.isprintable() else repr(char)[1:-1] for char in text))

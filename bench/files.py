@@ -7,6 +7,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+#: the folder that holds the bench package (a checkout's root: suites/, results/ beside it)
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Write through a temp file in the same folder, then rename over ``path``."""

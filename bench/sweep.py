@@ -28,10 +28,11 @@ from bench.plan.suite import Slurm, Suite, apply_overrides, parse_suite, read_ya
 from bench.present import console as screen
 from bench.results.labels import impl_label
 from bench.results.table import SCHEMA_VERSION, build_tables, write_run
-from bench.run import slurm
+from bench.run import memory, slurm
 from bench.run.launch import LAUNCHERS, Launcher, choose_launcher, find_slurm_tool, run_job
 from bench.run.parts import append_rows, read_parts
 from bench.run.provenance import provenance, recorded_env
+from bench.run.runlock import RunLock
 
 #: statuses that a resumed sweep keeps; the rest are measured again
 FINISHED = ("ok", "wrong", "unsupported", "skipped")
@@ -107,19 +108,65 @@ def _open_run(options: SweepOptions) -> tuple[Suite, dict, Path, str]:
         if not saved.exists():
             raise BadInput("--resume", f"{folder} is not a pccl-bench run folder (no suite.yaml)")
         # Where and how long Slurm runs it may change; what is measured may not.
-        raw = _with_slurm_flags(yaml.safe_load(saved.read_text()), options.slurm_flags)
+        raw = _with_slurm_flags(read_yaml(saved, "saved suite"), options.slurm_flags)
         suite = parse_suite(raw, str(saved))
-        meta = json.loads((folder / "run.json").read_text()) if (folder / "run.json").exists() else {}
-        return suite, raw, folder, meta.get("run_id", folder.name)
+        return suite, raw, folder, _saved_run_id(folder)
     suite, raw = load_for(options)
     run_id = _new_run_id(suite.name)
     folder = options.out if options.out is not None else Path("results") / run_id
-    if options.out is not None and (folder / "results.parquet").exists():
+    _refuse_used_out(options, folder)
+    return suite, raw, folder, run_id
+
+
+def _saved_run_id(folder: Path) -> str:
+    path = folder / "run.json"
+    if not path.exists():
+        return folder.name
+    try:
+        return str(json.loads(path.read_text())["run_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise BadInput("--resume", f"{path}: not the run record a sweep writes ({{\"run_id\": ...}})") from None
+
+
+def _refuse_used_out(options: SweepOptions, folder: Path) -> None:
+    """A new run never goes into a folder that holds another (checked again once it is locked)."""
+    if options.out is None or options.resume is not None:
+        return
+    if (folder / "results.parquet").exists():
         raise BadInput("--out", f"{folder} already holds a run; pass --resume {folder} or another --out")
-    if options.out is not None and (folder / slurm.JOB_RECORD).exists():
+    if (folder / slurm.JOB_RECORD).exists():
         raise BadInput("--out", f"{folder} belongs to a batch job ({slurm.JOB_RECORD}); pass --resume {folder} "
                        "or another --out")
-    return suite, raw, folder, run_id
+
+
+def _folder_flag(options: SweepOptions) -> str:
+    return "--resume" if options.resume is not None else "--out" if options.out is not None else "results"
+
+
+def _lock_folder(options: SweepOptions, folder: Path, out: Console) -> RunLock:
+    """Hold the run folder for this sweep; a second sweep on it is refused (exit 2)."""
+    lock = RunLock(folder)
+    lock.acquire(_folder_flag(options))
+    try:
+        _refuse_used_out(options, folder)  # another sweep may have finished here while this one started
+    except BadInput:
+        lock.abandon()
+        raise
+    if lock.unsupported:
+        out.print(f"[yellow]warning: {folder} cannot be locked ({lock.unsupported}): nothing stops a second "
+                  "sweep on it[/yellow]", highlight=False, soft_wrap=True)
+    return lock
+
+
+def _check_fits(suite: Suite, raw: dict, launcher: Launcher, where: str) -> None:
+    """Refuse sizes whose buffers exceed this host's memory before anything is written.
+
+    Under srun the ranks run on compute nodes, whose memory this host cannot see."""
+    if launcher.kind == "srun":
+        return
+    sizes = raw.get("sizes") if isinstance(raw, dict) else None
+    raw_max = sizes.get("max") if isinstance(sizes, dict) else suite.sizes.max
+    memory.check_memory(expand(suite), launcher.ranks_per_host, raw_max, where)
 
 
 def _missing_rows(cells: list[Cell], seen: set[str], status: str, error: str) -> list[dict]:
@@ -229,6 +276,21 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
         return dry_run_commands(options, out)
     suite, raw, folder, run_id = _open_run(options)
     launcher = choose_launcher(options.launcher, suite.slurm)
+    _check_fits(suite, raw, launcher, str(options.resume / "suite.yaml") if options.resume else _where(options))
+    lock = _lock_folder(options, folder, out)
+    try:
+        return _sweep(options, suite, raw, folder, run_id, launcher, out)
+    finally:
+        lock.release()
+
+
+def _where(options: SweepOptions) -> str:
+    return options.suite_where if options.suite_raw is not None else str(options.suite_path)
+
+
+def _sweep(options: SweepOptions, suite: Suite, raw: dict, folder: Path, run_id: str, launcher: Launcher,
+           out: Console) -> int:
+    """The sweep proper, in a locked run folder."""
     _start_folder(folder, raw, run_id, "--out" if options.out else "results")
     started = time.time()
     done = {row["cell_key"] for row in read_parts(folder) if row["status"] in FINISHED}
@@ -287,12 +349,18 @@ def submit_sweep(options: SweepOptions, out: Console) -> int:
         return EXIT_OK
     sbatch = find_slurm_tool("sbatch")
     created = not folder.exists()
-    _start_folder(folder, raw, run_id, "--out" if options.out else "results")
-    script.write_text(slurm.batch_script(run_id, suite.slurm, launches, folder))
-    script.chmod(0o755)
-    argv = slurm.sbatch_argv(sbatch, script, options.wait)
-    record = slurm.submission_record(argv, script)
-    slurm.write_record(folder, record)
+    # Locked while the folder is set up; released before submitting, because the batch job's
+    # own sweep (--resume) locks it, and the job record now refuses a second new run here.
+    lock = _lock_folder(options, folder, out)
+    try:
+        _start_folder(folder, raw, run_id, "--out" if options.out else "results")
+        script.write_text(slurm.batch_script(run_id, suite.slurm, launches, folder))
+        script.chmod(0o755)
+        argv = slurm.sbatch_argv(sbatch, script, options.wait)
+        record = slurm.submission_record(argv, script)
+        slurm.write_record(folder, record)
+    finally:
+        lock.release()
 
     def submitted(job_id: str) -> None:
         slurm.write_record(folder, {**record, "job_id": job_id})

@@ -162,6 +162,38 @@ CASES = [
         ["ranks", "3", "ranks_per_node"],
     ),
     Case("point-unknown-launcher", point("--launcher", "pbs"), ["--launcher", "pbs"]),
+    # Reading: any bytes get the one line (the file, where, what), never a traceback or a hang.
+    Case("non-utf8-bytes", sweep(), ["{suite}:", "not UTF-8", "byte 0xe9"], suite=suite_text() + "# caf\udce9\udcff\n"),
+    Case("nul-character", sweep(), ["{suite}", "U+0000"], suite=suite_text() + "description: a\0b\n"),
+    Case(
+        "alias-expansion-bomb",
+        sweep(),
+        ["{suite}", "aliases expand", "20000"],
+        suite=suite_text() + "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+            f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10)),
+    ),
+    Case("deep-nesting", sweep(), ["{suite}", "description.0.0", "deeper than 32"],
+         suite=suite_text() + "description: " + "[" * 3000 + "]" * 3000 + "\n"),
+    Case("oversized-file", sweep(), ["{suite}", "bytes is larger than"],
+         suite=suite_text() + "".join(f"# {'x' * 70}\n" for _ in range(4000))),
+    Case("duplicate-top-level-key", sweep(), ["{suite}", "ranks", "given twice"],
+         suite=suite_text() + "ranks: [4]\n"),
+    Case("duplicate-nested-key", sweep(), ["{suite}", "timing.iters", "'iters' is given twice"],
+         suite=suite_text(timing=None).replace("timing: null", "timing:\n  iters: 3\n  iters: 4")),
+    Case("duplicate-key-in-set", sweep("--set", "timing={iters: 3, iters: 4}"), ["--set timing", "iters", "twice"]),
+    # The environment: what execve would refuse is refused before a folder exists.
+    Case("env-name-with-equals", sweep(), ["{suite}", "env.A=B", "'='", "'A=B'"], suite=suite_text(env={"A=B": "1"})),
+    Case("env-value-with-nul", sweep(), ["{suite}", "env.A", "NUL", "'x\\x00y'"], suite=suite_text(env={"A": "x\0y"})),
+    Case("env-empty-name", sweep(), ["{suite}", "env.", "needs a name"], suite=suite_text(env={"": "1"})),
+    Case("env-value-too-long", sweep(), ["{suite}", "env.A", "at most"],
+         suite=suite_text(env={"A": "x" * 140_000})),
+    Case("env-mapping-value", sweep(), ["{suite}", "env.A", "{'b': 1}"], suite=suite_text(env={"A": {"b": 1}})),
+    Case("env-set-with-nul", sweep("--set", 'env.A="x\\0y"'), ["env.A", "NUL"]),
+    Case("set-unknown-mapping", sweep("--set", "bogus.key=1"), ["bogus", "unknown field", "{'key': 1}"]),
+    # Memory: sizes beyond what this host has are refused before launch, naming both figures.
+    Case("size-beyond-memory", sweep(), ["{suite}", "sizes.max", "'1024GiB'", "per rank", "available"],
+         suite=suite_text(sizes={"min": "8B", "max": "1024GiB"})),
+    Case("point-size-beyond-memory", point("-e", "1024G"), ["sizes.max", "'1024G'", "available"]),
 ]
 
 
@@ -176,13 +208,15 @@ def assert_bad_input(result, out: Path, needles: list[str]) -> None:
         assert needle in lines[0], f"{needle!r} missing from the error line\n{describe(result)}"
     for name in RESULT_FILES:
         assert not (out / name).exists(), f"bad input wrote {name}"
+    assert not out.exists(), f"bad input created {out}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_input(case: Case, tmp_path: Path):
     suite = tmp_path / "suite.yaml"
     if case.suite is not None:
-        suite.write_text(case.suite)
+        # Lone surrogates stand for raw bytes (the non-UTF-8 case).
+        suite.write_bytes(case.suite.encode("utf-8", "surrogateescape"))
     out = tmp_path / "out"
     argv = case.argv(suite, out, tmp_path)
     needles = [

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.errors import BadInput
+from bench.files import PACKAGE_ROOT
 from bench.plan.suite import read_yaml
 
 #: how a library's inter-node traffic uses the NICs of a node
@@ -134,7 +135,7 @@ def _error_line(where: str, error: ValidationError) -> str:
 
 def machines_dir() -> Path:
     here = Path("suites/machines")
-    return here if here.is_dir() else Path(__file__).resolve().parent.parent / "suites" / "machines"
+    return here if here.is_dir() else PACKAGE_ROOT / "suites" / "machines"
 
 
 def resolve_machine_path(name_or_path: str) -> Path:

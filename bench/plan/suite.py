@@ -6,11 +6,11 @@ becomes one line and exit code 2 at the CLI edge.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -23,6 +23,8 @@ from pydantic import (
 )
 
 from bench.errors import BadInput
+from bench.files import PACKAGE_ROOT
+from bench.plan.cells import safe_yaml
 from bench.plan.sizes import SIZE_HELP, parse_size
 from collectives import algorithms, hier, tuning
 from collectives.dtypes import DTYPES, OPS
@@ -168,6 +170,12 @@ def _yes_no(value: Any) -> Any:
     return {True: "yes", False: "no"}.get(value, value) if isinstance(value, bool) else value
 
 
+def _env_value(value: Any) -> Any:
+    if value is None or isinstance(value, (dict, list)):
+        raise ValueError(f"an environment value is a string or a number, not {type(value).__name__}")
+    return value
+
+
 def _impl_entry(value: Any) -> Any:
     return {"impl": value} if isinstance(value, str) else value
 
@@ -199,7 +207,7 @@ class Suite(Strict):
     #: seconds one MPI job may run before it is killed
     timeout_s: float = Field(300, gt=0)
     #: extra environment for every rank (recorded in the table's provenance)
-    env: dict[str, str | int | float] = Field(default_factory=dict)
+    env: dict[str, Annotated[str | int | float, BeforeValidator(_env_value)]] = Field(default_factory=dict)
     #: Slurm requests for ``--launcher srun|sbatch``
     slurm: Slurm = Slurm()
     #: GPU suites: hand device buffers to MPI (yes), stage them through pinned host memory (no), or
@@ -234,7 +242,9 @@ def _pydantic_error_line(path: str, error: ValidationError) -> str:
     elif first["type"] == "missing":
         return f"{path}: {_format_location(loc)}: required field is missing"
     value = first.get("input")
-    shown = "" if isinstance(value, dict) or message.startswith(repr(value)) else f" (got {value!r})"
+    # The whole suite (a model-level error) is not worth repeating; any nested value is.
+    whole = not loc and isinstance(value, dict)
+    shown = "" if whole or message.startswith(repr(value)) else f" (got {_shown(value)})"
     return f"{path}: {_format_location(loc)}: {message}{shown}"
 
 
@@ -253,8 +263,54 @@ def _check_duplicates(path: str, suite: Suite) -> None:
                 raise BadInput(path, f"{field}.{position}: {shown!r} is listed twice")
 
 
+#: Linux's MAX_ARG_STRLEN: the longest single NAME=value (or argv string) execve takes
+MAX_ENV_STRING = 32 * 4096
+
+
+def _env_problem(name: str, value: str) -> str | None:
+    """Why the operating system (or the launcher's argv) would refuse ``name=value``; None if fine."""
+    if not name:
+        return "an environment variable needs a name"
+    if "=" in name:
+        return "a name with '=' is not a valid environment variable name"
+    if "\0" in name or "\0" in value:
+        return "environment names and values cannot hold a NUL character"
+    if name.startswith("-"):
+        return "a name starting with '-' would read as an option on the mpiexec/env command line"
+    try:
+        size = len(os.fsencode(name)) + len(os.fsencode(value)) + 2
+    except UnicodeEncodeError:
+        return "not encodable for the operating system (a lone surrogate escape?)"
+    if size > MAX_ENV_STRING:
+        return f"{name}=value is {size} bytes; the operating system takes at most {MAX_ENV_STRING}"
+    return None
+
+
+def _check_env(path: str, suite: Suite) -> None:
+    """Refuse what execve would refuse, before any folder exists (not a traceback mid-launch)."""
+    total = 0
+    for name, value in suite.env.items():
+        problem = _env_problem(name, str(value))
+        if problem:
+            raise BadInput(path, f"env.{name}: {problem} (got {name!r}: {_shown(value)})")
+        total += len(os.fsencode(name)) + len(os.fsencode(str(value))) + 2
+    # The values travel twice, in the job's environment and in mpiexec's -genv arguments.
+    room = (os.sysconf("SC_ARG_MAX") if hasattr(os, "sysconf") else 1 << 21) - sum(
+        len(key) + len(value) + 2 for key, value in os.environ.items())
+    if 2 * total > room:
+        raise BadInput(path, f"env: {total} bytes of variables; with this environment the operating system "
+                       f"takes about {max(room, 0) // 2} more")
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """repr(value), cut to ``limit`` characters so the error stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
+
+
 def _check_consistency(path: str, suite: Suite) -> None:
     _check_duplicates(path, suite)
+    _check_env(path, suite)
     if suite.sizes.min > suite.sizes.max:
         raise BadInput(path, f"sizes: min ({suite.sizes.min} B) is larger than max ({suite.sizes.max} B)")
     if suite.timing.min_iters > suite.timing.iters:
@@ -317,10 +373,7 @@ def apply_overrides(raw: dict, overrides: list[str], path: str) -> dict:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise BadInput("--set", f"{item!r} is not key=value (e.g. timing.iters=5)")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise BadInput("--set", f"{key}: {text!r} is not a YAML value") from None
+        value = safe_yaml.load_text(text, safe_yaml.Where.of(f"--set {key}", lines=False))
         node = raw
         parts = key.split(".")
         for part in parts[:-1]:
@@ -343,21 +396,19 @@ def parse_suite(raw: Any, path: str) -> Suite:
 
 
 def read_yaml(path: Path, what: str = "suite file", known: list[str] | None = None) -> Any:
-    """Parsed YAML, or a one-line BadInput naming the file (and line) and what is wrong."""
+    """Parsed YAML, or a one-line BadInput naming the file (and line) and what is wrong.
+
+    Any bytes are answered: not UTF-8, too large, too deep, an alias bomb, a key given twice."""
     try:
-        text = path.read_text()
+        with open(path, "rb") as stream:
+            # One byte past the limit is enough to know the file is too large.
+            data = stream.read(safe_yaml.MAX_BYTES + 1)
     except FileNotFoundError:
         hint = f" (known: {', '.join(known)})" if known else ""
         raise BadInput(str(path), f"{what} not found{hint}") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
+    except OSError as error:
         raise BadInput(str(path), f"cannot read {what}: {error.strerror or error}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(error, "problem", None) or "not valid YAML"
-        raise BadInput(where, f"malformed YAML: {problem}") from None
+    return safe_yaml.load_bytes(data, str(path))
 
 
 def load_suite(path: Path, overrides: list[str] = ()) -> tuple[Suite, dict]:
@@ -371,7 +422,7 @@ def load_suite(path: Path, overrides: list[str] = ()) -> tuple[Suite, dict]:
 def default_suites_dir() -> Path:
     """``suites/`` of the working directory, else the one beside this package (a source checkout)."""
     here = Path("suites")
-    return here if here.is_dir() else Path(__file__).resolve().parent.parent / "suites"
+    return here if here.is_dir() else PACKAGE_ROOT / "suites"
 
 
 def resolve_suite_path(name_or_path: str) -> Path:

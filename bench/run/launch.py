@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
+from bench.files import PACKAGE_ROOT
 
 if TYPE_CHECKING:
     from bench.plan.suite import Slurm
@@ -36,6 +37,11 @@ BASE_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "671
 
 #: srun --mpi=<plugin> for the MPI that mpi4py loads ("other": the site's MpiDefault)
 PMI_PLUGIN = {"mpich": "pmi2", "openmpi": "pmix"}
+
+#: where the jobs start: ``python -m bench.run.worker`` then imports the very package this process
+#: runs (a pip-installed pccl-bench started inside a source checkout would otherwise import the
+#: checkout's bench and its uncompiled cython_ext)
+PACKAGE_HOME = str(PACKAGE_ROOT)
 
 #: srun --time is a backstop behind run_job's own kill: the job's timeout plus this, in minutes
 SRUN_TIME_MARGIN_S = 60
@@ -241,7 +247,7 @@ def run_job(argv: list[str], env: dict[str, str], part: Path, log: Path, timeout
     with log.open("a") as log_file:
         process = subprocess.Popen(
             argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+            stdin=subprocess.DEVNULL, text=True, start_new_session=True, cwd=PACKAGE_HOME,
         )
 
         def pump() -> None:

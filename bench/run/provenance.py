@@ -8,9 +8,9 @@ import socket
 import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 from bench import __version__
+from bench.files import PACKAGE_ROOT
 
 #: environment that changes collective performance (recorded, never secrets)
 ENV_PREFIXES = ("MPICH_", "MPIR_CVAR_", "FI_", "NCCL_", "RCCL_", "UCX_", "OMPI_", "PMIX_", "PRTE_", "HSA_",
@@ -23,7 +23,7 @@ def recorded_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def git_sha() -> str:
-    here = Path(__file__).resolve().parent.parent
+    here = PACKAGE_ROOT
     try:
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
                              capture_output=True, text=True, timeout=5)
