@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 #: the folder that holds the bench package (a checkout's root: suites/, results/ beside it)
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+#: where a wheel puts the shipped suites (pyproject.toml, [tool.setuptools.data-files])
+SHIPPED = Path(sys.prefix) / "share" / "pccl-bench"
+
+
+def project_folder(name: str) -> Path:
+    """``name`` (``suites``, ``suites/machines``) in the working directory, else in the checkout the
+    package runs from, else as a wheel installed it (pip, pipx: ``<prefix>/share/pccl-bench``)."""
+    for base in (Path(), PACKAGE_ROOT, SHIPPED):
+        if (base / name).is_dir():
+            return base / name
+    return PACKAGE_ROOT / name
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:

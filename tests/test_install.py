@@ -91,3 +91,8 @@ def test_pip_install_mpich_extra_in_a_fresh_venv_then_sweep(tmp_path: Path):
     assert sweep.returncode == 0, describe(sweep)
     assert "ok ->" in sweep.stdout and "failed" not in sweep.stdout, describe(sweep)
     assert (tmp_path / "run" / "results.parquet").exists()
+    # Outside any checkout (pipx-style), the suites come with the wheel.
+    listed = subprocess.run([str(env_dir / "bin" / "pccl-bench"), "suites", "list"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "smoke" in listed.stdout and "share/pccl-bench/suites" in " ".join(
+        listed.stdout.split()), describe(listed)

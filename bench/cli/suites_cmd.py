@@ -18,8 +18,9 @@ app = typer.Typer(help="List and validate suite files.", no_args_is_help=True)
 @app.command("list")
 def list_suites() -> None:
     """The suites in suites/ with their cell counts."""
-    table = Table("suite", "cells", "ranks", "description")
-    for path in sorted(default_suites_dir().glob("*.yaml")):
+    folder = default_suites_dir()
+    table = Table("suite", "cells", "ranks", "description", title=f"suites in {folder}")
+    for path in sorted(folder.glob("*.yaml")):
         try:
             suite, _ = load_suite(path)
         except BadInput as error:

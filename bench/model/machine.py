@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.errors import BadInput
-from bench.files import PACKAGE_ROOT
+from bench.files import project_folder
 from bench.plan.suite import read_yaml
 
 #: how a library's inter-node traffic uses the NICs of a node
@@ -134,8 +134,7 @@ def _error_line(where: str, error: ValidationError) -> str:
 
 
 def machines_dir() -> Path:
-    here = Path("suites/machines")
-    return here if here.is_dir() else PACKAGE_ROOT / "suites" / "machines"
+    return project_folder("suites/machines")
 
 
 def resolve_machine_path(name_or_path: str) -> Path:

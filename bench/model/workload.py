@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BadInput
-from bench.files import PACKAGE_ROOT
+from bench.files import project_folder
 from bench.plan.suite import read_yaml
 from collectives.dtypes import DTYPES, itemsize
 
@@ -125,8 +125,7 @@ def distinct_calls(calls: list[CollectiveCall]) -> Counter:
 
 
 def workloads_dir() -> Path:
-    here = Path("suites/workloads")
-    return here if here.is_dir() else PACKAGE_ROOT / "suites" / "workloads"
+    return project_folder("suites/workloads")
 
 
 def load_workload(name_or_path: str) -> Workload:

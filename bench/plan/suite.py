@@ -23,8 +23,8 @@ from pydantic import (
 )
 
 from bench.errors import BadInput
-from bench.files import PACKAGE_ROOT
-from bench.plan.cells import safe_yaml
+from bench.files import project_folder
+from bench.plan import safe_yaml
 from bench.plan.sizes import SIZE_HELP, parse_size
 from collectives import algorithms, hier, tuning
 from collectives.dtypes import DTYPES, OPS
@@ -421,8 +421,7 @@ def load_suite(path: Path, overrides: list[str] = ()) -> tuple[Suite, dict]:
 
 def default_suites_dir() -> Path:
     """``suites/`` of the working directory, else the one beside this package (a source checkout)."""
-    here = Path("suites")
-    return here if here.is_dir() else PACKAGE_ROOT / "suites"
+    return project_folder("suites")
 
 
 def resolve_suite_path(name_or_path: str) -> Path:

@@ -11,10 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collectives.shapes import buffer_counts
-
 from bench.errors import BadInput
 from collectives.dtypes import itemsize
+from collectives.spec import buffer_counts
 
 if TYPE_CHECKING:
     from bench.plan.cells import Cell, Launch
