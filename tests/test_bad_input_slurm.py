@@ -108,5 +108,5 @@ def test_out_folder_of_a_submitted_batch_job_is_refused(tmp_path: Path):
     out.mkdir()
     (out / "slurm.json").write_text(json.dumps({"job_id": "7"}))
     result = run_cli("run", "sweep", suite, "--out", out, timeout=60)
-    assert_bad_input(result, out, ["--out", str(out), "batch job", "--resume"])
+    assert_bad_input(result, out, ["--out", str(out), "batch job", "--resume"], out_existed=True)
     assert sorted(path.name for path in out.iterdir()) == ["slurm.json"]

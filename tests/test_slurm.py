@@ -165,7 +165,8 @@ def test_srun_crashed_rank_fails_the_rest_of_its_launch(tmp_path):
 
 
 def test_srun_hung_job_is_killed_at_its_timeout(tmp_path):
-    suite = write_suite(tmp_path, timeout_s=4)
+    # long enough for srun, two Pythons and the first cell on a loaded 2-core runner
+    suite = write_suite(tmp_path, timeout_s=10)
     started = time.monotonic()
     result = run_cli("run", "sweep", suite, "--launcher", "srun", "--out", tmp_path / "run",
                      env={"PCCL_BENCH_FAULT": "hang:rank=0:cell=1"}, timeout=120)
