@@ -38,6 +38,12 @@ class Link(Strict):
     rendezvous_bytes: int | None = Field(None, ge=1)
     #: what a rendezvous message costs on top of ``latency_us``
     rendezvous_us: float = Field(0.0, ge=0)
+    #: inter only: added to every step, times log2(nodes of the call) (network diameter, congestion)
+    node_latency_us: float = Field(0.0, ge=0)
+    #: inter only: messages of at least band_bytes[0] and below band_bytes[1] pay ``band_us`` more per step
+    #: (a slow protocol regime, e.g. CXI rendezvous in one size range); None: no band
+    band_bytes: tuple[int, int] | None = None
+    band_us: float = Field(0.0, ge=0)
 
 
 class Oversubscription(Strict):
@@ -62,6 +68,8 @@ class Library(Strict):
     step_overhead_us: float = 0.0
     #: the library's own cost per call
     call_overhead_us: float = 0.0
+    #: per call, times the nodes of the call (multi-node calls only: per-peer setup, proxy progress)
+    call_us_per_node: float = Field(0.0, ge=0)
     #: this library's own link terms (``model fit --per-impl``); None: the machine's ``intra``/``inter``
     intra: Link | None = None
     inter: Link | None = None
