@@ -19,7 +19,8 @@ MPICH: ``MPI_Allgather`` for all-gather; for reduce-scatter the benchmark's own 
 over ``Sendrecv`` with partner rank XOR 1, 2, 4 ..., written as ``resolved_algorithm = rh-dd``, which
 the model runs as bench/model/mpich.py's ``rh_distance_doubling``); ``hybrid*`` -> ``pccl-hier``
 with the intra phase RCCL/NCCL (``xccl``) and the inter phase as the reproducer ran it: all-gather
-``mpi`` (Cray MPICH's collective on the rail; ``xccl`` for ``hybrid-nccl-nccl``), reduce-scatter ``rd`` (recursive halving over MPI point-to-point).
+``mpi`` (Cray MPICH's collective on the rail; ``xccl`` for ``hybrid-nccl-nccl``), reduce-scatter
+``rd`` (recursive halving over MPI point-to-point).
 Each job (file) is one repeat of its cells.
 """
 
