@@ -1,0 +1,94 @@
+"""``model band``: projections with the fit's uncertainty, by sampling the fitted parameters.
+
+A description fitted by ``model fit --per-impl`` records, per library, the fitted terms, the free
+ones and their covariance (``fit.libraries.<lib>``: ``s^2 (J^T W J)^-1`` of the robust log-space
+problem). Each sample draws every library's free terms from that normal (independently per library:
+they are fitted on disjoint cells), clips them at 0 (as the fit bounds them), and models every call
+again (its critical path re-taken under the sample). The band of a time or of a speedup is its 5th -
+95th percentile over the samples. It is the parameter uncertainty only: what the model's form leaves
+out (the held-out error of ``model check --fit-on``) is not in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bench.errors import BadInput
+from bench.model.cost import Call, predict_us
+from bench.model.impls import Variant
+from bench.model.machine import Machine
+from bench.model.robust import TERMS, library_values, with_library_values
+
+PERCENTILES = (5.0, 50.0, 95.0)
+
+
+@dataclass(frozen=True)
+class LibraryPosterior:
+    library: str
+    values: dict[str, float]  # every TERMS value of the fit
+    free: list[str]
+    covariance: np.ndarray
+
+    def draw(self, rng: np.random.Generator, count: int) -> list[dict[str, float]]:
+        """``count`` parameter sets: the free terms from N(values, covariance), clipped at 0."""
+        if not self.free:
+            return [dict(self.values) for _ in range(count)]
+        mean = np.array([self.values[name] for name in self.free])
+        vals, vecs = np.linalg.eigh((self.covariance + self.covariance.T) / 2)
+        root = vecs * np.sqrt(np.clip(vals, 0.0, None))
+        draws = mean + rng.standard_normal((count, len(self.free))) @ root.T
+        return [{**self.values, **dict(zip(self.free, np.clip(row, 0.0, None), strict=True))} for row in draws]
+
+
+def posterior(machine: Machine, library: str, where: str = "") -> LibraryPosterior:
+    """The fitted normal of ``library``'s terms, from the description's ``fit`` record."""
+    record = ((machine.fit or {}).get("libraries") or {}).get(library)
+    if not record or "covariance" not in record:
+        raise BadInput(where or machine.name, f"no fit covariance for library {library!r}: a band needs a "
+                       "description fitted by `model fit --per-impl` (fit.libraries.<lib>.covariance)")
+    values = {**library_values(machine, library), **{k: float(v) for k, v in record["terms"].items() if k in TERMS}}
+    free = [name for name in record.get("free", []) if name in TERMS]
+    covariance = np.array(record["covariance"], dtype=float).reshape(len(free), len(free))
+    return LibraryPosterior(library, values, free, covariance)
+
+
+def sampled_machines(machine: Machine, libraries: list[str], samples: int, seed: int = 0,
+                     where: str = "") -> list[Machine]:
+    """``samples`` copies of ``machine``, each library's terms drawn from its fitted normal."""
+    rng = np.random.default_rng(seed)
+    draws = {lib: posterior(machine, lib, where).draw(rng, samples) for lib in libraries}
+    out = []
+    for index in range(samples):
+        sampled = machine
+        for lib in libraries:
+            sampled = with_library_values(sampled, lib, draws[lib][index])
+        out.append(sampled)
+    return out
+
+
+def band_table(machine: Machine, variants: list[Variant], collective: str, nranks: int, sizes: list[int],
+               samples: int = 300, seed: int = 0, itemsize: int = 2, where: str = "") -> pd.DataFrame:
+    """Rows per (size, implementation): the modelled time (fitted values) and its 5-50-95% band, and the
+    speedup of every implementation over the first one (the baseline) with its band, taken per sample."""
+    per_node = machine.gpus_per_node if nranks >= machine.gpus_per_node else nranks
+    libraries = sorted({v.library for v in variants})
+    machines = sampled_machines(machine, libraries, samples, seed, where)
+    rows = []
+    for size in sizes:
+        count = size // (nranks * itemsize) if collective != "allreduce" else size // itemsize
+        calls = [Call(collective, v, nranks, per_node, count, itemsize) for v in variants]
+        fitted = [predict_us(call, machine) for call in calls]
+        times = np.array([[predict_us(call, m) for call in calls] for m in machines])  # (samples, variants)
+        for index, variant in enumerate(variants):
+            low, mid, high = np.percentile(times[:, index], PERCENTILES)
+            speedups = times[:, 0] / times[:, index]
+            s_low, s_mid, s_high = np.percentile(speedups, PERCENTILES)
+            rows.append({"collective": collective, "nranks": nranks, "bytes_total": size,
+                         "implementation": variant.label, "time_ms": fitted[index] / 1e3, "time_ms_p5": low / 1e3,
+                         "time_ms_p50": mid / 1e3, "time_ms_p95": high / 1e3, "baseline": variants[0].label,
+                         "speedup": fitted[0] / fitted[index], "speedup_p5": s_low, "speedup_p50": s_mid,
+                         "speedup_p95": s_high, "samples": samples})
+    return pd.DataFrame(rows)
