@@ -269,7 +269,13 @@ def _print_terms(fits: list, console: Console) -> None:
                           "-" if spread is None else f"{spread:.2g}" if sd else "at bound / unseen")
         for collective, algorithm in item.algorithms.items():
             table.add_row(item.library, f"{collective} algorithm", algorithm, "chosen by fit")
+        if item.band_bytes:
+            table.add_row(item.library, "band (inter-node message bytes)",
+                          f"{item.band_bytes[0] >> 10}-{item.band_bytes[1] >> 10} KiB", "chosen by fit")
     console.print(table)
+    for item in fits:
+        for note in item.selection:
+            console.print(f"{item.library}: {note}", highlight=False)
 
 
 def _print_factors(table: pd.DataFrame, console: Console, title: str) -> None:

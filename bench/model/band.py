@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import BadInput
-from bench.model.cost import Call, predict_us
+from bench.model.cost import Call, library_key, predict_us
 from bench.model.impls import Variant
 from bench.model.machine import Machine
 from bench.model.robust import TERMS, library_values, with_library_values
@@ -74,7 +74,7 @@ def band_table(machine: Machine, variants: list[Variant], collective: str, nrank
     """Rows per (size, implementation): the modelled time (fitted values) and its 5-50-95% band, and the
     speedup of every implementation over the first one (the baseline) with its band, taken per sample."""
     per_node = machine.gpus_per_node if nranks >= machine.gpus_per_node else nranks
-    libraries = sorted({v.library for v in variants})
+    libraries = sorted({library_key(v, machine) for v in variants})
     machines = sampled_machines(machine, libraries, samples, seed, where)
     rows = []
     for size in sizes:

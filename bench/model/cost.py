@@ -138,6 +138,14 @@ class Call:
         return (self.count if self.collective == "allreduce" else self.nranks * self.count) * self.itemsize
 
 
+def library_key(variant: Variant, machine: Machine) -> str:
+    """Whose terms price ``variant``: a hierarchical implementation's own entry where the description has
+    one (``libraries: pccl-hier:<inter>/<intra>``, fitted per implementation), else its library's."""
+    if variant.impl == "pccl-hier" and variant.label in machine.libraries:
+        return variant.label
+    return variant.library
+
+
 def nic_layout(machine: Machine, library: str, ranks_per_node: int) -> NicLayout:
     nics = tuple(machine.nic_of(local, ranks_per_node) for local in range(ranks_per_node))
     return NicLayout(machine.libraries[library].nic_policy, machine.nics_per_node, nics)
@@ -153,21 +161,22 @@ def call_profile(call: Call, machine: Machine, resolved: str) -> tuple[Profile, 
         first = call.variant.schedule(call.collective, grid, 0, unit, call.in_place, resolved)
         choices = mpi_phase_choices(first, grid, 0, scale, call.itemsize)
     profile = build_profile(call.variant, call.collective, grid, call.in_place, call.itemsize, resolved, choices,
-                            nic_layout(machine, call.variant.library, call.ranks_per_node))
+                            nic_layout(machine, library_key(call.variant, machine), call.ranks_per_node))
     return profile, scale
 
 
 def _features(call: Call, machine: Machine, params: np.ndarray, resolved: str) -> np.ndarray:
     profile, scale = call_profile(call, machine, resolved)
     nnodes = call.nranks // call.ranks_per_node
-    legs = step_features(profile, scale, machine, call.variant.library, machine.off_core_share(call.nranks), nnodes)
+    legs = step_features(profile, scale, machine, library_key(call.variant, machine),
+                         machine.off_core_share(call.nranks), nnodes)
     return critical_features(legs, params, nnodes)
 
 
 def best_schedule(call: Call, machine: Machine, params: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """(features, schedule name) of the fastest schedule the call may run under ``params``."""
-    params = theta(machine, call.variant.library) if params is None else params
-    lib = machine.libraries.get(call.variant.library)
+    params = theta(machine, library_key(call.variant, machine)) if params is None else params
+    lib = machine.libraries.get(library_key(call.variant, machine))
     fixed = lib.algorithms.get(call.collective) if lib is not None and call.variant.impl == "mpi" else None
     names = (fixed,) if fixed else call.variant.candidates(call.collective, call.nranks, call.bytes_total)
     options = [(_features(call, machine, params, name), name) for name in names]
@@ -181,7 +190,7 @@ def call_features(call: Call, machine: Machine, params: np.ndarray | None = None
 
 def predict(call: Call, machine: Machine) -> tuple[float, str]:
     """(modelled microseconds, schedule name: MPICH's choice for ``mpi``, ``inter/intra`` for pccl-hier)."""
-    params = theta(machine, call.variant.library)
+    params = theta(machine, library_key(call.variant, machine))
     features, name = best_schedule(call, machine, params)
     return float(features @ params), name
 

@@ -9,6 +9,7 @@ GPU-hour. Units are in the names: microseconds, decimal GB/s, bytes, US dollars.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -23,6 +24,9 @@ from bench.plan.suite import read_yaml
 #: single: every GPU of a node through one NIC; striped: a node's flows spread over all NICs
 NicPolicy = Literal["mapped", "single", "striped"]
 LIBRARY_KEYS = ("pccl", "mpi", "xccl")
+#: a hierarchical implementation's own terms (``model fit --per-impl``), e.g. ``pccl-hier:mpi/xccl``: its
+#: phases run different libraries (Cray MPICH or NCCL on the rail), so each pays its own software costs
+HIER_KEY = re.compile(r"^pccl-hier:[A-Za-z0-9+_-]+/[A-Za-z0-9+_-]+$")
 
 
 class Strict(BaseModel):
@@ -106,9 +110,10 @@ class Machine(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Machine:
-        unknown = sorted(set(self.libraries) - set(LIBRARY_KEYS))
+        unknown = sorted(key for key in set(self.libraries) - set(LIBRARY_KEYS) if not HIER_KEY.match(key))
         if unknown:
-            raise ValueError(f"libraries: unknown {unknown}; expected some of {list(LIBRARY_KEYS)}")
+            raise ValueError(f"libraries: unknown {unknown}; expected some of {list(LIBRARY_KEYS)} or "
+                             "pccl-hier:<inter>/<intra>")
         if "pccl" not in self.libraries:
             raise ValueError("libraries: 'pccl' (this project's schedules) is required")
         if self.nic_of_gpu is not None:

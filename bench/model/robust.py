@@ -24,7 +24,7 @@ import numpy as np
 
 from bench.errors import BadInput
 from bench.model.check import Measured
-from bench.model.cost import PARAMS, call_features, theta, us_per_byte
+from bench.model.cost import PARAMS, call_features, library_key, theta, us_per_byte
 from bench.model.fit import UNBOUNDED_GBPS, nnls
 from bench.model.machine import Link, Machine
 
@@ -302,15 +302,27 @@ def _scaled_inter(machine: Machine, library: str, factor: float) -> Machine:
     return with_library_values(machine, library, values)
 
 
-def fit_per_library(measured: list[Measured], base: Machine) -> tuple[Machine, list[LibraryFit]]:
-    """Fit every library present in ``measured`` on its own cells (medians over repeats)."""
+def fit_per_library(measured: list[Measured], base: Machine, per_implementation: bool = True
+                    ) -> tuple[Machine, list[LibraryFit]]:
+    """Fit every library present in ``measured`` on its own cells (medians over repeats); with
+    ``per_implementation`` every hierarchical implementation gets its own entry (``pccl-hier:<inter>/<intra>``,
+    started from ``pccl``'s): its rail runs Cray MPICH or NCCL, whose software costs differ."""
     cells = median_cells(measured)
     machine, fits = base, []
-    for library in sorted({m.call.variant.library for m in cells}):
+
+    def key(item: Measured) -> str:
+        variant = item.call.variant
+        return variant.label if per_implementation and variant.impl == "pccl-hier" else variant.library
+
+    for library in sorted({key(m) for m in cells}):
+        source = "pccl" if library.startswith("pccl-hier:") else library
+        if source not in machine.libraries:
+            raise BadInput("model fit", f"the base description has no {source!r} library for "
+                           f"{sorted({m.call.variant.label for m in cells if key(m) == library})}")
         if library not in machine.libraries:
-            raise BadInput("model fit", f"the base description has no {library!r} library for "
-                           f"{sorted({m.call.variant.label for m in cells if m.call.variant.library == library})}")
-        mine = [m for m in cells if m.call.variant.library == library]
+            machine = machine.model_copy(update={"libraries": {**machine.libraries,
+                                                               library: machine.libraries[source].model_copy()}})
+        mine = [m for m in cells if key(m) == library]
         machine, result = fit_library(mine, machine, library)
         fits.append(result)
     return machine, fits
@@ -338,5 +350,5 @@ def predicted_sd_us(call_features_terms: np.ndarray, record: dict) -> float:
 
 def call_terms(item_call, machine: Machine) -> np.ndarray:
     """TERMS features of a call under ``machine`` (for prediction bands)."""
-    library = item_call.variant.library
+    library = library_key(item_call.variant, machine)
     return _terms_of(call_features(item_call, machine, theta(machine, library)), library, machine)
