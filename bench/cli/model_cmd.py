@@ -268,7 +268,7 @@ def _print_terms(fits: list, console: Console) -> None:
             table.add_row(item.library, f"{label} ({unit})", f"{shown:.4g}",
                           "-" if spread is None else f"{spread:.2g}" if sd else "at bound / unseen")
         for collective, algorithm in item.algorithms.items():
-            table.add_row(item.library, f"{collective} algorithm", algorithm, "chosen by fit")
+            table.add_row(item.library, f"{collective} algorithm", algorithm, "stated by the rows or chosen by fit")
         if item.band_bytes:
             table.add_row(item.library, "band (inter-node message bytes)",
                           f"{item.band_bytes[0] >> 10}-{item.band_bytes[1] >> 10} KiB", "chosen by fit")
@@ -356,10 +356,13 @@ def band(
     dtype: Annotated[str, typer.Option("--dtype", "-d", help="Element type (the reproducer's: bfloat16).")]
     = "bfloat16",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the band table as CSV here.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Times and speedups with their bands, as PNG.")] = None,
+    published: Annotated[str | None, typer.Option(
+        "--published", help="A published speedup range to draw, e.g. 6:33.")] = None,
 ) -> None:
     """Projection with the fit's uncertainty: times and speedups over the first --impl, 5-50-95% over
     parameter draws from each library's fitted normal (a description fitted by `model fit --per-impl`)."""
-    from bench.model.band import band_table
+    from bench.model.band import band_table, plot_band
 
     machine, path = load_machine(machine_name)
     if collective not in COLLECTIVES:
@@ -387,6 +390,14 @@ def band(
     if out:
         table.to_csv(out, index=False)
         console.print(f"band -> {out}", highlight=False)
+    if plot:
+        low, _, high = (published or "").partition(":")
+        try:
+            strip = (float(low), float(high)) if published else None
+        except ValueError:
+            raise BadInput("--published", f"{published!r} is not LOW:HIGH, e.g. 6:33") from None
+        plot_band(table, plot, f"{collective}, {ranks} GPUs of {machine.name} (model)", strip)
+        console.print(f"plot -> {plot}", highlight=False)
 
 
 @app.command("replay", epilog=EXIT_CODES_HELP)

@@ -92,3 +92,33 @@ def band_table(machine: Machine, variants: list[Variant], collective: str, nrank
                          "speedup": fitted[0] / fitted[index], "speedup_p5": s_low, "speedup_p50": s_mid,
                          "speedup_p95": s_high, "samples": samples})
     return pd.DataFrame(rows)
+
+
+def plot_band(table: pd.DataFrame, path, title: str, published: tuple[float, float] | None = None) -> None:
+    """Speedup over the baseline against size, the 5-95% band shaded, the published range as a strip."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for index, (label, group) in enumerate(table.groupby("implementation", sort=False)):
+        mib = group["bytes_total"] / (1 << 20)
+        color = f"C{index}"
+        left.plot(mib, group["time_ms"], "o-", color=color, markersize=3, label=label)
+        left.fill_between(mib, group["time_ms_p5"], group["time_ms_p95"], color=color, alpha=0.25)
+        if label != group["baseline"].iloc[0]:
+            right.plot(mib, group["speedup"], "o-", color=color, markersize=3, label=f"{label} (fitted values)")
+            right.fill_between(mib, group["speedup_p5"], group["speedup_p95"], color=color, alpha=0.25,
+                               label="5-95% over parameter draws")
+    if published:
+        right.axhspan(*published, color="tab:green", alpha=0.15, label=f"published {published[0]:g}-{published[1]:g}x")
+    right.axhline(1.0, color="black", linewidth=0.8)
+    left.set(xscale="log", yscale="log", xlabel="size (MiB)", ylabel="modelled time (ms)", title=title)
+    right.set(xscale="log", yscale="log", xlabel="size (MiB)",
+              ylabel=f"speedup over {table['baseline'].iloc[0]}", title="speedup, 5-95% band")
+    left.legend(fontsize=7)
+    right.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

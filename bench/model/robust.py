@@ -282,10 +282,10 @@ def fit_library(cells: list[Measured], machine: Machine, library: str,
         gain, term, window, result, score = max(trials, key=lambda trial: trial[0])
         shown = f"{term}" + (f" {window[0] >> 10}-{window[1] >> 10} KiB" if term == "inter.band_us" else "")
         if gain <= 0:
-            notes.append(f"best extra term {shown} not kept (criterion -{current - score:.1f}, "
+            notes.append(f"best extra term {shown} not kept (criterion {score - current:+.1f}, "
                          f"needs {current - score - gain:.1f})")
             break
-        notes.append(f"kept {shown} (criterion -{current - score:.1f} for {current - score - gain:.1f})")
+        notes.append(f"kept {shown} (criterion {score - current:+.1f}, needs {current - score - gain:.1f})")
         active, current = (*active, term), score
         if term == "inter.band_us":
             band = window
