@@ -112,7 +112,8 @@ def plot_check(fit_errors: pd.DataFrame, check_errors: pd.DataFrame, path: Path,
             ax.set_title(f"{collective}, {size / (1 << 20):g} MiB", fontsize=9)
             ax.set_xlabel("GPUs")
             ax.set_ylabel("time per call (ms)")
-    axes[0][0].legend(fontsize=6, ncol=1)
+    for row in axes:
+        row[0].legend(fontsize=6, ncol=1)
     figure.suptitle(f"{title} (shaded: held out, not fitted)", fontsize=10)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
