@@ -252,3 +252,34 @@ def test_held_out_counts_never_reach_the_fit(tmp_path: Path, monkeypatch) -> Non
     with pytest.raises(SystemExit):
         main(["model", "check", "perlmutter-paper", str(run), "--fit-on", "4,8,16,32"])
     assert seen and 64 not in set(seen) and set(seen) == {4, 8, 16, 32}
+
+
+def test_each_hierarchical_implementation_gets_its_own_terms() -> None:
+    base, _ = load_machine("perlmutter-paper")
+    hier = {"intra.latency_us": 20.0, "intra.us_per_byte": 1 / 100e3, "inter.latency_us": 15.0,
+            "inter.us_per_byte": 1 / 20e3, "reduce.us_per_byte": 1 / 500e3, "library.call_overhead_us": 50.0}
+    truth = base
+    for label, call_cost in (("pccl-hier:mpi/xccl", 300.0), ("pccl-hier:xccl/xccl", 40.0)):
+        truth = truth.model_copy(update={"libraries": {**truth.libraries, label: truth.libraries["pccl"]}})
+        truth = with_library_values(truth, label, {**hier, "library.call_overhead_us": call_cost})
+    rng = np.random.default_rng(7)
+    cells = []
+    for label in ("pccl-hier:mpi/xccl", "pccl-hier:xccl/xccl"):
+        for nranks in (8, 16, 32, 64):
+            for size in (1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28):
+                call = Call("allgather", parse_variant(label), nranks, 4, size // nranks // 4, 4)
+                cells.append(Measured(call, predict_us(call, truth) * float(np.exp(rng.normal(0, 0.02))), {}))
+    fitted, fits = fit_per_library(cells, base)
+    by = {fit.library: fit for fit in fits}
+    assert {"pccl", "pccl-hier:mpi/xccl", "pccl-hier:xccl/xccl"} <= set(by)  # pooled pccl + one per implementation
+    # with 4 GPUs per node the intra steps are a constant 3, so the call cost and the intra latency are one
+    # sum: check what the entries predict (held out: 128 GPUs), each its own implementation's truth
+    for label in ("pccl-hier:mpi/xccl", "pccl-hier:xccl/xccl"):
+        assert label in fitted.libraries
+        for size in (1 << 20, 1 << 26):
+            call = Call("allgather", parse_variant(label), 128, 4, size // 128 // 4, 4)
+            assert predict_us(call, fitted) == pytest.approx(predict_us(call, truth), rel=0.1), (label, size)
+    small = [Call("allgather", parse_variant(label), 128, 4, (1 << 20) // 512, 4)
+             for label in ("pccl-hier:mpi/xccl", "pccl-hier:xccl/xccl")]
+    gap = predict_us(small[1], fitted) - predict_us(small[0], fitted)
+    assert gap == pytest.approx(predict_us(small[1], truth) - predict_us(small[0], truth), rel=0.25)

@@ -306,9 +306,18 @@ def fit_per_library(measured: list[Measured], base: Machine, per_implementation:
                     ) -> tuple[Machine, list[LibraryFit]]:
     """Fit every library present in ``measured`` on its own cells (medians over repeats); with
     ``per_implementation`` every hierarchical implementation gets its own entry (``pccl-hier:<inter>/<intra>``,
-    started from ``pccl``'s): its rail runs Cray MPICH or NCCL, whose software costs differ."""
+    started from ``pccl``'s): its rail runs Cray MPICH or NCCL, whose software costs differ. The ``pccl``
+    entry itself is then fitted on all of this project's cells pooled, for the variants (``pccl-flat``,
+    other ``pccl-hier`` phases) that have no entry of their own."""
     cells = median_cells(measured)
     machine, fits = base, []
+    pooled = [m for m in cells if m.call.variant.library == "pccl"]
+    if per_implementation and any(m.call.variant.impl == "pccl-hier" for m in pooled):
+        own = {key: lib for key, lib in machine.libraries.items() if key.startswith("pccl-hier:")}
+        plain = {key: lib for key, lib in machine.libraries.items() if key not in own}
+        fitted, result = fit_library(pooled, machine.model_copy(update={"libraries": plain}), "pccl")
+        machine = fitted.model_copy(update={"libraries": {**fitted.libraries, **own}})
+        fits.append(result)
 
     def key(item: Measured) -> str:
         variant = item.call.variant
