@@ -284,3 +284,17 @@ def test_each_hierarchical_implementation_gets_its_own_terms() -> None:
              for label in ("pccl-hier:mpi/xccl", "pccl-hier:xccl/xccl")]
     gap = predict_us(small[1], fitted) - predict_us(small[0], fitted)
     assert gap == pytest.approx(predict_us(small[1], truth) - predict_us(small[0], truth), rel=0.25)
+
+
+def test_bootstrap_band_resamples_the_cells() -> None:
+    from bench.model.band import band_table
+    from bench.model.robust import fit_record
+
+    truth = _frontier_xccl(RING)
+    cells = _ring_cells(truth, noise=0.1)
+    fitted, fits = fit_per_library(cells, _frontier_xccl({k: v * 2 for k, v in RING.items()}))
+    fitted = fitted.model_copy(update={"fit": {"libraries": fit_record(fits)}})
+    table = band_table(fitted, [parse_variant("xccl")], "allgather", 2048, [1 << 20], samples=25, measured=cells)
+    row = table.iloc[0]
+    assert row["time_ms_p5"] < row["time_ms_p95"] and row["time_ms_p5"] <= row["time_ms"] * 1.05
+    assert row["time_ms"] <= row["time_ms_p95"] * 1.05

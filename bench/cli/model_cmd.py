@@ -359,6 +359,9 @@ def band(
     plot: Annotated[Path | None, typer.Option("--plot", help="Times and speedups with their bands, as PNG.")] = None,
     published: Annotated[str | None, typer.Option(
         "--published", help="A published speedup range to draw, e.g. 6:33.")] = None,
+    bootstrap: Annotated[list[Path] | None, typer.Option(
+        "--bootstrap", help="Instead of the fitted normal: refit on these measured runs' cells resampled "
+                            "with replacement, --samples times (terms and band windows kept).")] = None,
 ) -> None:
     """Projection with the fit's uncertainty: times and speedups over the first --impl, 5-50-95% over
     parameter draws from each library's fitted normal (a description fitted by `model fit --per-impl`)."""
@@ -377,11 +380,15 @@ def band(
     if size is None:
         raise BadInput("--dtype", f"{dtype!r} is not bfloat16 or one of {sorted(DTYPES)}")
     node_shape(machine, ranks)
-    table = band_table(machine, variants, collective, ranks, _sizes(sizes, factor), samples, seed, size, str(path))
+    measured = measured_calls(read_results(bootstrap), set(machine.libraries)) if bootstrap else None
+    table = band_table(machine, variants, collective, ranks, _sizes(sizes, factor), samples, seed, size, str(path),
+                       measured)
     console = _console()
     shown = Table("size", "implementation", "ms", "ms 5-95%", f"speedup over {variants[0].label}", "5-95%",
-                  title=f"{collective} on {ranks} GPUs of {machine.name}: {samples} draws from the fitted normal "
-                        "(parameter uncertainty only)", title_justify="left")
+                  title=f"{collective} on {ranks} GPUs of {machine.name}: " + (
+                      f"{samples} bootstrap refits over the measured cells" if bootstrap else
+                      f"{samples} draws from the fitted normal") + " (parameter uncertainty only)",
+                  title_justify="left")
     for row in table.itertuples(index=False):
         shown.add_row(format_size(int(row.bytes_total)), row.implementation, f"{row.time_ms:.3g}",
                       f"{row.time_ms_p5:.3g}-{row.time_ms_p95:.3g}", f"{row.speedup:.3g}",

@@ -69,13 +69,47 @@ def sampled_machines(machine: Machine, libraries: list[str], samples: int, seed:
     return out
 
 
+def bootstrap_machines(machine: Machine, libraries: list[str], measured: list, resamples: int, seed: int = 0,
+                       ) -> list[Machine]:
+    """``resamples`` refits of ``machine``'s libraries, each on its cells (medians over repeats) drawn
+    with replacement, with the description's terms, band window and algorithms kept (no reselection),
+    started from the fitted values. A resample the fit cannot take (too few distinct GPU counts) is
+    skipped. Includes what the normal leaves out: cells the model fits badly move the refits."""
+    from bench.model.robust import _fit_from, median_cells
+
+    rng = np.random.default_rng(seed)
+    cells = median_cells(measured)
+    mine = {lib: [c for c in cells if library_key(c.call.variant, machine) == lib] for lib in libraries}
+    for lib, chosen in mine.items():
+        if not chosen:
+            raise BadInput("--bootstrap", f"no measured cells of library {lib!r} to resample")
+    out = []
+    for _ in range(resamples):
+        sampled = machine
+        for lib in libraries:
+            record = ((machine.fit or {}).get("libraries") or {}).get(lib) or {}
+            active = tuple(record.get("terms") or TERMS[:6])
+            algorithms = machine.libraries[lib].algorithms or None
+            draw = [mine[lib][i] for i in rng.integers(0, len(mine[lib]), len(mine[lib]))]
+            try:
+                fitted, values, *_ = _fit_from(draw, sampled, lib, algorithms, active)
+            except BadInput:
+                continue
+            sampled = with_library_values(sampled, lib, values)
+        out.append(sampled)
+    return out
+
+
 def band_table(machine: Machine, variants: list[Variant], collective: str, nranks: int, sizes: list[int],
-               samples: int = 300, seed: int = 0, itemsize: int = 2, where: str = "") -> pd.DataFrame:
+               samples: int = 300, seed: int = 0, itemsize: int = 2, where: str = "",
+               measured: list | None = None) -> pd.DataFrame:
     """Rows per (size, implementation): the modelled time (fitted values) and its 5-50-95% band, and the
-    speedup of every implementation over the first one (the baseline) with its band, taken per sample."""
+    speedup of every implementation over the first one (the baseline) with its band, taken per sample.
+    Samples: draws from the fitted normal, or with ``measured`` cells, bootstrap refits."""
     per_node = machine.gpus_per_node if nranks >= machine.gpus_per_node else nranks
     libraries = sorted({library_key(v, machine) for v in variants})
-    machines = sampled_machines(machine, libraries, samples, seed, where)
+    machines = (bootstrap_machines(machine, libraries, measured, samples, seed) if measured is not None
+                else sampled_machines(machine, libraries, samples, seed, where))
     rows = []
     for size in sizes:
         count = size // (nranks * itemsize) if collective != "allreduce" else size // itemsize
