@@ -107,3 +107,13 @@ def test_time_without_method_is_a_problem() -> None:
     rows, problems = parse_log("output size = 1 MB\nAll-gather bus bw for 8 GPUs is 1.0 GBPS for message output "
                                "size 1.049 MB\ntime = 1.0 ms\n", "x.out", "frontier")
     assert not rows and problems and "line 3" in problems[0]
+
+
+def test_mpi_reduce_scatter_states_the_reproducers_algorithm() -> None:
+    """The reproducer's ``mpi`` reduce-scatter is its own recursive halving (partner XOR 1, 2, 4 ...):
+    the rows say so (rh-dd), and the model runs that schedule rather than choosing one."""
+    results, _, _ = import_reproducer([FRONTIER_RS])
+    mpi = results[results["impl"] == "mpi"]
+    assert len(mpi) and set(mpi["resolved_algorithm"]) == {"rh-dd"} and set(mpi["algorithm"]) == {"native"}
+    ag, _, _ = import_reproducer([FRONTIER_AG])
+    assert set(ag[ag["impl"] == "mpi"]["resolved_algorithm"]) == {"native"}  # MPI_Allgather: MPICH's choice

@@ -158,3 +158,25 @@ def test_frontier_hierarchy_speedup_is_in_the_published_range_mid_size() -> None
         return predict_us(Call("allgather", parse_variant(variant), 2048, 8, size // 2048 // 4, 4), frontier)
 
     assert 6.0 <= at("xccl") / at("pccl-hier:rd/ring") <= 33.0
+
+
+def test_reproducer_recursive_halving_keeps_large_halves_inside_the_node() -> None:
+    """rh-dd (partner XOR 1, 2, 4 ...): on 4 nodes of 8 only the last 2 of 5 steps cross the network,
+    carrying 1/16 and 1/32 of the input; MPICH's rh (partner p/2 first) sends the largest half across."""
+    from bench.model.cost import Call, call_profile
+    from bench.model.impls import parse_variant
+    from bench.model.machine import load_machine
+
+    machine, _ = load_machine("frontier-paper")
+    count = 1024
+    profiles = {}
+    for algorithm in ("rh-dd", "rh"):
+        lib = machine.libraries["mpi"].model_copy(update={"algorithms": {"reduce_scatter": algorithm}})
+        fixed = machine.model_copy(update={"libraries": {**machine.libraries, "mpi": lib}})
+        call = Call("reduce_scatter", parse_variant("mpi"), 32, 8, count, 4)
+        profile, scale = call_profile(call, fixed, algorithm)
+        profiles[algorithm] = (profile.inter_bytes * scale).max(axis=1)
+    total = 32 * count * 4
+    crossing = profiles["rh-dd"][profiles["rh-dd"] > 0]
+    assert list(crossing) == [total // 16, total // 32]
+    assert profiles["rh"].max() == total // 2

@@ -14,7 +14,7 @@ from rich.table import Table
 from bench.errors import EXIT_CODES_HELP, BadInput
 from bench.model.check import error_summary, error_table, measured_calls
 from bench.model.fit import fit, with_rendezvous
-from bench.model.heldout import factor_table, plot_check, winner_agreement
+from bench.model.heldout import factor_table, plot_check, repeat_spread, winner_agreement, winner_cells
 from bench.model.impls import DEFAULT_VARIANTS, parse_variant
 from bench.model.machine import Library, Machine, dump_machine, load_machine
 from bench.model.replay import Timed, measured_timer, model_timer, replay_rows
@@ -23,7 +23,7 @@ from bench.model.run import ModelSpec, node_shape, write_model_run
 from bench.model.workload import load_workload
 from bench.plan.sizes import format_size, geometric, parse_size
 from bench.results.read import read_results
-from collectives.dtypes import DTYPES
+from collectives.dtypes import DTYPES, itemsize
 from collectives.spec import COLLECTIVES
 
 app = typer.Typer(help="Model collectives on a machine description: project, fit, check, replay.",
@@ -268,8 +268,14 @@ def _print_terms(fits: list, console: Console) -> None:
             table.add_row(item.library, f"{label} ({unit})", f"{shown:.4g}",
                           "-" if spread is None else f"{spread:.2g}" if sd else "at bound / unseen")
         for collective, algorithm in item.algorithms.items():
-            table.add_row(item.library, f"{collective} algorithm", algorithm, "chosen by fit")
+            table.add_row(item.library, f"{collective} algorithm", algorithm, "stated by the rows or chosen by fit")
+        if item.band_bytes:
+            table.add_row(item.library, "band (inter-node message bytes)",
+                          f"{item.band_bytes[0] >> 10}-{item.band_bytes[1] >> 10} KiB", "chosen by fit")
     console.print(table)
+    for item in fits:
+        for note in item.selection:
+            console.print(f"{item.library}: {note}", highlight=False)
 
 
 def _print_factors(table: pd.DataFrame, console: Console, title: str) -> None:
@@ -289,11 +295,13 @@ def check(
         "--fit-on", help="Fit (--per-impl) on these GPU counts of RESULTS, starting from MACHINE, and predict "
                          "the others (or --ranks): a held-out check.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="With --fit-on: measured vs predicted plot.")] = None,
+    winners_csv: Annotated[Path | None, typer.Option(
+        "--winners", help="With --fit-on: the winner of every held-out cell, measured and predicted, as CSV.")] = None,
 ) -> None:
     """Predict measured cells with a description: the error per cell (validation on held-out sweeps)."""
     machine, path = load_machine(machine_name)
     if fit_on:
-        _held_out(machine, read_results(results), results, fit_on, ranks, errors_csv, plot)
+        _held_out(machine, read_results(results), results, fit_on, ranks, errors_csv, plot, winners_csv)
         return
     frame = _select_ranks(read_results(results), ranks)
     _needed_libraries(frame, machine, str(path))
@@ -304,7 +312,7 @@ def check(
 
 
 def _held_out(base: Machine, frame: pd.DataFrame, results: list[Path], fit_on: str, ranks: str | None,
-              errors_csv: Path | None, plot: Path | None) -> None:
+              errors_csv: Path | None, plot: Path | None, winners_csv: Path | None = None) -> None:
     fit_ranks = _ranks(fit_on, [])
     train = frame[frame["nranks"].isin(fit_ranks)]
     rest = frame[~frame["nranks"].isin(fit_ranks)]
@@ -318,16 +326,84 @@ def _held_out(base: Machine, frame: pd.DataFrame, results: list[Path], fit_on: s
     fit_errors = error_table(median_cells(measured_calls(train, set(machine.libraries))), machine)
     title = f"{base.name}: fitted on {','.join(map(str, fit_ranks))} GPUs, predicting {sorted(set(errors['nranks']))}"
     _print_factors(factor_table(errors), console, title)
-    agreement = winner_agreement(errors)
-    out = Table(*agreement.columns, title="predicted fastest = measured fastest (cells with >= 2 implementations)",
+    spread = repeat_spread(test)
+    agreement = winner_agreement(errors, spread)
+    out = Table(*agreement.columns, title="predicted fastest = measured fastest (cells with >= 2 implementations; "
+                "tie: the two best measured in >= 2 repeats with overlapping interquartile ranges)",
                 title_justify="left")
     for row in agreement.itertuples(index=False):
         out.add_row(*(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row))
     console.print(out)
+    if winners_csv:
+        winner_cells(errors, spread).to_csv(winners_csv, index=False)
     if errors_csv:
         errors.to_csv(errors_csv, index=False)
     if plot:
         plot_check(fit_errors, errors, plot, title)
+        console.print(f"plot -> {plot}", highlight=False)
+
+
+@app.command("band", epilog=EXIT_CODES_HELP)
+def band(
+    machine_name: MachineArg,
+    ranks: Annotated[int, typer.Option("--ranks", "-n", help="GPU count to project to.")] = 2048,
+    sizes: Annotated[str, typer.Option("--sizes", help="min:max nccl-tests sizes, e.g. 1MiB:1GiB.")] = "1MiB:1GiB",
+    factor: Annotated[int, typer.Option("--factor", "-f", help="Each size is the previous times this.")] = 4,
+    collective: Annotated[str, typer.Option("--collective", "-C", help="allgather | reduce_scatter.")] = "allgather",
+    impl: Impls = None,
+    samples: Annotated[int, typer.Option("--samples", help="Parameter draws from the fitted normal.")] = 300,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of the draws.")] = 0,
+    dtype: Annotated[str, typer.Option("--dtype", "-d", help="Element type (the reproducer's: bfloat16).")]
+    = "bfloat16",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the band table as CSV here.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Times and speedups with their bands, as PNG.")] = None,
+    published: Annotated[str | None, typer.Option(
+        "--published", help="A published speedup range to draw, e.g. 6:33.")] = None,
+    bootstrap: Annotated[list[Path] | None, typer.Option(
+        "--bootstrap", help="Instead of the fitted normal: refit on these measured runs' cells resampled "
+                            "with replacement, --samples times (terms and band windows kept).")] = None,
+) -> None:
+    """Projection with the fit's uncertainty: times and speedups over the first --impl, 5-50-95% over
+    parameter draws from each library's fitted normal (a description fitted by `model fit --per-impl`)."""
+    from bench.model.band import band_table, plot_band
+
+    machine, path = load_machine(machine_name)
+    if collective not in COLLECTIVES:
+        raise BadInput("--collective", f"{collective!r} not in {list(COLLECTIVES)}")
+    variants = _variants(impl or ["xccl", "pccl-hier:mpi/xccl"])
+    missing = [v.label for v in variants if v.library not in machine.libraries]
+    if missing:
+        raise BadInput(str(path), f"{', '.join(missing)}: the description has no such library")
+    if samples < 20:
+        raise BadInput("--samples", f"{samples}: at least 20 draws for a 5-95% band")
+    size = 2 if dtype == "bfloat16" else itemsize(dtype) if dtype in DTYPES else None
+    if size is None:
+        raise BadInput("--dtype", f"{dtype!r} is not bfloat16 or one of {sorted(DTYPES)}")
+    node_shape(machine, ranks)
+    measured = measured_calls(read_results(bootstrap), set(machine.libraries)) if bootstrap else None
+    table = band_table(machine, variants, collective, ranks, _sizes(sizes, factor), samples, seed, size, str(path),
+                       measured)
+    console = _console()
+    shown = Table("size", "implementation", "ms", "ms 5-95%", f"speedup over {variants[0].label}", "5-95%",
+                  title=f"{collective} on {ranks} GPUs of {machine.name}: " + (
+                      f"{samples} bootstrap refits over the measured cells" if bootstrap else
+                      f"{samples} draws from the fitted normal") + " (parameter uncertainty only)",
+                  title_justify="left")
+    for row in table.itertuples(index=False):
+        shown.add_row(format_size(int(row.bytes_total)), row.implementation, f"{row.time_ms:.3g}",
+                      f"{row.time_ms_p5:.3g}-{row.time_ms_p95:.3g}", f"{row.speedup:.3g}",
+                      f"{row.speedup_p5:.3g}-{row.speedup_p95:.3g}")
+    console.print(shown)
+    if out:
+        table.to_csv(out, index=False)
+        console.print(f"band -> {out}", highlight=False)
+    if plot:
+        low, _, high = (published or "").partition(":")
+        try:
+            strip = (float(low), float(high)) if published else None
+        except ValueError:
+            raise BadInput("--published", f"{published!r} is not LOW:HIGH, e.g. 6:33") from None
+        plot_band(table, plot, f"{collective}, {ranks} GPUs of {machine.name} (model)", strip)
         console.print(f"plot -> {plot}", highlight=False)
 
 

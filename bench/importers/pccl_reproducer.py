@@ -16,9 +16,11 @@ calls (10-20 after 5 warm-ups), so it lands in ``time_us_mean`` and ``time_us_p5
 
 Methods: ``nccl`` -> ``xccl`` (RCCL on Frontier, NCCL on Perlmutter); ``mpi`` -> ``mpi`` (Cray
 MPICH: ``MPI_Allgather`` for all-gather; for reduce-scatter the benchmark's own recursive halving
-over ``Sendrecv``); ``hybrid*`` -> ``pccl-hier`` with the intra phase RCCL/NCCL (``xccl``) and the
-inter phase as the reproducer ran it: all-gather ``mpi`` (Cray MPICH's collective on the rail; ``xccl``
-for ``hybrid-nccl-nccl``), reduce-scatter ``rd`` (recursive halving over MPI point-to-point).
+over ``Sendrecv`` with partner rank XOR 1, 2, 4 ..., written as ``resolved_algorithm = rh-dd``, which
+the model runs as bench/model/mpich.py's ``rh_distance_doubling``); ``hybrid*`` -> ``pccl-hier``
+with the intra phase RCCL/NCCL (``xccl``) and the inter phase as the reproducer ran it: all-gather
+``mpi`` (Cray MPICH's collective on the rail; ``xccl`` for ``hybrid-nccl-nccl``), reduce-scatter
+``rd`` (recursive halving over MPI point-to-point).
 Each job (file) is one repeat of its cells.
 """
 
@@ -76,8 +78,10 @@ def impl_of(method: str, collective: str, machine: str) -> dict:
     vendor = MACHINES[machine]["xccl"]
     if method == "nccl":
         return {"impl": "xccl", "algorithm": "native", "intra": "", "inter": "", "library": vendor}
-    if method == "mpi":
-        return {"impl": "mpi", "algorithm": "native", "intra": "", "inter": "", "library": MPI_LIBRARY}
+    if method == "mpi":  # reduce-scatter: the benchmark's own recursive halving, partner rank XOR 1, 2, 4 ...
+        resolved = "rh-dd" if collective == "reduce_scatter" else "native"
+        return {"impl": "mpi", "algorithm": "native", "intra": "", "inter": "", "library": MPI_LIBRARY,
+                "resolved": resolved}
     if method in ("hybrid", "hybrid-nccl-mpi", "hybrid-nccl-nccl"):
         outer = "xccl" if method == "hybrid-nccl-nccl" else "mpi"
         inter = outer if collective == "allgather" else "rd"
@@ -193,7 +197,7 @@ def _row(item: ReproRow, run_id: str, repeat: int) -> dict:
                 nnodes=nnodes, ranks_per_node=per_node, virtual_nodes=False, dtype=DTYPE, op="sum",
                 placement="out_of_place", count_per_rank=count, bytes_per_rank=count * ITEMSIZE_BYTES,
                 bytes_total=item.bytes_total, timing_mode="sync", repeat=repeat)
-    row.update(cell.to_dict(), resolved_algorithm=names["algorithm"])
+    row.update(cell.to_dict(), resolved_algorithm=names.get("resolved", names["algorithm"]))
     return row
 
 

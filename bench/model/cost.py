@@ -27,6 +27,10 @@ PARAMS = (
     "copy.us_per_byte", "reduce.us_per_byte", "host_reduce.us_per_byte",
     "oversubscription.latency_us", "oversubscription.rendezvous_us",
     "library.step_overhead_us", "library.call_overhead_us",
+    # terms of ``model fit --per-impl`` (issue 14): per inter-node step, x log2(nodes) of the call
+    # (network diameter / congestion); per inter-node step whose message lies in the link's
+    # ``band_bytes`` (a slow protocol regime); per call, x nodes (per-peer software cost)
+    "inter.node_latency_us", "inter.band_us", "library.call_us_per_node",
 )
 P = {name: index for index, name in enumerate(PARAMS)}
 
@@ -48,6 +52,7 @@ def theta(machine: Machine, library: str) -> np.ndarray:
         reduce or us_per_byte(machine.host_reduce_gbps),
         over.latency_us if over else 0.0, over.rendezvous_us if over else 0.0,
         lib.step_overhead_us, lib.call_overhead_us,
+        inter.node_latency_us, inter.band_us, lib.call_us_per_node,
     ])
 
 
@@ -56,11 +61,15 @@ def _threshold(link) -> float:
 
 
 def _leg(has: np.ndarray, message: np.ndarray, shared: np.ndarray, threshold: float, prefix: str,
-         off_core: float) -> np.ndarray:
+         off_core: float, nnodes: int = 1, band: tuple[int, int] | None = None) -> np.ndarray:
     """Features (steps, ranks, params) of one link class's message leg."""
     out = np.zeros((*has.shape, len(PARAMS)))
     rendezvous = has & (message >= threshold)
     out[..., P[f"{prefix}.latency_us"]] = has
+    if prefix == "inter":
+        out[..., P["inter.node_latency_us"]] = has * np.log2(max(nnodes, 1))
+        if band is not None:
+            out[..., P["inter.band_us"]] = has & (message >= band[0]) & (message < band[1])
     out[..., P[f"{prefix}.rendezvous_us"]] = rendezvous
     out[..., P[f"{prefix}.us_per_byte"]] = shared
     out[..., P["library.step_overhead_us"]] = has
@@ -74,13 +83,23 @@ def _reduce_param(machine: Machine, library: str) -> str:
     return "host_reduce.us_per_byte" if lib is not None and lib.reduce_on == "host" else "reduce.us_per_byte"
 
 
+def links_of(machine: Machine, library: str):
+    """(intra, inter) links of ``library``: its own where fitted, else the machine's."""
+    lib = machine.libraries.get(library)
+    if lib is None:
+        return machine.intra, machine.inter
+    return lib.intra or machine.intra, lib.inter or machine.inter
+
+
 def step_features(profile: Profile, scale: float, machine: Machine, library: str,
-                  off_core: float) -> tuple[np.ndarray, ...]:
+                  off_core: float, nnodes: int = 1) -> tuple[np.ndarray, ...]:
     """(intra leg, inter leg, local action) features, each (steps, ranks, params), for ``scale`` units."""
+    intra_link, inter_link = links_of(machine, library)
     intra = _leg(profile.intra_bytes > 0, profile.intra_bytes * scale, profile.intra_bytes * scale,
-                 _threshold(machine.intra), "intra", off_core)
+                 _threshold(intra_link), "intra", off_core)
+    band = tuple(inter_link.band_bytes) if inter_link.band_bytes else None
     inter = _leg(profile.inter_bytes > 0, profile.inter_bytes * scale, profile.inter_shared_bytes * scale,
-                 _threshold(machine.inter), "inter", off_core)
+                 _threshold(inter_link), "inter", off_core, nnodes, band)
     action = np.zeros_like(intra)
     action[..., P["copy.us_per_byte"]] = profile.copy_bytes * scale
     action[..., P[_reduce_param(machine, library)]] = profile.reduce_bytes * scale
@@ -88,7 +107,7 @@ def step_features(profile: Profile, scale: float, machine: Machine, library: str
     return intra, inter, action
 
 
-def critical_features(legs: tuple[np.ndarray, ...], params: np.ndarray) -> np.ndarray:
+def critical_features(legs: tuple[np.ndarray, ...], params: np.ndarray, nnodes: int = 1) -> np.ndarray:
     """Summed features of the slowest leg of the slowest rank of every step (plus one call)."""
     intra, inter, action = legs
     slower = np.where(((intra @ params) >= (inter @ params))[..., None], intra, inter) + action
@@ -98,6 +117,7 @@ def critical_features(legs: tuple[np.ndarray, ...], params: np.ndarray) -> np.nd
         slowest = np.argmax(slower @ params, axis=1)
         total = slower[np.arange(slower.shape[0]), slowest].sum(axis=0)
     total[P["library.call_overhead_us"]] += 1.0
+    total[P["library.call_us_per_node"]] += nnodes if nnodes > 1 else 0.0
     return total
 
 
@@ -118,6 +138,14 @@ class Call:
         return (self.count if self.collective == "allreduce" else self.nranks * self.count) * self.itemsize
 
 
+def library_key(variant: Variant, machine: Machine) -> str:
+    """Whose terms price ``variant``: a hierarchical implementation's own entry where the description has
+    one (``libraries: pccl-hier:<inter>/<intra>``, fitted per implementation), else its library's."""
+    if variant.impl == "pccl-hier" and variant.label in machine.libraries:
+        return variant.label
+    return variant.library
+
+
 def nic_layout(machine: Machine, library: str, ranks_per_node: int) -> NicLayout:
     nics = tuple(machine.nic_of(local, ranks_per_node) for local in range(ranks_per_node))
     return NicLayout(machine.libraries[library].nic_policy, machine.nics_per_node, nics)
@@ -133,20 +161,22 @@ def call_profile(call: Call, machine: Machine, resolved: str) -> tuple[Profile, 
         first = call.variant.schedule(call.collective, grid, 0, unit, call.in_place, resolved)
         choices = mpi_phase_choices(first, grid, 0, scale, call.itemsize)
     profile = build_profile(call.variant, call.collective, grid, call.in_place, call.itemsize, resolved, choices,
-                            nic_layout(machine, call.variant.library, call.ranks_per_node))
+                            nic_layout(machine, library_key(call.variant, machine), call.ranks_per_node))
     return profile, scale
 
 
 def _features(call: Call, machine: Machine, params: np.ndarray, resolved: str) -> np.ndarray:
     profile, scale = call_profile(call, machine, resolved)
-    legs = step_features(profile, scale, machine, call.variant.library, machine.off_core_share(call.nranks))
-    return critical_features(legs, params)
+    nnodes = call.nranks // call.ranks_per_node
+    legs = step_features(profile, scale, machine, library_key(call.variant, machine),
+                         machine.off_core_share(call.nranks), nnodes)
+    return critical_features(legs, params, nnodes)
 
 
 def best_schedule(call: Call, machine: Machine, params: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """(features, schedule name) of the fastest schedule the call may run under ``params``."""
-    params = theta(machine, call.variant.library) if params is None else params
-    lib = machine.libraries.get(call.variant.library)
+    params = theta(machine, library_key(call.variant, machine)) if params is None else params
+    lib = machine.libraries.get(library_key(call.variant, machine))
     fixed = lib.algorithms.get(call.collective) if lib is not None and call.variant.impl == "mpi" else None
     names = (fixed,) if fixed else call.variant.candidates(call.collective, call.nranks, call.bytes_total)
     options = [(_features(call, machine, params, name), name) for name in names]
@@ -160,7 +190,7 @@ def call_features(call: Call, machine: Machine, params: np.ndarray | None = None
 
 def predict(call: Call, machine: Machine) -> tuple[float, str]:
     """(modelled microseconds, schedule name: MPICH's choice for ``mpi``, ``inter/intra`` for pccl-hier)."""
-    params = theta(machine, call.variant.library)
+    params = theta(machine, library_key(call.variant, machine))
     features, name = best_schedule(call, machine, params)
     return float(features @ params), name
 

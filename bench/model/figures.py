@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     errors = error_table(measured_calls(read_results(args.check), set(local.libraries)), local)
     validation_figure(errors, f"fitted on {' + '.join(p.name for p in args.fit)}, predicting "
                       f"{' + '.join(p.name for p in args.check)} (this machine)", args.out / "model-validation.png")
-    frontier, _ = load_machine("frontier")
+    frontier, _ = load_machine("frontier-paper")  # the paper-figure description (docs/MODEL.md)
     frontier_figure(frontier, args.out / "model-frontier-allgather.png")
     replay_figure(frontier, ["gpt3-7b-zero3", "gpt3-13b-zero3"], args.out / "model-replay.png")
 

@@ -25,7 +25,7 @@ from bench.model.check import Measured, error_table
 from bench.model.cost import PARAMS, call_features, theta
 from bench.model.machine import Library, Machine, Oversubscription
 
-SHARED = PARAMS[:-2]
+SHARED = PARAMS[: PARAMS.index("library.step_overhead_us")]
 #: parameters that may come out negative (a library cheaper per step than the reference)
 FREE_SIGN_SUFFIX = ".step_overhead_us"
 MAX_ROUNDS = 12

@@ -29,23 +29,54 @@ def factor_table(errors: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def winner_agreement(errors: pd.DataFrame) -> pd.DataFrame:
-    """Per collective (and 'all'): cells with >= 2 implementations, and the share where the
-    predicted fastest implementation is the measured fastest."""
+def repeat_spread(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per measured cell and implementation: repeats, and the interquartile range of their times (us)."""
+    ok = frame[(frame["status"] == "ok") & (frame["time_us_p50"] > 0)]
+    ok = ok.assign(label=ok.apply(impl_label, axis=1))
+    grouped = ok.groupby(["collective", "nranks", "bytes_total", "label"])["time_us_p50"]
+    return pd.DataFrame({"repeats": grouped.size(), "q25": grouped.quantile(0.25),
+                         "q75": grouped.quantile(0.75)}).reset_index()
+
+
+def winner_cells(errors: pd.DataFrame, spread: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per cell with >= 2 implementations: measured and predicted fastest, and whether the measured two
+    best are a tie: both measured in >= 2 repeats and their interquartile ranges overlap (without
+    repeats a cell is never a tie)."""
     frame = errors.assign(label=errors.apply(impl_label, axis=1))
+    spreads = {} if spread is None else {tuple(row[:4]): row[4:] for row in spread.itertuples(index=False)}
     cells = []
     for (collective, nranks, size), group in frame.groupby(["collective", "nranks", "bytes_total"]):
         if group["label"].nunique() < 2:
             continue
-        measured = group.loc[group["time_us_p50"].idxmin(), "label"]
+        ranked = group.sort_values("time_us_p50")
+        measured, second = ranked["label"].iloc[0], ranked["label"].iloc[1]
         predicted = group.loc[group["model_us"].idxmin(), "label"]
+        first_spread = spreads.get((collective, nranks, size, measured))
+        second_spread = spreads.get((collective, nranks, size, second))
+        tie = bool(first_spread is not None and second_spread is not None and first_spread[0] >= 2
+                   and second_spread[0] >= 2 and first_spread[2] >= second_spread[1])
         cells.append({"collective": collective, "nranks": nranks, "bytes_total": size,
-                      "measured_winner": measured, "predicted_winner": predicted, "agree": measured == predicted})
-    table = pd.DataFrame(cells, columns=["collective", "nranks", "bytes_total", "measured_winner",
-                                         "predicted_winner", "agree"])
-    rows = [{"collective": c, "cells": len(g), "agree_pct": 100.0 * g["agree"].mean()}
-            for c, g in [*table.groupby("collective"), ("all", table)] if len(g)]
-    return pd.DataFrame(rows, columns=["collective", "cells", "agree_pct"])
+                      "measured_winner": measured, "measured_second": second,
+                      "ratio_second_to_first": float(ranked["time_us_p50"].iloc[1] / ranked["time_us_p50"].iloc[0]),
+                      "predicted_winner": predicted, "agree": measured == predicted, "tie": tie})
+    return pd.DataFrame(cells, columns=["collective", "nranks", "bytes_total", "measured_winner", "measured_second",
+                                        "ratio_second_to_first", "predicted_winner", "agree", "tie"])
+
+
+def winner_agreement(errors: pd.DataFrame, spread: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per collective (and 'all'): cells with >= 2 implementations, the share where the predicted fastest
+    implementation is the measured fastest (raw), the measured ties (see winner_cells) and the share
+    among the cells that are not ties (tie-aware; ties count neither way)."""
+    table = winner_cells(errors, spread)
+    rows = []
+    for c, g in [*table.groupby("collective"), ("all", table)]:
+        if not len(g):
+            continue
+        decided = g[~g["tie"]]
+        rows.append({"collective": c, "cells": len(g), "agree": int(g["agree"].sum()),
+                     "agree_pct": 100.0 * g["agree"].mean(), "ties": int(g["tie"].sum()),
+                     "tie_aware_pct": 100.0 * decided["agree"].mean() if len(decided) else float("nan")})
+    return pd.DataFrame(rows, columns=["collective", "cells", "agree", "agree_pct", "ties", "tie_aware_pct"])
 
 
 def plot_check(fit_errors: pd.DataFrame, check_errors: pd.DataFrame, path: Path, title: str,
@@ -81,7 +112,8 @@ def plot_check(fit_errors: pd.DataFrame, check_errors: pd.DataFrame, path: Path,
             ax.set_title(f"{collective}, {size / (1 << 20):g} MiB", fontsize=9)
             ax.set_xlabel("GPUs")
             ax.set_ylabel("time per call (ms)")
-    axes[0][0].legend(fontsize=6, ncol=1)
+    for row in axes:
+        row[0].legend(fontsize=6, ncol=1)
     figure.suptitle(f"{title} (shaded: held out, not fitted)", fontsize=10)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ GPU-hour. Units are in the names: microseconds, decimal GB/s, bytes, US dollars.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +25,9 @@ from bench.plan.suite import read_yaml
 #: single: every GPU of a node through one NIC; striped: a node's flows spread over all NICs
 NicPolicy = Literal["mapped", "single", "striped"]
 LIBRARY_KEYS = ("pccl", "mpi", "xccl")
+#: a hierarchical implementation's own terms (``model fit --per-impl``), e.g. ``pccl-hier:mpi/xccl``: its
+#: phases run different libraries (Cray MPICH or NCCL on the rail), so each pays its own software costs
+HIER_KEY = re.compile(r"^pccl-hier:[A-Za-z0-9+_-]+/[A-Za-z0-9+_-]+$")
 
 
 class Strict(BaseModel):
@@ -39,6 +43,12 @@ class Link(Strict):
     rendezvous_bytes: int | None = Field(None, ge=1)
     #: what a rendezvous message costs on top of ``latency_us``
     rendezvous_us: float = Field(0.0, ge=0)
+    #: inter only: added to every step, times log2(nodes of the call) (network diameter, congestion)
+    node_latency_us: float = Field(0.0, ge=0)
+    #: inter only: messages of at least band_bytes[0] and below band_bytes[1] pay ``band_us`` more per step
+    #: (a slow protocol regime, e.g. CXI rendezvous in one size range); None: no band
+    band_bytes: tuple[int, int] | None = None
+    band_us: float = Field(0.0, ge=0)
 
 
 class Oversubscription(Strict):
@@ -63,6 +73,8 @@ class Library(Strict):
     step_overhead_us: float = 0.0
     #: the library's own cost per call
     call_overhead_us: float = 0.0
+    #: per call, times the nodes of the call (multi-node calls only: per-peer setup, proxy progress)
+    call_us_per_node: float = Field(0.0, ge=0)
     #: this library's own link terms (``model fit --per-impl``); None: the machine's ``intra``/``inter``
     intra: Link | None = None
     inter: Link | None = None
@@ -99,9 +111,10 @@ class Machine(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Machine:
-        unknown = sorted(set(self.libraries) - set(LIBRARY_KEYS))
+        unknown = sorted(key for key in set(self.libraries) - set(LIBRARY_KEYS) if not HIER_KEY.match(key))
         if unknown:
-            raise ValueError(f"libraries: unknown {unknown}; expected some of {list(LIBRARY_KEYS)}")
+            raise ValueError(f"libraries: unknown {unknown}; expected some of {list(LIBRARY_KEYS)} or "
+                             "pccl-hier:<inter>/<intra>")
         if "pccl" not in self.libraries:
             raise ValueError("libraries: 'pccl' (this project's schedules) is required")
         if self.nic_of_gpu is not None:

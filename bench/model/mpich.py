@@ -56,8 +56,34 @@ def pairwise_reduce_scatter(nranks: int, rank: int, count: int, in_place: bool) 
     return steps.build()
 
 
+def rh_distance_doubling(nranks: int, rank: int, count: int, in_place: bool) -> Schedule:
+    """Recursive halving with partner rank XOR 1, 2, 4 ... (the PCCL reproducer's own ``mpi``
+    reduce-scatter, ``pairwise_recursive_halving_reduce_scatter`` over ``Sendrecv``): step k
+    sends half of the current window (p count / 2^(k+1) elements) and adds the partner's half.
+    With consecutive ranks on a node, the large first halves stay inside the node and only the
+    last log2(nodes) steps, carrying 1/ranks_per_node of the data or less, cross the network.
+    p a power of two (the reproducer asserts it); any other p falls back to MPICH's ``rh``."""
+    if nranks & (nranks - 1):
+        return schedule_for("reduce_scatter", "rh", nranks, rank, count, in_place)
+    source = Block(RECV if in_place else SEND, 0, count * nranks)
+    window = count * nranks
+    steps = StepList()
+    steps.step(copy=(source, Block(SCRATCH, 0, window)))
+    mask = 1
+    while mask < nranks:
+        half = window // 2
+        keep, incoming = Block(SCRATCH, 0, half), Block(SCRATCH, count * nranks, half)
+        steps.step(send=(rank ^ mask, Block(SCRATCH, half, half)), recv=(rank ^ mask, incoming),
+                   reduce=(incoming, keep, keep))
+        window, mask = half, mask << 1
+    steps.step(copy=(Block(SCRATCH, 0, count), Block(RECV, 0, count)))
+    return steps.build()
+
+
 def mpich_schedule(collective: str, algorithm: str, nranks: int, rank: int, count: int, in_place: bool) -> Schedule:
     """One rank's steps of MPICH's ``algorithm`` (as named by mpich_algorithm)."""
     if algorithm == "pairwise":
         return pairwise_reduce_scatter(nranks, rank, count, in_place)
+    if algorithm == "rh-dd":
+        return rh_distance_doubling(nranks, rank, count, in_place)
     return schedule_for(collective, algorithm, nranks, rank, count, in_place)

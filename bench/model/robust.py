@@ -24,18 +24,28 @@ import numpy as np
 
 from bench.errors import BadInput
 from bench.model.check import Measured
-from bench.model.cost import PARAMS, call_features, theta, us_per_byte
+from bench.model.cost import PARAMS, call_features, library_key, theta, us_per_byte
 from bench.model.fit import UNBOUNDED_GBPS, nnls
 from bench.model.machine import Link, Machine
 
 #: the terms fitted per library (PARAMS names; ``reduce`` covers device and host reductions)
-TERMS = ("intra.latency_us", "intra.us_per_byte", "inter.latency_us", "inter.us_per_byte", "reduce.us_per_byte",
-         "library.call_overhead_us")
+BASE_TERMS = ("intra.latency_us", "intra.us_per_byte", "inter.latency_us", "inter.us_per_byte", "reduce.us_per_byte",
+              "library.call_overhead_us")
+#: terms added only where the training data demand them (forward selection, see fit_library)
+EXTRA_TERMS = ("inter.node_latency_us", "inter.band_us", "library.call_us_per_node")
+TERMS = BASE_TERMS + EXTRA_TERMS
+#: windows [low, high) of inter-node message bytes tried for the band term (powers of two, 8 KiB - 4 MiB)
+BAND_WINDOWS = tuple((1 << lo, 1 << hi) for lo in range(13, 21) for hi in range(lo + 1, min(lo + 5, 23)))
+#: an extra term is kept when it lowers 2 x loss / scale^2 by more than this many log(cells) per parameter
+#: (the Bayesian information criterion; the band's window counts as one more parameter)
+SELECTION_PENALTY = 1.0
 HUBER_K = 1.5
 MAX_ROUNDS = 30
 START_FACTORS = (1.0, 4.0, 0.25)
-#: reduce-scatter algorithms tried for ``mpi`` (None: MPICH's default selection)
-MPI_REDUCE_SCATTER = (None, "rh", "pairwise", "ring")
+#: reduce-scatter algorithms tried for ``mpi`` (None: MPICH's default selection) when the rows do not say
+MPI_REDUCE_SCATTER = (None, "rh", "pairwise", "ring", "rh-dd")
+#: resolved_algorithm values of measured ``mpi`` rows that name the algorithm that ran
+STATED_MPI = {"rh", "rh-dd", "pairwise", "ring", "rd", "bruck"}
 
 
 @dataclass
@@ -48,6 +58,9 @@ class LibraryFit:
     cells: int
     robust_scale: float  # robust sd of log residuals
     algorithms: dict[str, str] = field(default_factory=dict)
+    terms: list[str] = field(default_factory=lambda: list(BASE_TERMS))  # the terms of the chosen model
+    band_bytes: tuple[int, int] | None = None
+    selection: list[str] = field(default_factory=list)  # what forward selection tried and kept
 
 
 def median_cells(measured: list[Measured]) -> list[Measured]:
@@ -65,15 +78,23 @@ def _terms_of(features: np.ndarray, library: str, machine: Machine) -> np.ndarra
     return np.array([features[PARAMS.index(name)] if name != "reduce.us_per_byte" else reduce for name in TERMS])
 
 
+_KEEP = object()
+
+
 def with_library_values(machine: Machine, library: str, values: dict[str, float],
-                        algorithms: dict[str, str] | None = None) -> Machine:
+                        algorithms: dict[str, str] | None = None, band=_KEEP) -> Machine:
     """``machine`` with ``library``'s own links, reduction rate, call cost (and algorithms)."""
     lib = machine.libraries[library]
     base = {"intra": lib.intra or machine.intra, "inter": lib.inter or machine.inter}
     links = {level: Link(**{**base[level].model_dump(), "latency_us": values[f"{level}.latency_us"],
                             "bandwidth_gbps": gbps(values[f"{level}.us_per_byte"])}) for level in ("intra", "inter")}
+    links["inter"] = links["inter"].model_copy(update={"node_latency_us": values.get("inter.node_latency_us", 0.0),
+                                                       "band_us": values.get("inter.band_us", 0.0)})
+    if band is not _KEEP:
+        links["inter"] = links["inter"].model_copy(update={"band_bytes": band})
     update = {**links, "reduce_gbps": gbps(values["reduce.us_per_byte"]), "step_overhead_us": 0.0,
-              "call_overhead_us": values["library.call_overhead_us"]}
+              "call_overhead_us": values["library.call_overhead_us"],
+              "call_us_per_node": values.get("library.call_us_per_node", 0.0)}
     if algorithms is not None:
         update["algorithms"] = algorithms
     libraries = {**machine.libraries, library: lib.model_copy(update=update)}
@@ -91,13 +112,14 @@ def library_values(machine: Machine, library: str) -> dict[str, float]:
     reduce = lib.reduce_gbps or (machine.host_reduce_gbps if lib.reduce_on == "host" else machine.reduce_gbps)
     values["reduce.us_per_byte"] = us_per_byte(reduce)
     values["library.call_overhead_us"] = lib.call_overhead_us
+    values["library.call_us_per_node"] = lib.call_us_per_node
     return values
 
 
 #: PARAMS the TERMS stand for (the library step overhead is 0 after with_library_values: the latency)
 FITTED_PARAMS = ("intra.latency_us", "intra.us_per_byte", "inter.latency_us", "inter.us_per_byte",
                  "reduce.us_per_byte", "host_reduce.us_per_byte", "library.call_overhead_us",
-                 "library.step_overhead_us")
+                 "library.step_overhead_us", *EXTRA_TERMS)
 
 
 def _design(cells: list[Measured], machine: Machine, library: str) -> tuple[np.ndarray, np.ndarray]:
@@ -124,9 +146,9 @@ def _loss(residuals: np.ndarray, scale: float) -> float:
     return float(np.sum(0.5 * limit**2 * np.log1p((residuals / limit) ** 2)))  # the Cauchy loss
 
 
-def _needed(matrix: np.ndarray, library: str, cells: list[Measured]) -> list[int]:
+def _needed(matrix: np.ndarray, library: str, cells: list[Measured], active: tuple[str, ...]) -> list[int]:
     """Columns the data can see; a level the fit needs but no cell exercises is an error."""
-    seen = [i for i in range(len(TERMS)) if matrix[:, i].any()]
+    seen = [i for i in range(len(TERMS)) if TERMS[i] in active and matrix[:, i].any()]
     if not any(m.call.nranks > m.call.ranks_per_node for m in cells):
         labels = sorted({m.call.variant.label for m in cells})
         raise BadInput(f"model fit: {', '.join(labels)}", f"library {library!r} has no cell that crosses a node: "
@@ -141,17 +163,21 @@ def _needed(matrix: np.ndarray, library: str, cells: list[Measured]) -> list[int
     return seen
 
 
-def _fit_from(cells: list[Measured], machine: Machine, library: str, algorithms: dict[str, str] | None
+def _fit_from(cells: list[Measured], machine: Machine, library: str, algorithms: dict[str, str] | None,
+              active: tuple[str, ...] = BASE_TERMS
               ) -> tuple[Machine, dict[str, float], float, np.ndarray, np.ndarray, list[int]]:
     times = np.array([m.time_us for m in cells])
     values = library_values(machine, library)
+    for name in TERMS:
+        if name not in active:
+            values[name] = 0.0
     machine = with_library_values(machine, library, values, algorithms)
     best_loss, weights, scale = np.inf, np.ones(len(cells)), 1.0
     matrix, rest = _design(cells, machine, library)
-    seen = _needed(matrix, library, cells)
+    seen = _needed(matrix, library, cells, active)
     for _ in range(MAX_ROUNDS):
         matrix, rest = _design(cells, machine, library)
-        seen = [i for i in range(len(TERMS)) if matrix[:, i].any()]  # this critical path's terms
+        seen = [i for i in range(len(TERMS)) if TERMS[i] in active and matrix[:, i].any()]  # this path's terms
         vector = np.array([values[name] for name in TERMS])
         model = matrix @ vector + rest
         residuals = np.log(model / times)
@@ -179,6 +205,13 @@ def _fit_from(cells: list[Measured], machine: Machine, library: str, algorithms:
     return machine, values, best_loss, matrix, weights, seen
 
 
+def _residuals(cells: list[Measured], machine: Machine, library: str, values: dict[str, float]) -> np.ndarray:
+    times = np.array([m.time_us for m in cells])
+    matrix, rest = _design(cells, machine, library)
+    model = matrix @ np.array([values[name] for name in TERMS]) + rest
+    return np.log(np.maximum(model, 1e-9) / times)
+
+
 def _uncertainty(cells: list[Measured], machine: Machine, library: str, values: dict[str, float],
                  seen: list[int]) -> tuple[dict[str, float], list[list[float]], list[str], float]:
     times = np.array([m.time_us for m in cells])
@@ -196,21 +229,70 @@ def _uncertainty(cells: list[Measured], machine: Machine, library: str, values: 
     return sd, covariance.tolist(), [TERMS[i] for i in free], scale
 
 
-def fit_library(cells: list[Measured], machine: Machine, library: str) -> tuple[Machine, LibraryFit]:
-    """The best of the starts (and, for ``mpi`` with reduce-scatter cells, of its algorithms)."""
-    options: list[dict[str, str] | None] = [None]
-    if library == "mpi" and any(m.call.collective == "reduce_scatter" for m in cells):
-        options = [{"reduce_scatter": name} if name else {} for name in MPI_REDUCE_SCATTER]
+def _stated_algorithms(cells: list[Measured], library: str) -> list[dict[str, str] | None]:
+    """``mpi`` reduce-scatter algorithm options: the one the rows name (the importer knows what the
+    reproducer ran), else a search over MPICH's algorithms."""
+    if library != "mpi" or not any(m.call.collective == "reduce_scatter" for m in cells):
+        return [None]
+    stated = {m.row.get("resolved_algorithm") for m in cells if m.call.collective == "reduce_scatter"}
+    if len(stated) == 1 and next(iter(stated)) in STATED_MPI:
+        return [{"reduce_scatter": next(iter(stated))}]
+    return [{"reduce_scatter": name} if name else {} for name in MPI_REDUCE_SCATTER]
+
+
+def _criterion(cells: list[Measured], machine: Machine, library: str, values: dict[str, float],
+               scale: float) -> float:
+    """2 x the Cauchy loss / scale^2 at a fixed scale (a -2 log likelihood, comparable across models)."""
+    return 2.0 * _loss(_residuals(cells, machine, library, values), scale) / scale**2
+
+
+def fit_library(cells: list[Measured], machine: Machine, library: str,
+                extra: tuple[str, ...] = EXTRA_TERMS) -> tuple[Machine, LibraryFit]:
+    """The best of the starts (and, for ``mpi`` with reduce-scatter cells, of its algorithms) with the
+    base terms; then forward selection of the ``extra`` terms: each round tries every extra term not yet
+    in the model (the band at every window of BAND_WINDOWS), refitted from the current solution, and keeps
+    the one that lowers the criterion most if it beats SELECTION_PENALTY x log(cells) per parameter."""
     best = None
-    for algorithms in options:
+    for algorithms in _stated_algorithms(cells, library):
         for factor in START_FACTORS:
             start = _scaled_inter(machine, library, factor)
             fitted, values, loss, _, _, seen = _fit_from(cells, start, library, algorithms)
             if best is None or loss < best[2]:
                 best = (fitted, values, loss, seen, algorithms)
     fitted, values, _, seen, algorithms = best
+    scale = _huber_weights(_residuals(cells, fitted, library, values))[1]
+    active, band, notes = BASE_TERMS, None, []
+    current = _criterion(cells, fitted, library, values, scale)
+    penalty = SELECTION_PENALTY * np.log(len(cells))
+    while True:
+        trials = []
+        for term in (t for t in extra if t not in active):
+            windows = BAND_WINDOWS if term == "inter.band_us" else [band]
+            for window in windows:
+                start = with_library_values(fitted, library, values, algorithms, band=window)
+                try:
+                    result = _fit_from(cells, start, library, algorithms, (*active, term))
+                except BadInput:
+                    continue
+                score = _criterion(cells, result[0], library, result[1], scale)
+                cost = penalty * (2 if term == "inter.band_us" else 1)
+                trials.append((current - score - cost, term, window, result, score))
+        if not trials:
+            break
+        gain, term, window, result, score = max(trials, key=lambda trial: trial[0])
+        shown = f"{term}" + (f" {window[0] >> 10}-{window[1] >> 10} KiB" if term == "inter.band_us" else "")
+        if gain <= 0:
+            notes.append(f"best extra term {shown} not kept (criterion {score - current:+.1f}, "
+                         f"needs {current - score - gain:.1f})")
+            break
+        notes.append(f"kept {shown} (criterion {score - current:+.1f}, needs {current - score - gain:.1f})")
+        active, current = (*active, term), score
+        if term == "inter.band_us":
+            band = window
+        fitted, values, _, _, _, seen = result
     sd, covariance, free, scale = _uncertainty(cells, fitted, library, values, seen)
-    return fitted, LibraryFit(library, values, sd, covariance, free, len(cells), scale, algorithms or {})
+    return fitted, LibraryFit(library, values, sd, covariance, free, len(cells), scale, algorithms or {},
+                              list(active), band, notes)
 
 
 def _scaled_inter(machine: Machine, library: str, factor: float) -> Machine:
@@ -220,15 +302,36 @@ def _scaled_inter(machine: Machine, library: str, factor: float) -> Machine:
     return with_library_values(machine, library, values)
 
 
-def fit_per_library(measured: list[Measured], base: Machine) -> tuple[Machine, list[LibraryFit]]:
-    """Fit every library present in ``measured`` on its own cells (medians over repeats)."""
+def fit_per_library(measured: list[Measured], base: Machine, per_implementation: bool = True
+                    ) -> tuple[Machine, list[LibraryFit]]:
+    """Fit every library present in ``measured`` on its own cells (medians over repeats); with
+    ``per_implementation`` every hierarchical implementation gets its own entry (``pccl-hier:<inter>/<intra>``,
+    started from ``pccl``'s): its rail runs Cray MPICH or NCCL, whose software costs differ. The ``pccl``
+    entry itself is then fitted on all of this project's cells pooled, for the variants (``pccl-flat``,
+    other ``pccl-hier`` phases) that have no entry of their own."""
     cells = median_cells(measured)
     machine, fits = base, []
-    for library in sorted({m.call.variant.library for m in cells}):
+    pooled = [m for m in cells if m.call.variant.library == "pccl"]
+    if per_implementation and any(m.call.variant.impl == "pccl-hier" for m in pooled):
+        own = {key: lib for key, lib in machine.libraries.items() if key.startswith("pccl-hier:")}
+        plain = {key: lib for key, lib in machine.libraries.items() if key not in own}
+        fitted, result = fit_library(pooled, machine.model_copy(update={"libraries": plain}), "pccl")
+        machine = fitted.model_copy(update={"libraries": {**fitted.libraries, **own}})
+        fits.append(result)
+
+    def key(item: Measured) -> str:
+        variant = item.call.variant
+        return variant.label if per_implementation and variant.impl == "pccl-hier" else variant.library
+
+    for library in sorted({key(m) for m in cells}):
+        source = "pccl" if library.startswith("pccl-hier:") else library
+        if source not in machine.libraries:
+            raise BadInput("model fit", f"the base description has no {source!r} library for "
+                           f"{sorted({m.call.variant.label for m in cells if key(m) == library})}")
         if library not in machine.libraries:
-            raise BadInput("model fit", f"the base description has no {library!r} library for "
-                           f"{sorted({m.call.variant.label for m in cells if m.call.variant.library == library})}")
-        mine = [m for m in cells if m.call.variant.library == library]
+            machine = machine.model_copy(update={"libraries": {**machine.libraries,
+                                                               library: machine.libraries[source].model_copy()}})
+        mine = [m for m in cells if key(m) == library]
         machine, result = fit_library(mine, machine, library)
         fits.append(result)
     return machine, fits
@@ -236,7 +339,9 @@ def fit_per_library(measured: list[Measured], base: Machine) -> tuple[Machine, l
 
 def fit_record(fits: list[LibraryFit]) -> dict:
     """What the description records about the fit: values, sd, covariance per library."""
-    return {fit.library: {"cells": fit.cells, "terms": {name: round(fit.values[name], 9) for name in TERMS},
+    return {fit.library: {"cells": fit.cells, "terms": {name: round(fit.values[name], 9) for name in fit.terms},
+                          **({"band_bytes": list(fit.band_bytes)} if fit.band_bytes else {}),
+                          "selection": fit.selection,
                           "sd": {name: float(f"{value:.4g}") for name, value in fit.sd.items()},
                           "free": fit.free, "covariance": [[float(f"{v:.4g}") for v in row] for row in fit.covariance],
                           "robust_sd_log_residual": round(fit.robust_scale, 4),
@@ -254,5 +359,5 @@ def predicted_sd_us(call_features_terms: np.ndarray, record: dict) -> float:
 
 def call_terms(item_call, machine: Machine) -> np.ndarray:
     """TERMS features of a call under ``machine`` (for prediction bands)."""
-    library = item_call.variant.library
+    library = library_key(item_call.variant, machine)
     return _terms_of(call_features(item_call, machine, theta(machine, library)), library, machine)
