@@ -85,7 +85,7 @@ os.environ["LDSHARED"] = f"{mpicc} -shared"
 mpi_dirs = mpi_library_dirs(mpicc)
 print(f"pccl-bench: compiling with {mpicc}, libmpi from {', '.join(mpi_dirs) or 'its default'}", file=sys.stderr)
 
-MODULES = ["core", "reduce", "native", "executor", "timing"]
+MODULES = ["core", "reduce", "native", "executor", "timing", "shm"]
 extensions = [
     Extension(
         f"cython_ext.{name}",
