@@ -39,9 +39,9 @@ PATHS = ("ll", "copy", "cma")
 LL_CAPACITY = 64 << 10
 DEFAULT_TIMEOUT_S = 30.0
 #: LL up to this payload per rank (bytes), by collective; measured (benchmarks/shm_cutover.py)
-DEFAULT_LL_MAX = {"allgather": 16 << 10, "reduce_scatter": 16 << 10, "allreduce": 16 << 10}
+DEFAULT_LL_MAX = {"allgather": 64, "reduce_scatter": 64, "allreduce": 64}
 #: single copy (cma) from this nccl-tests size on (bytes); below it the copy-in pipeline
-DEFAULT_CMA_MIN = {"allgather": 64 << 10, "reduce_scatter": 64 << 10, "allreduce": 64 << 10}
+DEFAULT_CMA_MIN = {"allgather": 16 << 10, "reduce_scatter": 16 << 10, "allreduce": 64 << 10}
 DEFAULT_CHUNK = 256 << 10
 #: polls before a wait yields the core: spin long when every rank has a core, yield soon when not
 SPIN_DEDICATED = 1 << 16

@@ -356,6 +356,7 @@ cdef class ShmCollective(CollOp):
     cdef uintptr_t *peer_src     # cma: every rank's input and receive buffer addresses
     cdef uintptr_t *peer_dst
     cdef char *tmp               # a chunk for a peer's data (LL unpack, cma reads)
+    cdef char *tmp0              # the same for the first contribution (kept until the second comes)
     cdef char *tmp_own           # a chunk of the own input when the result overwrites it
     cdef char *tmp_result        # cma reduce-scatter in place: the result until peers are done
     cdef public str path_name
@@ -363,7 +364,7 @@ cdef class ShmCollective(CollOp):
     def __cinit__(self, *args, **kwargs):
         self.offsets = self.counts = NULL
         self.peer_src = self.peer_dst = NULL
-        self.tmp = self.tmp_own = self.tmp_result = NULL
+        self.tmp = self.tmp0 = self.tmp_own = self.tmp_result = NULL
 
     def __init__(self, comm, Segment seg, str kind, str path, uintptr_t send_addr, uintptr_t recv_addr,
                  int64_t count, int64_t itemsize, int dtype, int reduction, segments=(), peer_src=(),
@@ -389,8 +390,9 @@ cdef class ShmCollective(CollOp):
             self.tmp_result = <char *>calloc(count * itemsize + 64, 1)
         self.tmp = <char *>calloc(scratch, 1)
         self.tmp_own = <char *>calloc(scratch, 1)
+        self.tmp0 = <char *>calloc(scratch, 1)
         if (self.offsets == NULL or self.counts == NULL or self.peer_src == NULL or self.peer_dst == NULL
-                or self.tmp == NULL or self.tmp_own == NULL):
+                or self.tmp == NULL or self.tmp_own == NULL or self.tmp0 == NULL):
             raise MemoryError()
         if self.kind == K_REDUCE_SCATTER and self.in_place and self.tmp_result == NULL:
             raise MemoryError()
@@ -407,6 +409,7 @@ cdef class ShmCollective(CollOp):
         free(self.peer_dst)
         free(self.tmp)
         free(self.tmp_own)
+        free(self.tmp0)
         free(self.tmp_result)
 
     @property
@@ -439,15 +442,23 @@ cdef class ShmCollective(CollOp):
             memcpy(self.dst, self.src, nbytes)
         return 0
 
-    cdef inline int fold(self, char *acc, const char *piece, int64_t n, bint first) except -1 nogil:
-        """acc = piece (first contribution) or acc (op) piece."""
+    cdef inline int fold(self, char *acc, const char *piece, int64_t n, int index,
+                         const char **first) except -1 nogil:
+        """The index-th contribution, in rank order: the first is kept (``*first``), the second
+        reduced with it into acc, the others into acc. One pass each, the first never copied;
+        ``piece`` may be ``acc`` itself (element i only reads element i)."""
         if n <= 0:
             return 0
-        if first:
-            if acc != piece:
-                memcpy(acc, piece, n * self.itemsize)
+        if index == 0:
+            first[0] = piece
             return 0
+        if index == 1:
+            return reduce_into(acc, first[0], piece, n, self.dtype, self.reduction)
         return reduce_into(acc, acc, piece, n, self.dtype, self.reduction)
+
+    cdef inline char *scratch_for(self, int q) noexcept nogil:
+        """Where a peer's piece is unpacked or read: rank 0's is kept while rank 1's arrives."""
+        return self.tmp0 if q == 0 else self.tmp
 
     # -- all-gather -----------------------------------------------------------------------------
 
@@ -504,18 +515,17 @@ cdef class ShmCollective(CollOp):
         cdef uint64_t s = self.seg.next_step()
         cdef volatile uint64_t *slot = self.seg.ll(r, s)
         cdef const char *own = self.src + r * nb
+        cdef const char *first = NULL
         for q in range(p):
             if q != r:
                 shm_ll_write(slot + q * words, self.src + q * nb, nb, <uint32_t>s)
         # the result lands in dst[0:n]: in place that is the own segment 0, already in the slot
         for q in range(p):
             if q == r:
-                self.fold(self.dst, own, n, q == 0)
-            elif q == 0:
-                self.seg.ll_read(q, s, r * words, self.dst, nb)
+                self.fold(self.dst, own, n, q, &first)
             else:
-                self.seg.ll_read(q, s, r * words, self.tmp, nb)
-                self.fold(self.dst, self.tmp, n, False)
+                self.seg.ll_read(q, s, r * words, self.scratch_for(q), nb)
+                self.fold(self.dst, self.scratch_for(q), n, q, &first)
         return 0
 
     cdef int reduce_scatter_copy(self) except -1 nogil:
@@ -524,6 +534,7 @@ cdef class ShmCollective(CollOp):
         cdef int64_t nb = n * self.itemsize, pb = per * self.itemsize, at = 0, piece
         cdef uint64_t s
         cdef char *buf
+        cdef const char *first = NULL
         while at < n:
             piece = clamp(n - at, per)
             s = self.seg.next_step()
@@ -535,9 +546,9 @@ cdef class ShmCollective(CollOp):
             self.seg.wait_all(s, b"reduce-scatter chunk")
             for q in range(p):  # rank order; in place dst is segment 0, read into the buffer already
                 if q == r:
-                    self.fold(self.dst + at * self.itemsize, self.src + r * nb + at * self.itemsize, piece, q == 0)
+                    self.fold(self.dst + at * self.itemsize, self.src + r * nb + at * self.itemsize, piece, q, &first)
                 else:
-                    self.fold(self.dst + at * self.itemsize, self.seg.buf(q, s) + r * pb, piece, q == 0)
+                    self.fold(self.dst + at * self.itemsize, self.seg.buf(q, s) + r * pb, piece, q, &first)
             at += piece
         return 0
 
@@ -549,15 +560,17 @@ cdef class ShmCollective(CollOp):
         cdef int64_t nb = n * self.itemsize, at = 0, piece
         cdef char *out = self.tmp_result if (self.in_place and r != 0) else self.dst
         cdef const char *own = self.src + r * nb
+        cdef const char *first = NULL
         self.seg.sync(b"entry into the call")
         while at < n:
             piece = clamp(n - at, per)
             for q in range(p):
                 if q == r:
-                    self.fold(out + at * self.itemsize, own + at * self.itemsize, piece, q == 0)
+                    self.fold(out + at * self.itemsize, own + at * self.itemsize, piece, q, &first)
                 else:
-                    self.seg.cma_read(q, self.tmp, self.peer_src[q] + r * nb + at * self.itemsize, piece * self.itemsize)
-                    self.fold(out + at * self.itemsize, self.tmp, piece, q == 0)
+                    self.seg.cma_read(q, self.scratch_for(q), self.peer_src[q] + r * nb + at * self.itemsize,
+                                      piece * self.itemsize)
+                    self.fold(out + at * self.itemsize, self.scratch_for(q), piece, q, &first)
             at += piece
         self.seg.sync(b"end of the peers' reads")
         if out != self.dst:
@@ -572,24 +585,21 @@ cdef class ShmCollective(CollOp):
         cdef int64_t n = self.count, nb = n * self.itemsize
         cdef uint64_t s = self.seg.next_step()
         cdef const char *own = self.src
+        cdef const char *first = NULL
         shm_ll_write(self.seg.ll(r, s), self.src, nb, <uint32_t>s)
-        if self.in_place and r != 0:
-            memcpy(self.tmp_own, self.src, nb)  # dst fills from rank 0 first
-            own = self.tmp_own
+        own = self.own_piece(own, self.dst, n)
         for q in range(p):
             if q == r:
-                self.fold(self.dst, own, n, q == 0)
-            elif q == 0:
-                self.seg.ll_read(q, s, 0, self.dst, nb)
+                self.fold(self.dst, own, n, q, &first)
             else:
-                self.seg.ll_read(q, s, 0, self.tmp, nb)
-                self.fold(self.dst, self.tmp, n, False)
+                self.seg.ll_read(q, s, 0, self.scratch_for(q), nb)
+                self.fold(self.dst, self.scratch_for(q), n, q, &first)
         return 0
 
     cdef const char *own_piece(self, const char *own, char *acc, int64_t piece) noexcept nogil:
         """The own contribution of a chunk, safe from the accumulation when both are one place:
-        from rank 1 on, acc is overwritten (rank 0's data first) before the own turn comes."""
-        if own == acc and self.seg.rank > 0:
+        from rank 2 on, acc is written (ranks 0 and 1 reduced) before the own turn comes."""
+        if own == acc and self.seg.rank >= 2:
             memcpy(self.tmp_own, own, piece * self.itemsize)
             return self.tmp_own
         return own
@@ -604,6 +614,7 @@ cdef class ShmCollective(CollOp):
         cdef char *buf
         cdef char *acc
         cdef const char *own
+        cdef const char *first = NULL
         for q in range(p):
             most = max(most, self.counts[q])
         while at < most:
@@ -619,7 +630,7 @@ cdef class ShmCollective(CollOp):
             acc = self.dst + (self.offsets[r] + at) * size
             own = self.own_piece(self.src + (self.offsets[r] + at) * size, acc, piece)
             for q in range(p):
-                self.fold(acc, own if q == r else self.seg.buf(q, s) + r * pb, piece, q == 0)
+                self.fold(acc, own if q == r else self.seg.buf(q, s) + r * pb, piece, q, &first)
             at += per
         per = max(self.seg.chunk_bytes // size, 1)
         at = 0
@@ -642,6 +653,7 @@ cdef class ShmCollective(CollOp):
         cdef int64_t size = self.itemsize, per = max(self.seg.chunk_bytes // size, 1), at = 0, piece
         cdef char *acc
         cdef const char *own
+        cdef const char *first = NULL
         self.seg.sync(b"entry into the call")
         while at < self.counts[r]:
             piece = clamp(self.counts[r] - at, per)
@@ -649,10 +661,11 @@ cdef class ShmCollective(CollOp):
             own = self.own_piece(self.src + (self.offsets[r] + at) * size, acc, piece)
             for q in range(p):
                 if q == r:
-                    self.fold(acc, own, piece, q == 0)
+                    self.fold(acc, own, piece, q, &first)
                 else:
-                    self.seg.cma_read(q, self.tmp, self.peer_src[q] + (self.offsets[r] + at) * size, piece * size)
-                    self.fold(acc, self.tmp, piece, q == 0)
+                    self.seg.cma_read(q, self.scratch_for(q), self.peer_src[q] + (self.offsets[r] + at) * size,
+                                      piece * size)
+                    self.fold(acc, self.scratch_for(q), piece, q, &first)
             at += piece
         self.seg.sync(b"reduced segment")
         for i in range(1, p):
