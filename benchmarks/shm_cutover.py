@@ -36,13 +36,13 @@ def measure(args: argparse.Namespace) -> None:
 
     mpi4py.rc.thread_level = "single"
     import numpy as np
+    from cython_ext.timing import time_op
     from mpi4py import MPI
 
     from bench.plan.sizes import format_size, parse_size
     from collectives import shm
     from collectives.call import CallSpec
     from collectives.spec import make_buffers
-    from cython_ext.timing import time_op
 
     comm = MPI.COMM_WORLD
     p = comm.size

@@ -44,7 +44,7 @@ DEFAULT_LL_MAX = {"allgather": 64, "reduce_scatter": 64, "allreduce": 64}
 DEFAULT_CMA_MIN = {"allgather": 16 << 10, "reduce_scatter": 16 << 10, "allreduce": 64 << 10}
 DEFAULT_CHUNK = 256 << 10
 #: polls before a wait yields the core: spin long when every rank has a core, yield soon when not
-SPIN_DEDICATED = 1 << 16
+SPIN_DEDICATED = 1 << 12
 SPIN_SHARED = 16
 
 
@@ -156,8 +156,15 @@ _CMA_REASONS: dict[int, str] = {}
 _LAST_PATH = ""
 
 
-def _oversubscribed(node_size: int) -> bool:
-    return node_size > (os.cpu_count() or 1)
+#: what launchers say about the ranks on this host (hydra, Open MPI, Cray PALS)
+LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PALS_LOCAL_SIZE")
+
+
+def _oversubscribed(node_size: int, env=os.environ) -> bool:
+    """Whether this host runs more ranks than it has cores. A node communicator may be a virtual
+    node, a part of the host's ranks: the launcher's count of ranks on the host wins when larger."""
+    ranks = [node_size, *(int(env[name]) for name in LOCAL_SIZE_VARIABLES if env.get(name, "").isdigit())]
+    return max(ranks) > (os.cpu_count() or 1)
 
 
 def segment(comm):
@@ -228,7 +235,7 @@ def build(comm, collective: str, send, recv, count: int, dtype: str, op: str, pa
             source = recv_addr + rank * count * item
         else:
             source = send_addr or recv_addr
-        peer_src, peer_dst = zip(*comm.allgather((source, recv_addr)))
+        peer_src, peer_dst = zip(*comm.allgather((source, recv_addr)), strict=True)
     built = shm.ShmCollective(comm, found, collective, use, send_addr, recv_addr, count, item, dtype_code(dtype),
                               op_code(op), segments, peer_src, peer_dst, keepalive=(send, recv))
     _LAST_PATH = f"shm:{use}"
