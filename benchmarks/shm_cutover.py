@@ -1,12 +1,14 @@
 """Where the shm paths cross over: every path forced, side by side, interleaved per size.
 
     python benchmarks/shm_cutover.py [--nranks 2] [--iters 300] [--min-bytes 1K] [--max-bytes 1M] [--repeats 3]
+                                     [--collectives allreduce]
 
 Runs itself under mpiexec (the sweep launcher's job environment). Per collective and
 nccl-tests size (float32 sum, out of place): the median time (us, sync mode: barrier, Wtime,
-call, Wtime, max over ranks) of the ``ll``, ``copy`` and ``cma`` paths (the ``ll`` one only
-while its payload fits the slot), the median over ``--repeats`` interleaved rounds. The
-defaults in collectives/shm.py (DEFAULT_LL_MAX, DEFAULT_CMA_MIN) come from these tables.
+call, Wtime, max over ranks) of each path that applies (``ll`` while its payload fits the slot,
+``oneshot`` for all-reduces within a chunk), the median over ``--repeats`` interleaved rounds.
+The defaults in collectives/shm.py (DEFAULT_LL_MAX, DEFAULT_ONESHOT_MAX, DEFAULT_CMA_MIN) come
+from these tables.
 """
 
 from __future__ import annotations
@@ -50,15 +52,16 @@ def measure(args: argparse.Namespace) -> None:
     while size <= parse_size(args.max_bytes):
         sizes.append(size)
         size *= 2
-    for collective in ("allgather", "reduce_scatter", "allreduce"):
+    for collective in args.collectives.split(","):
         rows = []
         for total in sizes:
             count = total // 4 if collective == "allreduce" else total // 4 // p
             call = CallSpec(collective, p, count)
             ops = {}
             for path in shm.PATHS:
-                if path == "ll" and shm.ll_payload(collective, p, count, 4) > shm.LL_CAPACITY:
-                    continue
+                forced = shm.Settings(**{**shm.settings().__dict__, "path": path})
+                if shm.path_for(collective, p, count, 4, True, forced) != path:
+                    continue  # does not apply (oneshot: all-reduce within a chunk; ll: within the slot)
                 send, recv = make_buffers(call, comm.rank)
                 ops[path] = (shm.build(comm, collective, send, recv, count, "float32", "sum", path=path), send, recv)
             medians = {path: [] for path in ops}
@@ -68,7 +71,7 @@ def measure(args: argparse.Namespace) -> None:
             rows.append((total, {path: float(np.median(values)) for path, values in medians.items()}))
         if comm.rank == 0:
             print(f"\n**{collective}, {p} ranks, float32 sum** — median us per path (best in bold)\n")
-            print("| size | ll | copy | cma |\n|---:|---:|---:|---:|")
+            print("| size | " + " | ".join(shm.PATHS) + " |\n|---:|" + "---:|" * len(shm.PATHS))
             for total, times in rows:
                 best = min(times, key=times.get)
                 cells = [("**%.2f**" if path == best else "%.2f") % times[path] if path in times else ""
@@ -83,6 +86,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--min-bytes", default="1K")
     parser.add_argument("--max-bytes", default="1M")
+    parser.add_argument("--collectives", default="allgather,reduce_scatter,allreduce")
     args = parser.parse_args()
     if os.environ.get("PCCL_SHM_CUTOVER_CHILD") != "1":
         return spawn(args)

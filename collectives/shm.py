@@ -11,7 +11,8 @@
 Settings (the same on every rank): ``PCCL_SHM_TIMEOUT_S`` (30) bounds every wait for a peer;
 ``PCCL_SHM_YIELD`` auto|0|1 (auto: yield after a few polls when the node's ranks outnumber
 its cores); ``PCCL_SHM_CMA`` auto|0; ``PCCL_SHM_PATH`` ll|copy|cma forces a path (benchmarks,
-tests); ``PCCL_SHM_LL_MAX_BYTES``, ``PCCL_SHM_CMA_MIN_BYTES``, ``PCCL_SHM_CHUNK_BYTES`` move the
+tests); ``PCCL_SHM_LL_MAX_BYTES``, ``PCCL_SHM_ONESHOT_MAX_BYTES``, ``PCCL_SHM_CMA_MIN_BYTES``,
+``PCCL_SHM_CHUNK_BYTES`` move the
 cut-overs (defaults measured: docs/PERFORMANCE.md).
 """
 
@@ -33,15 +34,19 @@ ENV_PATH = "PCCL_SHM_PATH"
 ENV_LL_MAX = "PCCL_SHM_LL_MAX_BYTES"
 ENV_CMA_MIN = "PCCL_SHM_CMA_MIN_BYTES"
 ENV_CHUNK = "PCCL_SHM_CHUNK_BYTES"
+ENV_ONESHOT_MAX = "PCCL_SHM_ONESHOT_MAX_BYTES"
 
-PATHS = ("ll", "copy", "cma")
+PATHS = ("ll", "oneshot", "copy", "cma")
 #: what one LL slot can carry (the per-rank payload: all-gather block, reduce-scatter and all-reduce input)
 LL_CAPACITY = 64 << 10
 DEFAULT_TIMEOUT_S = 30.0
 #: LL up to this payload per rank (bytes), by collective; measured (benchmarks/shm_cutover.py)
 DEFAULT_LL_MAX = {"allgather": 64, "reduce_scatter": 64, "allreduce": 64}
 #: single copy (cma) from this nccl-tests size on (bytes); below it the copy-in pipeline
-DEFAULT_CMA_MIN = {"allgather": 16 << 10, "reduce_scatter": 16 << 10, "allreduce": 64 << 10}
+DEFAULT_CMA_MIN = {"allgather": 16 << 10, "reduce_scatter": 16 << 10, "allreduce": 256 << 10}
+#: all-reduce one-shot through a copy buffer while a rank reads at most this much from its peers
+#: ((p - 1) x the buffer, bytes), then two-shot; measured
+DEFAULT_ONESHOT_MAX = 64 << 10
 DEFAULT_CHUNK = 256 << 10
 #: polls before a wait yields the core: spin long when every rank has a core, yield soon when not
 SPIN_DEDICATED = 1 << 12
@@ -61,6 +66,7 @@ class Settings:
     ll_max: int | None
     cma_min: int | None
     chunk_bytes: int
+    oneshot_max: int = DEFAULT_ONESHOT_MAX
 
 
 def settings(env=os.environ) -> Settings:
@@ -91,7 +97,7 @@ def settings(env=os.environ) -> Settings:
     if chunk % 64:
         raise ShmSetupError(f"{ENV_CHUNK}={chunk} must be a multiple of 64")
     return Settings(number(ENV_TIMEOUT, float, DEFAULT_TIMEOUT_S), modes[ENV_YIELD], modes[ENV_CMA], path, ll_max,
-                    number(ENV_CMA_MIN, int, None), chunk)
+                    number(ENV_CMA_MIN, int, None), chunk, number(ENV_ONESHOT_MAX, int, DEFAULT_ONESHOT_MAX))
 
 
 def ll_payload(collective: str, nranks: int, count: int, item: int) -> int:
@@ -108,13 +114,16 @@ def path_for(collective: str, nranks: int, count: int, item: int, cma: bool, cho
     """The path of a call: LL while the payload is small, then the copy-in pipeline, then (where
     cross-memory attach works) the single copy. Pure: every rank gets the same answer."""
     payload = ll_payload(collective, nranks, count, item)
+    fits_oneshot = collective == "allreduce" and count * item <= chosen.chunk_bytes
     if chosen.path is not None:
-        if chosen.path == "ll" and payload > LL_CAPACITY:
+        if (chosen.path == "ll" and payload > LL_CAPACITY) or (chosen.path == "oneshot" and not fits_oneshot):
             return "copy"
         return "copy" if chosen.path == "cma" and not cma else chosen.path
     ll_max = DEFAULT_LL_MAX[collective] if chosen.ll_max is None else chosen.ll_max
     if payload <= ll_max:
         return "ll"
+    if fits_oneshot and (nranks - 1) * count * item <= chosen.oneshot_max:
+        return "oneshot"
     total = count * item * (1 if collective == "allreduce" else nranks)
     cma_min = DEFAULT_CMA_MIN[collective] if chosen.cma_min is None else chosen.cma_min
     return "cma" if cma and total >= cma_min else "copy"

@@ -23,6 +23,8 @@ Paths (collectives/shm.py picks one per op from the size; the ``transport`` colu
 * ``ll``: one step. All-gather: write the own block, read every peer's. Reduce-scatter:
   write the p segments, read segment r from every peer and reduce. All-reduce one-shot:
   write the buffer, read every peer's and reduce, in rank order on every rank.
+* ``oneshot`` (all-reduce): one step through the copy buffers, every rank reduces every
+  peer's whole buffer, in rank order (one synchronisation instead of two-shot's two).
 * ``copy``: pipelined chunks through the double-buffered copy buffers (copy in, publish
   ``ready``, copy out / reduce from every peer). All-reduce is two-shot: reduce-scatter
   steps, then all-gather steps.
@@ -136,9 +138,10 @@ cdef enum:
     P_LL = 0
     P_COPY = 1
     P_CMA = 2
+    P_ONESHOT = 3
 
 KINDS = {"allgather": K_ALLGATHER, "reduce_scatter": K_REDUCE_SCATTER, "allreduce": K_ALLREDUCE}
-PATHS = {"ll": P_LL, "copy": P_COPY, "cma": P_CMA}
+PATHS = {"ll": P_LL, "oneshot": P_ONESHOT, "copy": P_COPY, "cma": P_CMA}
 
 
 class ShmError(RuntimeError):
@@ -432,6 +435,8 @@ cdef class ShmCollective(CollOp):
             return self.reduce_scatter_cma() if self.path == P_CMA else self.reduce_scatter_copy()
         if self.path == P_LL:
             return self.allreduce_ll()
+        if self.path == P_ONESHOT:
+            return self.allreduce_oneshot()
         return self.allreduce_cma() if self.path == P_CMA else self.allreduce_copy()
 
     cdef int alone(self) except -1 nogil:
@@ -594,6 +599,22 @@ cdef class ShmCollective(CollOp):
             else:
                 self.seg.ll_read(q, s, 0, self.scratch_for(q), nb)
                 self.fold(self.dst, self.scratch_for(q), n, q, &first)
+        return 0
+
+    cdef int allreduce_oneshot(self) except -1 nogil:
+        """One shot through a copy buffer: one step, every rank reduces every peer's whole buffer
+        (the buffer fits one chunk); for the sizes where two steps cost more than reading it all."""
+        cdef int p = self.seg.size, r = self.seg.rank, q
+        cdef int64_t n = self.count
+        cdef uint64_t s = self.seg.next_step()
+        cdef const char *own
+        cdef const char *first = NULL
+        memcpy(self.seg.buf(r, s), self.src, n * self.itemsize)
+        self.seg.publish(s)
+        own = self.own_piece(self.src, self.dst, n)
+        self.seg.wait_all(s, b"all-reduce buffer")
+        for q in range(p):
+            self.fold(self.dst, own if q == r else self.seg.buf(q, s), n, q, &first)
         return 0
 
     cdef const char *own_piece(self, const char *own, char *acc, int64_t piece) noexcept nogil:

@@ -22,8 +22,9 @@ from collectives.context import HOST
 from collectives.schedule import COMM_INTRA, COMM_WORLD
 
 SCRIPT = MPI_SCRIPTS / "check_shm.py"
-#: LL up to 256 B, cma from 8 KiB, 1 KiB copy chunks: the check's counts cross every boundary
-SMALL_CUTOVERS = {shm.ENV_LL_MAX: "256", shm.ENV_CMA_MIN: "8192", shm.ENV_CHUNK: "1024", shm.ENV_TIMEOUT: "60"}
+#: LL up to 256 B, one-shot to 512 B, cma from 8 KiB, 1 KiB copy chunks: the check's counts cross them all
+SMALL_CUTOVERS = {shm.ENV_LL_MAX: "256", shm.ENV_ONESHOT_MAX: "512", shm.ENV_CMA_MIN: "8192", shm.ENV_CHUNK: "1024",
+                  shm.ENV_TIMEOUT: "60"}
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +42,7 @@ def test_settings_defaults_and_errors():
                                             shm.DEFAULT_CHUNK)
     for env, message in [({shm.ENV_TIMEOUT: "soon"}, "is not a number"), ({shm.ENV_TIMEOUT: "0"}, "must be positive"),
                          ({shm.ENV_YIELD: "yes"}, "expected auto, 0, 1"), ({shm.ENV_CMA: "1"}, "expected auto, 0"),
-                         ({shm.ENV_PATH: "nccl"}, "expected one of ll, copy, cma"),
+                         ({shm.ENV_PATH: "nccl"}, "expected one of ll, oneshot, copy, cma"),
                          ({shm.ENV_LL_MAX: str(shm.LL_CAPACITY + 1)}, "exceeds the LL slot"),
                          ({shm.ENV_CHUNK: "1000"}, "multiple of 64")]:
         with pytest.raises(shm.ShmSetupError, match=message):
@@ -52,9 +53,12 @@ def test_paths_by_size():
     chosen = shm.settings({})
     assert shm.path_for("allreduce", 2, 2, 4, True, chosen) == "ll"  # 8 B
     assert shm.path_for("allreduce", 2, 16, 4, True, chosen) == "ll"  # 64 B
-    assert shm.path_for("allreduce", 2, 17, 4, True, chosen) == "copy"
-    assert shm.path_for("allreduce", 2, 16 << 10, 4, True, chosen) == "cma"  # 64 KiB
-    assert shm.path_for("allreduce", 2, 16 << 10, 4, False, chosen) == "copy"  # no cross-memory attach
+    assert shm.path_for("allreduce", 2, 17, 4, True, chosen) == "oneshot"  # one step through a copy buffer
+    assert shm.path_for("allreduce", 2, 16 << 10, 4, True, chosen) == "oneshot"  # 64 KiB read from the peer
+    assert shm.path_for("allreduce", 4, 16 << 10, 4, True, chosen) == "copy"  # 192 KiB from 3 peers: two-shot
+    assert shm.path_for("allreduce", 2, (16 << 10) + 1, 4, True, chosen) == "copy"
+    assert shm.path_for("allreduce", 2, 64 << 10, 4, True, chosen) == "cma"  # 256 KiB
+    assert shm.path_for("allreduce", 2, 64 << 10, 4, False, chosen) == "copy"  # no cross-memory attach
     assert shm.path_for("allgather", 4, 16, 4, True, chosen) == "ll"  # the payload is the block
     assert shm.path_for("reduce_scatter", 4, 16, 4, True, chosen) == "copy"  # ... the whole input
     assert shm.path_for("allgather", 2, 2 << 10, 4, True, chosen) == "cma"  # 16 KiB total
@@ -62,6 +66,7 @@ def test_paths_by_size():
     assert shm.path_for("allreduce", 2, 64, 4, True, forced) == "ll"
     assert shm.path_for("allreduce", 2, shm.LL_CAPACITY, 4, True, forced) == "copy"  # does not fit the slot
     assert shm.path_for("allgather", 2, 1, 4, False, shm.settings({shm.ENV_PATH: "cma"})) == "copy"
+    assert shm.path_for("allgather", 2, 1, 4, True, shm.settings({shm.ENV_PATH: "oneshot"})) == "copy"  # all-reduce only
     assert shm.ll_payload("reduce_scatter", 3, 1, 2) == 12  # every segment starts on a word
 
 
@@ -104,16 +109,16 @@ def summary_of(result) -> dict:
 def test_bit_exact_every_dtype_op_placement_and_path(nranks):
     summary = summary_of(run_mpi(nranks, SCRIPT, "full", env=SMALL_CUTOVERS, timeout=300))
     assert summary["failures"] == [] and summary["n_failures"] == 0
-    # (collective, dtype, op, placement, path) x counts: 4 each, all-reduce 5
-    assert summary["checked"] == 3 * 5 * 4 * 2 * 4 * 4 + 5 * 4 * 2 * 4
-    assert summary["paths"] == ["cma", "copy", "ll"]
+    # (dtype, op, placement, path) x counts: 4 for all-gather and reduce-scatter, 6 for all-reduce
+    assert summary["checked"] == 5 * 4 * 2 * (1 + len(shm.PATHS)) * (4 + 4 + 6)  # path by size, then each forced
+    assert summary["paths"] == ["cma", "copy", "ll", "oneshot"]
     assert summary["cma"] == "on" or "process_vm_readv" in summary["cma"]
 
 
 @pytest.mark.mpi
 def test_hier_intra_phase_through_shared_memory():
     summary = summary_of(run_mpi(4, SCRIPT, "hier", env=SMALL_CUTOVERS, timeout=120))
-    assert summary["failures"] == [] and summary["checked"] == 78
+    assert summary["failures"] == [] and summary["checked"] == 84
     assert summary["transport"].startswith("mpi/shm:")
 
 
@@ -160,8 +165,8 @@ def test_sweep_rows_say_which_path_ran(tmp_path):
     frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
     flat = frame[frame["impl"] == "shm"]
     assert (flat["status"] == "ok").all() and (flat["n_wrong"] == 0).all(), flat[["status", "error"]]
-    assert set(flat["transport"]) == {"shm:ll", "shm:copy", "shm:cma"} or set(flat["transport"]) == {
-        "shm:ll", "shm:copy"}  # without cross-memory attach
+    assert {"shm:ll", "shm:oneshot", "shm:copy"} <= set(flat["transport"]) <= {
+        "shm:ll", "shm:oneshot", "shm:copy", "shm:cma"}  # cma where cross-memory attach works
     eight = flat[(flat["bytes_total"] == 8) & (flat["collective"] == "allreduce")]
     assert set(eight["transport"]) == {"shm:ll"}
     hier = frame[frame["impl"] == "pccl-hier"]

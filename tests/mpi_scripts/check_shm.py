@@ -38,9 +38,10 @@ COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 
 
 def counts(collective: str, nranks: int) -> tuple[int, ...]:
-    """Per-rank counts across the test's cut-overs (LL <= 256 B, cma >= 8 KiB total, 1 KiB chunks)."""
+    """Per-rank counts across the test's cut-overs (LL <= 256 B, one-shot <= 1 KiB, cma >= 8 KiB
+    total, 1 KiB chunks)."""
     if collective == "allreduce":
-        return (1, nranks - 1, 3 * nranks + 1, 700, 5000)
+        return (1, nranks - 1, 3 * nranks + 1, 50, 700, 5000)
     return (1, 3, 150, 2100 // nranks)
 
 
@@ -67,7 +68,7 @@ def check_all(comm) -> dict:
     topo = topology(comm)
     failures, paths, checked = [], set(), 0
     for collective, dtype, op, in_place, path in itertools.product(
-            COLLECTIVES, DTYPES, OPS, (False, True), (None, "ll", "copy", "cma")):
+            COLLECTIVES, DTYPES, OPS, (False, True), (None, *shm.PATHS)):
         for count in counts(collective, comm.size):
             run_case(comm, CallSpec(collective, comm.size, count, dtype, op, in_place), path, topo, failures, paths)
             checked += 1
