@@ -66,7 +66,7 @@ def test_paths_by_size():
     assert shm.path_for("allreduce", 2, 64, 4, True, forced) == "ll"
     assert shm.path_for("allreduce", 2, shm.LL_CAPACITY, 4, True, forced) == "copy"  # does not fit the slot
     assert shm.path_for("allgather", 2, 1, 4, False, shm.settings({shm.ENV_PATH: "cma"})) == "copy"
-    assert shm.path_for("allgather", 2, 1, 4, True, shm.settings({shm.ENV_PATH: "oneshot"})) == "copy"  # all-reduce only
+    assert shm.path_for("allgather", 2, 1, 4, True, shm.settings({shm.ENV_PATH: "oneshot"})) == "copy"  # AR only
     assert shm.ll_payload("reduce_scatter", 3, 1, 2) == 12  # every segment starts on a word
 
 
