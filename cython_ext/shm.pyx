@@ -130,6 +130,9 @@ cdef enum:
     OFF_PING = 3 * LINE
 
 cdef enum:
+    BUSY_POLLS = 64        # polls without a pause (a pause is ~100 cycles; the data may be there sooner)
+
+cdef enum:
     K_ALLGATHER = 0
     K_REDUCE_SCATTER = 1
     K_ALLREDUCE = 2
@@ -246,7 +249,8 @@ cdef class Segment:
 
     def pingpong(self, int peer, int iters) -> float:
         """Seconds for ``iters`` round trips of one cache line between this rank and ``peer`` (call
-        on both; the lower rank starts). Nothing else is touched: the machine's floor."""
+        on both; the lower rank starts). Nothing else is touched, and the waits poll without
+        pausing: the machine's floor."""
         cdef volatile uint64_t *mine = <volatile uint64_t *>(self.bases[self.rank] + OFF_PING)
         cdef volatile uint64_t *theirs = <volatile uint64_t *>(self.bases[peer] + OFF_PING)
         cdef uint64_t base = shm_load(mine), i
@@ -258,10 +262,10 @@ cdef class Segment:
                 if first:
                     shm_store(mine, i)
                     while shm_load(theirs) < i:
-                        shm_pause()
+                        pass
                 else:
                     while shm_load(theirs) < i:
-                        shm_pause()
+                        pass
                     shm_store(mine, i)
             start = now() - start
         return start
@@ -282,14 +286,15 @@ cdef class Segment:
         return self.bases[q] + HEADER + 2 * self.ll_slot + (step & 1) * self.chunk_bytes
 
     cdef int waited(self, Waiter *w, int peer, const char *what, uint64_t step) except -1 nogil:
-        """One failed poll: pause, or yield past the spin limit; ShmTimeout past timeout_s."""
+        """One failed poll: poll again at once (the first BUSY_POLLS), then pause, and yield past the
+        spin limit; ShmTimeout past timeout_s."""
         w.polls += 1
         if w.polls == 1:
             w.start = now()
-        if w.polls < self.spin_limit:
-            shm_pause()
-        else:
+        if w.polls >= self.spin_limit:
             sched_yield()
+        elif w.polls > BUSY_POLLS:
+            shm_pause()
         if (w.polls & 1023) == 0 and now() - w.start > self.timeout_s:
             with gil:
                 raise ShmTimeout(f"no {what.decode()} from rank {peer} within {self.timeout_s:g} s (step {step}, "
