@@ -5,11 +5,12 @@ ranks, and the 8 B all-reduce (shm and the MPI library) measured beside it, inte
 
 Runs itself under ``mpiexec -n 2`` (the sweep launcher's job environment). The ping-pong: two
 words on their own cache lines in the shm segment; rank 0 writes i, rank 1 waits for it and
-writes i back; nothing else runs, the waits poll without pausing. Round trip = elapsed / rounds, one way =
-half of it; timed in batches of ``--rounds`` (a batch in which the scheduler took a core away
-is an outlier, not a shift) and quoted as the median batch. An all-reduce needs at least one one-way transfer (each rank must see the other's
-data); the 8 B rows are timed with the harness's own loop (sync: barrier, Wtime, call, Wtime,
-max over ranks; and pipelined: calls back to back), medians over ``--repeats`` rounds.
+writes i back; nothing else runs, the waits poll without pausing. Round trip = elapsed /
+rounds, one way = half of it; timed in batches of ``--rounds`` (a batch in which the scheduler
+took a core away is an outlier, not a shift) and quoted as the median batch. An all-reduce
+needs at least one one-way transfer (each rank must see the other's data); the 8 B rows are
+timed with the harness's own loop (sync: barrier, Wtime, call, Wtime, max over ranks; and
+pipelined: calls back to back), medians over ``--repeats`` rounds.
 """
 
 from __future__ import annotations
