@@ -40,6 +40,8 @@ class Implementation:
     default_algorithm: ClassVar[str]
     #: algorithms this implementation accepts (None: any registered schedule)
     algorithms: ClassVar[tuple[str, ...] | None] = None
+    #: False for implementations that run on device buffers only (NCCL/RCCL)
+    host_buffers: ClassVar[bool] = True
 
     def algorithm(self, call: CallSpec) -> str:
         return call.algorithm or self.default_algorithm

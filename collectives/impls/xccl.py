@@ -8,3 +8,4 @@ from collectives.impls import LibraryCollective, register
 @register("xccl")
 class VendorLibrary(LibraryCollective):
     transport = "xccl"
+    host_buffers = False
