@@ -183,3 +183,18 @@ def test_oversubscription_counts_the_hosts_ranks_not_the_virtual_nodes():
     assert shm._oversubscribed(cores + 1, {})
     assert shm._oversubscribed(2, {"MPI_LOCALNRANKS": str(cores + 2)})  # a virtual node of 2 on a full host
     assert not shm._oversubscribed(1, {"OMPI_COMM_WORLD_LOCAL_SIZE": "x"})
+
+
+@pytest.mark.mpi
+def test_a_rank_that_dies_in_a_sweep_ends_its_launch_with_the_cells_marked(tmp_path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump({**SUITE, "implementations": ["shm"], "ranks": [2], "dtype": "float32",
+                                     "placement": "out_of_place", "timeout_s": 30}))
+    started = time.monotonic()
+    result = run_cli("run", "sweep", suite, "--out", tmp_path / "out", timeout=120,
+                     env={"PCCL_BENCH_FAULT": "crash:rank=1:cell=4", shm.ENV_TIMEOUT: "5"})
+    assert result.returncode == 3, describe(result)
+    frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert list(frame["status"]) == ["ok"] * 4 + ["failed"] * 5, frame[["status", "error"]]
+    assert frame[frame["status"] == "failed"]["error"].str.contains("exited with 17").all()
+    assert time.monotonic() - started < 60
