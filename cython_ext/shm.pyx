@@ -31,12 +31,13 @@ Paths (collectives/shm.py picks one per op from the size; the ``transport`` colu
 * ``cma``: single copy, process_vm_readv straight from the peers' buffers (addresses
   exchanged when the op is built): entry, (all-reduce: middle,) exit synchronisation steps.
 
-Waits spin (pause), then yield (sched_yield) after ``spin_limit`` polls, and raise
-ShmTimeout after ``timeout_s``: a peer that died or never calls is an error, not a hang.
+Waits poll (64 times back to back, then with a pause), yield (sched_yield) after
+``spin_limit`` polls (16 when the host's ranks outnumber its cores), and raise ShmTimeout
+after ``timeout_s``: a peer that died or never calls is an error naming it, not a hang.
 """
 from libc.stdint cimport int64_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.types cimport pid_t
 
