@@ -198,3 +198,10 @@ def test_a_rank_that_dies_in_a_sweep_ends_its_launch_with_the_cells_marked(tmp_p
     assert list(frame["status"]) == ["ok"] * 4 + ["failed"] * 5, frame[["status", "error"]]
     assert frame[frame["status"] == "failed"]["error"].str.contains("exited with 17").all()
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.mpi
+def test_without_cross_memory_attach_the_copy_path_runs_and_says_so():
+    summary = summary_of(run_mpi(2, SCRIPT, "full", env={**SMALL_CUTOVERS, shm.ENV_CMA: "0"}, timeout=120))
+    assert summary["failures"] == [] and summary["n_failures"] == 0
+    assert summary["paths"] == ["copy", "ll", "oneshot"] and summary["cma"] == "PCCL_SHM_CMA=0"
