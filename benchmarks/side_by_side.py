@@ -3,7 +3,8 @@
     python benchmarks/side_by_side.py results/<run>      # one table per collective and shape
 
 Ratios are mpi_time / impl_time (> 1: faster than the MPI library), from cells measured
-in the same run, interleaved in the same MPI job.
+in the same run, interleaved in the same MPI job; a cell run in several launches (suite
+``repeats``) is the median of their medians.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from bench.plan.sizes import format_size
 def label(row) -> str:
     if row.impl == "pccl-hier":
         return f"hier {row.inter}/{row.intra}"
-    return "mpi" if row.impl == "mpi" else f"{row.impl.removeprefix('pccl-')} {row.algorithm}"
+    if row.algorithm == "native":  # a library's or transport's own collective: mpi, shm, xccl
+        return row.impl
+    return f"{row.impl.removeprefix('pccl-')} {row.algorithm}"
 
 
 def tables(results: pd.DataFrame) -> str:
@@ -28,7 +31,7 @@ def tables(results: pd.DataFrame) -> str:
     out = []
     for (collective, nranks, nnodes, placement), group in ok.groupby(
             ["collective", "nranks", "nnodes", "placement"], sort=False):
-        times = group.pivot_table(index="bytes_total", columns="label", values="time_us_p50", aggfunc="min")
+        times = group.pivot_table(index="bytes_total", columns="label", values="time_us_p50", aggfunc="median")
         labels = ["mpi", *[c for c in times.columns if c != "mpi"]] if "mpi" in times else list(times.columns)
         out.append(f"\n**{collective}, {nranks} ranks / {nnodes} nodes, {placement}** — median us (ratio vs mpi)\n")
         out.append("| size | " + " | ".join(labels) + " |")

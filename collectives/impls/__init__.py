@@ -86,4 +86,4 @@ class LibraryCollective(Implementation):
                 "resolved_algorithm": "native"}
 
 
-from collectives.impls import flat, hier, mpi, rdma, xccl  # noqa: E402,F401  (registers)
+from collectives.impls import flat, hier, mpi, rdma, shm, xccl  # noqa: E402,F401  (registers)

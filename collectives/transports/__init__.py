@@ -61,4 +61,4 @@ def get(name: str) -> Transport:
     return lookup(TRANSPORTS, name, "transport")
 
 
-from collectives.transports import mpi, rdma, xccl  # noqa: E402,F401,I001  (registers)
+from collectives.transports import mpi, rdma, shm, xccl  # noqa: E402,F401,I001  (registers)
