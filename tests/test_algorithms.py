@@ -333,10 +333,9 @@ def test_rdfull_allreduce_is_exact(nranks: int) -> None:
 def test_bruck_every_dtype_and_op(collective: str, nranks: int) -> None:
     """Bruck reduce-scatter and the all-reduce it composes (bruck RS + bruck AG), checked bit for
     bit with the benchmark's own exactly predictable inputs, for every dtype and op."""
-    from collectives.spec import count_wrong, make_buffers
-
     from collectives.call import CallSpec
     from collectives.dtypes import DTYPES, OPS
+    from collectives.spec import count_wrong, make_buffers
 
     count = 2 if collective == "reduce_scatter" else 2 * nranks + 1  # uneven all-reduce blocks
     for index, (dtype, op) in enumerate((d, o) for d in DTYPES for o in OPS):

@@ -16,8 +16,9 @@ from bench.judge.gate_output import benchmark_json, headline, junit, markdown, r
 from bench.plan.sizes import SIZE_HELP, parse_size
 from bench.results.runset import load_runs
 
-GATE_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression, or a cell that failed, returned wrong data or is "
-                  "missing; 2 bad input (unreadable, empty or mismatched tables, bad options).")
+GATE_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression, or a cell that failed, returned wrong data, is "
+                  "missing or has too few samples to be judged; 2 bad input (unreadable, empty or mismatched "
+                  "tables, bad options).")
 
 
 def _size(text: str | None, flag: str) -> int | None:
@@ -76,6 +77,12 @@ def gate_command(
     junit_out: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (one case per cell).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write github-action-benchmark JSON "
                                                                  "(customSmallerIsBetter).")] = None,
+    allow_insufficient: Annotated[bool, typer.Option(
+        "--allow-insufficient", help="Cells with fewer than --min-samples samples on a side (imported OSU tables, "
+                                     "nccl-tests text) do not fail the gate; they are still counted as not judged.")]
+        = False,
+    allow_missing: Annotated[bool, typer.Option(
+        "--allow-missing", help="Cells of the baseline that the current run lacks do not fail the gate.")] = False,
     show_all: Annotated[bool, typer.Option("--all", help="List every cell, not only the flagged ones.")] = False,
     seed: Annotated[int, typer.Option(help="Bootstrap seed (verdicts are reproducible).")] = 0,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples per side.")] = 1000,
@@ -83,7 +90,8 @@ def gate_command(
     """Compare CURRENT with BASELINE cell by cell on the per-iteration samples.
 
     A cell regressed when the bootstrap interval of median(current)/median(baseline) lies above
-    1 + threshold; cells that failed, returned wrong data or are missing always fail the gate.
+    1 + threshold; cells that failed or returned wrong data always fail the gate, and so do cells
+    that were never judged (missing, or too few samples) unless --allow-missing / --allow-insufficient.
     """
     if len(runs) < 2:
         raise BadInput("gate", "give at least one BASELINE and the CURRENT run")
@@ -92,7 +100,8 @@ def gate_command(
         confidence=confidence, min_samples=min_samples, resamples=resamples, seed=seed, paired=paired,
         impls=impl or [],
         collectives=collective or [], nranks=nranks or [], min_bytes=_size(min_size, "--min-size") or 0,
-        max_bytes=_size(max_size, "--max-size"), allow=load_allowlist(allow) if allow else []))
+        max_bytes=_size(max_size, "--max-size"), allow=load_allowlist(allow) if allow else [],
+        allow_insufficient=allow_insufficient, allow_missing=allow_missing))
     outputs = [(_output(markdown_out, "--markdown"), markdown), (_output(junit_out, "--junit"), junit),
                (_output(json_out, "--json"), benchmark_json)]
     result = gate(load_runs(runs[:-1]), load_runs(runs[-1:]), options)

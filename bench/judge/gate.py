@@ -11,8 +11,9 @@ ranks, nodes, dtype, op, placement, count, timing mode; repeats and runs pooled)
 * improved   the interval lies below 1 / (1 + threshold)
 * unchanged  otherwise
 
-The gate fails on regressed, failed and missing cells that the allow-list does not name.
-It never averages over sizes: the summary counts verdicts.
+The gate fails on regressed, failed, missing and insufficient cells that the allow-list does not
+name: a cell that was never judged is not a pass (``allow_insufficient`` / ``allow_missing`` opt out).
+It never averages over sizes: the summary counts verdicts and says how many cells were judged.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from bench.results.runset import RunSet
 from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio
 
 VERDICTS = ("regressed", "failed", "missing", "insufficient", "new", "improved", "unchanged")
-#: verdicts that fail the gate unless allowed
-FAILING = ("regressed", "failed", "missing")
+#: verdicts that fail the gate unless allowed (insufficient and missing unless the options opt out)
+FAILING = ("regressed", "failed", "missing", "insufficient")
+#: verdicts that carry a judgement of the timings
+JUDGED = ("regressed", "improved", "unchanged")
 #: statuses that mean the cell did not produce a trustworthy timing
 BAD_STATUSES = ("wrong", "failed", "timeout")
 NOT_RUN = ("unsupported", "skipped")
@@ -69,6 +72,14 @@ class GateOptions:
     max_bytes: int | None = None
     #: known regressions (bench.judge.allowlist entries)
     allow: list[AllowEntry] = field(default_factory=list)
+    #: cells without enough samples / absent from the current run do not fail the gate
+    allow_insufficient: bool = False
+    allow_missing: bool = False
+
+    def failing(self) -> tuple[str, ...]:
+        """The verdicts that fail the gate under these options."""
+        return tuple(name for name in FAILING if not (name == "insufficient" and self.allow_insufficient)
+                     and not (name == "missing" and self.allow_missing))
 
     def threshold_for(self, bytes_total: int) -> float:
         return self.small_threshold if bytes_total < self.small_below_bytes else self.threshold
@@ -84,10 +95,12 @@ class CellVerdict:
     threshold: float = 0.0
     reason: str = ""
     allowed: str = ""  # the allow-list's reason, when it names this cell
+    #: the verdicts that fail the gate (GateOptions.failing())
+    failing: tuple[str, ...] = FAILING
 
     @property
     def fails(self) -> bool:
-        return self.verdict in FAILING and not self.allowed
+        return self.verdict in self.failing and not self.allowed
 
 
 @dataclass
@@ -114,6 +127,26 @@ class GateResult:
         return (f"{same_way:.0%} of the judged cells moved the same way (median ratio {median:.2f}): the machine "
                 "was busier or quieter, or a layer every cell uses changed; re-run on a quiet machine "
                 "before trusting single verdicts")
+
+    @property
+    def judged(self) -> int:
+        """Cells whose timings got a verdict (regressed, improved or unchanged)."""
+        return sum(cell.verdict in JUDGED for cell in self.cells)
+
+    def unjudged_text(self) -> str:
+        """Why cells were not judged: "3 insufficient (fewer than 20 samples on a side), 1 missing"."""
+        counts = self.counts()
+        parts = []
+        if counts["insufficient"]:
+            parts.append(f"{counts['insufficient']} insufficient (fewer than {self.options.min_samples} samples "
+                         "on a side" + ("" if not self.options.allow_insufficient else ", allowed") + ")")
+        if counts["missing"]:
+            parts.append(f"{counts['missing']} missing (not in the current run"
+                         + ("" if not self.options.allow_missing else ", allowed") + ")")
+        for name, why in (("failed", "failed, wrong or timed out"), ("new", "not in the baseline")):
+            if counts[name]:
+                parts.append(f"{counts[name]} {name} ({why})")
+        return ", ".join(parts)
 
     def counts(self) -> dict[str, int]:
         found = {name: 0 for name in VERDICTS}
@@ -261,6 +294,8 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
                          base_groups.get_group(key) if key in base_keys else empty, groups, pairing, options)
         if verdict is not None:
             cells.append(verdict)
+    for verdict in cells:
+        verdict.failing = options.failing()
     apply_allowlist(cells, options.allow)
     return GateResult(cells, options, baseline.run_ids, current.run_ids)
 
