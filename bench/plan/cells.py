@@ -72,6 +72,9 @@ class TimingPlan:
     iters: int = 20
     min_iters: int = 5
     budget_s: float = 1.0
+    target_ci: float = 0.0
+    max_warmup: int = 0
+    warm_tol: float = 0.1
 
 
 @dataclass

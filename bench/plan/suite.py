@@ -79,6 +79,14 @@ class Timing(Strict):
     min_iters: int = Field(5, ge=1)
     #: seconds of timed iterations per cell (0: always ``iters``)
     budget_s: float = Field(1.0, ge=0)
+    #: adaptive stop: keep timing batches until the 95% interval of the median is within
+    #: +-target_ci of it (0.02 = 2%), the budget is spent or ``iters`` is reached (0: off, the
+    #: iteration count is fixed after the warm-up from the budget)
+    target_ci: float = Field(0.0, ge=0, lt=1)
+    #: warm-up until stable: after ``warmup``, timed warm-up batches until two batches' medians
+    #: agree within ``warm_tol``, at most this many more iterations (0: the fixed warm-up only)
+    max_warmup: int = Field(0, ge=0)
+    warm_tol: float = Field(0.1, gt=0)
 
 
 class ImplEntry(Strict):

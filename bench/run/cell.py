@@ -43,7 +43,7 @@ def call_of(cell: Cell) -> CallSpec:
 
 
 def _not_run(row: dict, status: str, error: str) -> dict:
-    return {**row, "status": status, "error": error, "iters": 0, "samples_us": []}
+    return {**row, "status": status, "error": error, "iters": 0, "samples_us": [], "stop_reason": status}
 
 
 def _allocate(context, call: CallSpec, rank: int):
@@ -64,7 +64,7 @@ def _allocate(context, call: CallSpec, rank: int):
 def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> dict:
     """Check, then time, one cell; the outcome fields of its row. ``where``: (index in the launch,
     launch id), for fault injection."""
-    from cython_ext.timing import time_op
+    from cython_ext.timing import time_cell
     from mpi4py import MPI
 
     comm = topo.comm
@@ -92,5 +92,6 @@ def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int
         row["n_wrong"] = comm.allreduce(spec.count_wrong(call, comm.rank, recv, context.backend.xp), op=MPI.SUM)
     if row["n_wrong"]:
         return _not_run(row, "wrong", f"{row['n_wrong']} wrong elements over all ranks")
-    samples = time_op(op, comm, timing.mode, timing.warmup, timing.iters, timing.min_iters, timing.budget_s)
-    return {**row, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
+    samples, info = time_cell(op, comm, timing.mode, timing.warmup, timing.iters, timing.min_iters, timing.budget_s,
+                              timing.target_ci, timing.max_warmup, timing.warm_tol)
+    return {**row, **info, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
