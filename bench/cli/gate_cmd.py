@@ -11,7 +11,7 @@ from rich.console import Console
 from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from bench.judge import gate as rules
 from bench.judge.allowlist import load_allowlist
-from bench.judge.gate import GateOptions, gate
+from bench.judge.gate import GateOptions, gate, split_arms
 from bench.judge.gate_output import benchmark_json, headline, junit, markdown, rich_table, write_text
 from bench.plan.sizes import SIZE_HELP, parse_size
 from bench.results.runset import load_runs
@@ -64,6 +64,10 @@ def gate_command(
     paired: Annotated[bool, typer.Option("--paired", help="BASELINE and CURRENT hold as many runs, measured in "
                                                          "alternation (b1 c1 b2 c2 ...): judge every cell pair by "
                                                          "pair, so that drift of the machine cancels.")] = False,
+    arms: Annotated[tuple[str, str] | None, typer.Option(
+        "--arms", help="Same-job comparison: RUN holds a suite's arms measured in alternation; judge arm "
+                       "CANDIDATE against arm BASELINE pair by pair (one pair per launch repeat).",
+        metavar="BASELINE CANDIDATE", show_default=False)] = None,
     impl: Annotated[list[str] | None, typer.Option("--impl", help="Gate only this implementation; repeatable.")]
         = None,
     collective: Annotated[list[str] | None, typer.Option("--collective", help="Gate only this collective.")]
@@ -93,8 +97,8 @@ def gate_command(
     1 + threshold; cells that failed or returned wrong data always fail the gate, and so do cells
     that were never judged (missing, or too few samples) unless --allow-missing / --allow-insufficient.
     """
-    if len(runs) < 2:
-        raise BadInput("gate", "give at least one BASELINE and the CURRENT run")
+    if len(runs) < (1 if arms else 2):
+        raise BadInput("gate", "give at least one BASELINE and the CURRENT run (or --arms A B RUN)")
     options = _check(GateOptions(
         threshold=threshold, small_threshold=small_threshold, small_below_bytes=_size(small_below, "--small-below"),
         confidence=confidence, min_samples=min_samples, resamples=resamples, seed=seed, paired=paired,
@@ -104,7 +108,12 @@ def gate_command(
         allow_insufficient=allow_insufficient, allow_missing=allow_missing))
     outputs = [(_output(markdown_out, "--markdown"), markdown), (_output(junit_out, "--junit"), junit),
                (_output(json_out, "--json"), benchmark_json)]
-    result = gate(load_runs(runs[:-1]), load_runs(runs[-1:]), options)
+    if arms:
+        baseline, current, by_pair = split_arms(load_runs(runs), *arms)
+        options.paired = options.paired or by_pair
+    else:
+        baseline, current = load_runs(runs[:-1]), load_runs(runs[-1:])
+    result = gate(baseline, current, options)
     console = Console() if Console().is_terminal else Console(width=160)
     if show_all or any(cell.verdict != "unchanged" or cell.allowed for cell in result.cells):
         console.print(rich_table(result, show_all))

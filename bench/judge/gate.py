@@ -25,7 +25,7 @@ import pandas as pd
 
 from bench.errors import BadInput
 from bench.judge.allowlist import AllowEntry, apply_allowlist
-from bench.plan.cells import CELL_KEY
+from bench.plan.cells import ARM_FIELDS, CELL_KEY
 from bench.results.labels import cell_label
 from bench.results.runset import RunSet
 from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio
@@ -311,3 +311,43 @@ def _pairing(baseline: RunSet, current: RunSet) -> list[tuple[str, str]]:
 
 def _sort_key(key: tuple) -> tuple:
     return tuple((0, value, "") if isinstance(value, int | np.integer) else (1, 0, str(value)) for value in key)
+
+
+def split_arms(runs: RunSet, baseline_arm: str, current_arm: str) -> tuple[RunSet, RunSet, bool]:
+    """(baseline, current, paired) of a same-job run: the cells of two suite arms, matched on every
+    key field but the arm (and the implementation fields that an arm sets). Every launch repeat
+    becomes a run of its own, so that with >= 2 repeats the arms are judged pair by pair (the
+    i-th repeat of each arm were measured together); with one repeat they are pooled."""
+    arms = sorted(runs.results["arm"].fillna("").astype(str).unique()) if "arm" in runs.results else [""]
+    for name in (baseline_arm, current_arm):
+        if name not in arms:
+            raise BadInput("--arms", f"no arm {name!r} in the run; it has {', '.join(a for a in arms if a) or 'none'}")
+    if baseline_arm == current_arm:
+        raise BadInput("--arms", "give two different arms: BASELINE CANDIDATE")
+    sides = []
+    for name in (baseline_arm, current_arm):
+        results = runs.results[runs.results["arm"].eq(name)]
+        samples = runs.samples[runs.samples["arm"].eq(name)] if len(runs.samples) else runs.samples
+        sides.append([results.copy(), samples.copy()])
+    for column in ARM_FIELDS:
+        values = [set(side[0][column].fillna("").astype(str)) for side in sides]
+        if values[0] == values[1]:
+            continue
+        if len(values[0]) != 1 or len(values[1]) != 1:
+            raise BadInput("--arms", f"the arms differ in {column} ({sorted(values[0])} vs {sorted(values[1])}) but a "
+                                     f"side has several: an arm that sets {column} needs a suite with one entry")
+        joined = f"{values[0].pop()}->{values[1].pop()}"
+        for side in sides:
+            side[0][column] = joined
+            if len(side[1]):
+                side[1][column] = joined
+    out = [RunSet(*(_per_repeat(frame) for frame in side), runs.metas, runs.sources) for side in sides]
+    repeats = [side.results["run_id"].nunique() for side in out]
+    return out[0], out[1], repeats[0] == repeats[1] >= 2
+
+
+def _per_repeat(frame: pd.DataFrame) -> pd.DataFrame:
+    """The arm column cleared, and each launch repeat a run of its own."""
+    if not len(frame):
+        return frame
+    return frame.assign(arm="", run_id=frame["run_id"].astype(str) + "/r" + frame["repeat"].astype(str))

@@ -171,6 +171,28 @@ class Slurm(Strict):
     time: Annotated[str | None, BeforeValidator(_slurm_time)] = None
 
 
+class Arm(Strict):
+    """One side of a same-job comparison (``gate --arms``, ``pccl-bench ab``)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=40)
+    #: environment read at MPI_Init (MPI settings): an arm with its own env runs in launches of its
+    #: own, alternating with the other arm's launches; arms with the same env share launches and
+    #: take turns cell by cell
+    env: dict[str, str | int | float] = Field(default_factory=dict)
+    #: what this arm measures instead of the suite's implementation entry (same launch, in turns)
+    impl: str | None = None
+    algorithm: str | None = None
+    intra: str | None = None
+    inter: str | None = None
+
+    @field_validator("impl")
+    @classmethod
+    def _known_impl(cls, name: str | None) -> str | None:
+        if name is not None and name not in IMPLEMENTATIONS:
+            raise ValueError(f"unknown implementation {name!r}; expected one of {sorted(IMPLEMENTATIONS)}")
+        return name
+
+
 def _yes_no(value: Any) -> Any:
     """YAML reads a bare yes/no as a boolean."""
     return {True: "yes", False: "no"}.get(value, value) if isinstance(value, bool) else value
@@ -208,6 +230,9 @@ class Suite(Strict):
     timeout_s: float = Field(300, gt=0)
     #: extra environment for every rank (recorded in the table's provenance)
     env: dict[str, str | int | float] = Field(default_factory=dict)
+    #: same-job comparison: two (or more) arms measured in alternation in the same run
+    #: (docs/GATE.md, "Same-job comparison"); every cell is measured once per arm
+    arms: list[Arm] = Field(default_factory=list)
     #: Slurm requests for ``--launcher srun|sbatch``
     slurm: Slurm = Slurm()
     #: GPU suites: hand device buffers to MPI (yes), stage them through pinned host memory (no), or
@@ -216,6 +241,15 @@ class Suite(Strict):
     #: GPU suites: each rank's GPU, "local" (local rank modulo the visible GPUs) or one device index;
     #: every rank gets it as PCCL_BENCH_GPU
     gpu_bind: Literal["local"] | Annotated[int, Field(ge=0)] = "local"
+
+    @model_validator(mode="after")
+    def _distinct_arms(self) -> Suite:
+        names = [arm.name for arm in self.arms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"arms: names must differ, got {names}")
+        if len(names) == 1:
+            raise ValueError("arms: give at least two arms (a baseline and a candidate), or none")
+        return self
 
     @model_validator(mode="after")
     def _gpu_settings_to_env(self) -> Suite:

@@ -88,6 +88,8 @@ class Row:
     model_machine: str | None = None
     price_per_gpu_hour_usd: float | None = None
     cost_per_call_usd: float | None = None
+    #: same-job comparison: the suite arm of the cell ("" without arms; part of the cell key)
+    arm: str = ""
     # the timing loop (cython_ext/timing.pyx time_cell): adaptive stop and warm-up until stable
     #: why the timed loop stopped: precision (interval of the median narrow enough, timing.target_ci),
     #: budget (timing.budget_s spent), iters (timing.iters reached), fixed (no adaptive stop)
