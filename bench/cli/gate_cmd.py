@@ -41,6 +41,8 @@ def _check(options: GateOptions) -> GateOptions:
         raise BadInput("--confidence", f"{options.confidence} is not between 0 and 1")
     if options.threshold < 0 or options.small_threshold < 0:
         raise BadInput("--threshold", "thresholds are relative slowdowns >= 0, e.g. 0.1 for 10%")
+    if options.normalise not in ("", "probe"):
+        raise BadInput("--normalise", f"{options.normalise!r}: the only reference is 'probe'")
     if options.min_samples < 1 or options.resamples < 100:
         raise BadInput("--min-samples", "min-samples must be >= 1 and resamples >= 100")
     return options
@@ -87,6 +89,10 @@ def gate_command(
         = False,
     allow_missing: Annotated[bool, typer.Option(
         "--allow-missing", help="Cells of the baseline that the current run lacks do not fail the gate.")] = False,
+    normalise: Annotated[str, typer.Option(
+        "--normalise", help="probe: judge each cell relative to the machine-speed probe measured beside it "
+                            "(suites with timing.probe: true); the headline says when the whole machine moved.")]
+        = "",
     show_all: Annotated[bool, typer.Option("--all", help="List every cell, not only the flagged ones.")] = False,
     seed: Annotated[int, typer.Option(help="Bootstrap seed (verdicts are reproducible).")] = 0,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples per side.")] = 1000,
@@ -105,7 +111,7 @@ def gate_command(
         impls=impl or [],
         collectives=collective or [], nranks=nranks or [], min_bytes=_size(min_size, "--min-size") or 0,
         max_bytes=_size(max_size, "--max-size"), allow=load_allowlist(allow) if allow else [],
-        allow_insufficient=allow_insufficient, allow_missing=allow_missing))
+        allow_insufficient=allow_insufficient, allow_missing=allow_missing, normalise=normalise))
     outputs = [(_output(markdown_out, "--markdown"), markdown), (_output(junit_out, "--junit"), junit),
                (_output(json_out, "--json"), benchmark_json)]
     if arms:

@@ -75,6 +75,8 @@ class GateOptions:
     #: cells without enough samples / absent from the current run do not fail the gate
     allow_insufficient: bool = False
     allow_missing: bool = False
+    #: "probe": judge every cell relative to the machine-speed probe measured beside it
+    normalise: str = ""
 
     def failing(self) -> tuple[str, ...]:
         """The verdicts that fail the gate under these options."""
@@ -109,6 +111,18 @@ class GateResult:
     options: GateOptions
     baseline_runs: list[str]
     current_runs: list[str]
+    #: median over cells of the probe's current/baseline ratio (None: no probe on a side)
+    probe_ratio: float | None = None
+
+    def machine_verdict(self) -> str:
+        """One verdict for the whole machine: "" unless the probe moved beyond the threshold."""
+        ratio = self.probe_ratio
+        if ratio is None or abs(np.log(ratio)) < np.log1p(self.options.threshold):
+            return ""
+        how = "slower" if ratio > 1 else "faster"
+        judged = ("cells are judged relative to the probe" if self.options.normalise == "probe" else
+                  "cells are judged on raw times: pass --normalise probe to judge them relative to it")
+        return f"the whole machine was {max(ratio, 1 / ratio):.2f}x {how} than in the baseline (probe); {judged}"
 
     @property
     def passed(self) -> bool:
@@ -285,7 +299,14 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     if not base_keys & cur_keys:
         raise BadInput("gate", "the baseline and the current run have no cell in common "
                                "(another suite, rank count or size range?)")
-    groups = (_sample_groups(_keyed(current.samples)), _sample_groups(_keyed(baseline.samples)))
+    current_samples, baseline_samples = _keyed(current.samples), _keyed(baseline.samples)
+    probe_ratio = _probe_ratio(cur, base)
+    if options.normalise == "probe":
+        if probe_ratio is None:
+            raise BadInput("--normalise", "probe: a side has no probe_us column (measure with timing.probe: true)")
+        current_samples, baseline_samples = _normalised(current_samples, cur, base), _normalised(baseline_samples,
+                                                                                                   base, base)
+    groups = (_sample_groups(current_samples), _sample_groups(baseline_samples))
     pairing = _pairing(baseline, current) if options.paired else None
     empty = cur.iloc[0:0]
     cells = []
@@ -297,7 +318,44 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     for verdict in cells:
         verdict.failing = options.failing()
     apply_allowlist(cells, options.allow)
-    return GateResult(cells, options, baseline.run_ids, current.run_ids)
+    return GateResult(cells, options, baseline.run_ids, current.run_ids, probe_ratio)
+
+
+LAUNCH = [*CELL_KEY, "run_id", "launch_id"]
+
+
+def _probes(rows: pd.DataFrame) -> pd.Series:
+    """probe_us of every good launch of every cell (empty without a probe)."""
+    if "probe_us" not in rows:
+        return pd.Series(dtype=float)
+    good = _good(rows)
+    values = pd.to_numeric(good["probe_us"], errors="coerce")
+    keep = values.notna() & (values > 0)
+    return pd.Series(values[keep].to_numpy(), index=pd.MultiIndex.from_frame(
+        good.loc[keep, LAUNCH].astype({"run_id": str, "launch_id": str})), dtype=float)
+
+
+def _probe_ratio(current: pd.DataFrame, baseline: pd.DataFrame) -> float | None:
+    """Median over the cells of both sides of median(current probe) / median(baseline probe)."""
+    cur, base = _probes(current), _probes(baseline)
+    if cur.empty or base.empty:
+        return None
+    per_cell = (cur.groupby(level=list(range(len(CELL_KEY)))).median()
+                / base.groupby(level=list(range(len(CELL_KEY)))).median()).dropna()
+    return float(np.exp(np.median(np.log(per_cell)))) if len(per_cell) else None
+
+
+def _normalised(samples: pd.DataFrame, rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    """Samples in units of the probe: each launch's times x (the baseline's median probe of the cell /
+    the probe measured beside this launch). Launches without a probe keep their times."""
+    probes, reference = _probes(rows), _probes(baseline_rows).groupby(level=list(range(len(CELL_KEY)))).median()
+    if probes.empty or samples.empty:
+        return samples
+    factor = probes.rename("probe").reset_index()
+    factor["reference"] = [reference.get(tuple(key), np.nan) for key in factor[list(CELL_KEY)].itertuples(index=False)]
+    factor["scale"] = (factor["reference"] / factor["probe"]).fillna(1.0)
+    merged = samples.astype({"run_id": str, "launch_id": str}).merge(factor[[*LAUNCH, "scale"]], on=LAUNCH, how="left")
+    return merged.assign(time_us=merged["time_us"] * merged["scale"].fillna(1.0)).drop(columns="scale")
 
 
 def _pairing(baseline: RunSet, current: RunSet) -> list[tuple[str, str]]:

@@ -45,8 +45,10 @@ def headline(result: GateResult) -> str:
     verdict = "PASS" if result.passed else "FAIL"
     judged = f"{result.judged} of {len(result.cells)} cells judged"
     unjudged = result.unjudged_text()
+    machine = result.machine_verdict()
     return f"{verdict}: {summary} of {len(result.cells)} cells; {judged}" + (f"; not judged: {unjudged}" if unjudged
-                                                                               else "")
+                                                                               else "") + \
+        (f"; machine: {machine}" if machine else "")
 
 
 def settings_text(result: GateResult) -> str:

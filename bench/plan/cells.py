@@ -82,6 +82,7 @@ class TimingPlan:
     target_ci: float = 0.0
     max_warmup: int = 0
     warm_tol: float = 0.1
+    probe: bool = False
 
 
 @dataclass

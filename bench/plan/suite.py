@@ -87,6 +87,9 @@ class Timing(Strict):
     #: agree within ``warm_tol``, at most this many more iterations (0: the fixed warm-up only)
     max_warmup: int = Field(0, ge=0)
     warm_tol: float = Field(0.1, gt=0)
+    #: measure the machine-speed probe (barrier, 8 B all-reduce, 1 MiB memcpy) after every cell
+    #: (bench/run/probe.py); ``gate --normalise probe`` judges cells relative to it
+    probe: bool = False
 
 
 class ImplEntry(Strict):

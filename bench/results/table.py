@@ -102,6 +102,12 @@ class Row:
     warmup_slowest_us: float | None = None
     #: why the warm-up stopped: fixed, stable, max_warmup, budget
     warmup_reason: str | None = None
+    # the machine-speed probe measured right after the cell (bench/run/probe.py; timing.probe)
+    #: median of an 8 B all-reduce of the MPI library, us (max over ranks)
+    probe_us: float | None = None
+    probe_barrier_us: float | None = None
+    #: a 1 MiB memcpy on each rank, us (max over ranks)
+    probe_memcpy_us: float | None = None
 
 
 COLUMNS = [f.name for f in fields(Row)]

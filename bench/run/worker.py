@@ -26,6 +26,7 @@ from mpi4py import MPI  # noqa: E402
 from bench.plan.cells import LaunchPlan  # noqa: E402
 from bench.run.cell import close_contexts, run_cell  # noqa: E402
 from bench.run.parts import append_rows, sync_file  # noqa: E402
+from bench.run.probe import Probe  # noqa: E402
 from collectives.mpiinfo import extension_mpi_mismatch  # noqa: E402
 from collectives.topology import ShapeError, Topology, topology  # noqa: E402
 
@@ -65,12 +66,16 @@ def main(plan_path: str) -> int:
     _disable_numpy_hugepages()
     topo, facts = launch_facts(comm, plan.requested_ranks_per_node)
     part = Path(plan.part)
+    # the machine-speed reference, measured after every cell (bench/run/probe.py)
+    probe = Probe(topo) if topo is not None and plan.timing.probe else None
     for index, cell in enumerate(plan.cells):
         if comm.rank == 0:
             print(json.dumps({"event": "start", "cell_key": cell.key}), flush=True)
         started = time.time()
         # A shape that does not fit fails every cell of the launch with the reason.
         result = run_cell(topo, cell, plan.timing, plan.check, (index, plan.launch_id)) if topo else {}
+        if probe is not None:
+            result.update(probe.measure())
         if comm.rank == 0:
             append_rows(part, [{**cell.to_dict(), **plan.row_extra, **facts, **result, "timestamp": started,
                                 "launch_id": plan.launch_id}], sync=None)
