@@ -234,3 +234,120 @@ def _ci_of(samples) -> float:
     cdef double[::1] s = scratch
     cdef double rel = _median_ci_rel(&x[0], n, &s[0])
     return float("nan") if rel >= 1e299 else float(rel)
+
+
+cdef int _timed_turns(CollOp a, CollOp b, MPI_Comm c, bint sync, double *ta, double *tb, int count) except -1 nogil:
+    """``count`` turns of both ops, timed each (order ABBA...: neither arm always goes first), then
+    the max over ranks of both arrays."""
+    cdef int i, j
+    cdef double t0
+    check_mpi(MPI_Barrier(c))
+    for i in range(count):
+        for j in range(2):
+            if sync:
+                check_mpi(MPI_Barrier(c))
+            t0 = MPI_Wtime()
+            if (i + j) % 2 == 0:
+                a.run()
+                ta[i] = MPI_Wtime() - t0
+            else:
+                b.run()
+                tb[i] = MPI_Wtime() - t0
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, ta, count, MPI_DOUBLE, MPI_MAX, c))
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, tb, count, MPI_DOUBLE, MPI_MAX, c))
+    return 0
+
+
+def time_turns(CollOp a, CollOp b, Comm comm, str mode="sync", int warmup=5, int iters=20, int min_iters=1,
+               double budget_s=0.0, double target_ci=0.0, int max_warmup=0, double warm_tol=0.1):
+    """Two arms of one cell timed in turns, iteration by iteration (same-job comparison): every
+    change of the machine's speed lands on both alike. (samples of a, samples of b, info); the
+    rules of ``time_cell``, applied to both (precision: both intervals narrow enough; the budget
+    is per arm)."""
+    if mode not in MODES:
+        raise ValueError(f"timing mode must be one of {MODES}, got {mode!r}")
+    cdef bint sync = mode == "sync"
+    cdef MPI_Comm c = comm.ob_mpi
+    cdef int i, n = 0, batch, warm_done = 0, wreason = 0, sreason = 0, cap = max(iters, 1)
+    cdef int lowest = max(min(min_iters, cap), 1)
+    cdef int wbatch = max(warmup, 5)
+    cdef int wcap = max(max_warmup, 0) + wbatch
+    cdef double spent = 0.0, warm_spent = 0.0, pa = -1.0, pb = -1.0, ca, cb, slowest = -1.0
+    cdef double ra = 1e300, rb = 1e300
+    cdef double *wa = <double *>malloc(wcap * sizeof(double))
+    cdef double *wb = <double *>malloc(wcap * sizeof(double))
+    cdef double *scratch = <double *>malloc(max(cap, wcap) * sizeof(double))
+    first = np.empty(cap, dtype=np.float64)
+    second = np.empty(cap, dtype=np.float64)
+    cdef double[::1] ta = first
+    cdef double[::1] tb = second
+    if wa == NULL or wb == NULL or scratch == NULL:
+        free(wa)
+        free(wb)
+        free(scratch)
+        raise MemoryError("time_turns: scratch buffers")
+    try:
+        with nogil:
+            check_mpi(MPI_Barrier(c))
+            for i in range(warmup):
+                if sync:
+                    check_mpi(MPI_Barrier(c))
+                a.run()
+                if sync:
+                    check_mpi(MPI_Barrier(c))
+                b.run()
+            warm_done = warmup
+            while max_warmup > 0:
+                batch = min(wbatch, max_warmup + warmup - warm_done)
+                if batch <= 0:
+                    wreason = 2
+                    break
+                _timed_turns(a, b, c, sync, wa, wb, batch)
+                warm_done += batch
+                for i in range(batch):
+                    warm_spent += wa[i] + wb[i]
+                    if wa[i] > slowest:
+                        slowest = wa[i]
+                    if wb[i] > slowest:
+                        slowest = wb[i]
+                ca = _median(wa, batch, scratch)
+                cb = _median(wb, batch, scratch)
+                if (pa > 0 and ca <= pa * (1.0 + warm_tol) and ca >= pa / (1.0 + warm_tol)
+                        and cb <= pb * (1.0 + warm_tol) and cb >= pb / (1.0 + warm_tol)):
+                    wreason = 1
+                    break
+                pa = ca
+                pb = cb
+                if budget_s > 0 and warm_spent >= 2 * budget_s:
+                    wreason = 3
+                    break
+            batch = lowest
+            while True:
+                batch = min(batch, cap - n)
+                _timed_turns(a, b, c, sync, &ta[n], &tb[n], batch)
+                for i in range(batch):
+                    spent += ta[n + i] + tb[n + i]
+                n += batch
+                if target_ci > 0:
+                    ra = _median_ci_rel(&ta[0], n, scratch)
+                    rb = _median_ci_rel(&tb[0], n, scratch)
+                if n >= lowest and target_ci > 0 and ra <= target_ci and rb <= target_ci:
+                    sreason = 0
+                    break
+                if n >= cap:
+                    sreason = 2
+                    break
+                if budget_s > 0 and spent >= 2 * budget_s and n >= lowest:
+                    sreason = 1
+                    break
+                batch = max(8, n // 4)
+    finally:
+        free(wa)
+        free(wb)
+        free(scratch)
+    first = first[:n].copy()
+    second = second[:n].copy()
+    common = {"stop_reason": STOP_REASONS[sreason], "warmup_discarded": warm_done,
+              "warmup_slowest_us": slowest * 1e6 if slowest >= 0 else float("nan"),
+              "warmup_reason": WARMUP_REASONS[wreason] if max_warmup > 0 else "fixed"}
+    return first, second, [{**common, "ci_rel": _ci_of(first)}, {**common, "ci_rel": _ci_of(second)}]

@@ -107,9 +107,37 @@ def test_real_two_arm_run_at_two_ranks(tmp_path):
     assert "cand against base:" in done.stdout and "4 of 4 cells judged" in done.stdout, describe(done)
     results = pd.read_parquet(tmp_path / "ab" / "run-1" / "results.parquet")
     assert sorted(results.arm.unique()) == ["base", "cand", "nodev"] and set(results.status) == {"ok"}
-    shared = results[results.launch_id == "n2-rpn2-host-r0-base+cand"].sort_values("timestamp")
-    assert list(shared.arm[:4]) == ["base", "cand", "base", "cand"]  # turns, cell by cell
+    shared = results[results.launch_id == "n2-rpn2-host-r0-base+cand"].sort_values("timestamp", kind="stable")
+    assert list(shared.arm[:4]) == ["base", "cand", "base", "cand"]  # the same cell, side by side
+    assert set(shared.turns) == {"iteration"}  # timed in turns, iteration by iteration
+    assert results[results.arm.eq("nodev")].turns.isna().all()  # an env arm runs in launches of its own
     env = run_cli("gate", "--arms", "base", "nodev", tmp_path / "ab" / "run-1")
     assert env.returncode in (0, 1) and "4 of 4 cells judged" in env.stdout, describe(env)
     meta = __import__("json").loads((tmp_path / "ab" / "run-1" / "meta.json").read_text())
     assert meta["launches"]["n2-rpn2-host-r0-nodev"]["env"]["MPIR_CVAR_DEVICE_COLLECTIVES"] == "none"
+
+
+@pytest.mark.mpi
+def test_cell_turns_time_arms_one_after_the_other(tmp_path):
+    raw = {**SUITE, "repeats": 1, "arms": SUITE["arms"][:2], "sizes": {"min": "64B", "max": "64B"},
+           "timing": {**SUITE["timing"], "turns": "cell"}}
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump(raw))
+    done = run_cli("run", "sweep", suite, "--out", tmp_path / "run")
+    assert done.returncode == 0, describe(done)
+    results = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert sorted(results.arm) == ["base", "cand"] and results.turns.isna().all()
+    assert (results.iters >= 25).all()
+
+
+def test_fixed_pairs_give_a_stratified_interval():
+    import numpy as np
+
+    from bench.results.stats import paired_ratio
+
+    rng = np.random.default_rng(3)
+    pairs = [([rng.lognormal(np.log(10 * k), 0.02, 60)], [rng.lognormal(np.log(10 * k / r), 0.02, 60)])
+             for k, r in ((1.0, 1.2), (3.0, 1.3))]
+    drawn, fixed = paired_ratio(pairs), paired_ratio(pairs, strata=True)
+    assert drawn.low < 1.22 and drawn.high > 1.28  # two pairs drawn with replacement: their range
+    assert 1.22 < fixed.low < fixed.high < 1.28  # both pairs in every resample

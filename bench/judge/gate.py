@@ -77,6 +77,8 @@ class GateOptions:
     allow_missing: bool = False
     #: "probe": judge every cell relative to the machine-speed probe measured beside it
     normalise: str = ""
+    #: paired: the pairs are fixed strata (same-job arms in one launch), not drawn with replacement
+    pair_strata: bool = False
 
     def failing(self) -> tuple[str, ...]:
         """The verdicts that fail the gate under these options."""
@@ -239,7 +241,7 @@ def _estimate(current: dict, baseline: dict, pairing: list[tuple[str, str]] | No
     pairs = [(current[c], baseline[b]) for c, b in pairing if c in current and b in baseline]
     if len(pairs) < len(pairing):
         return None
-    return paired_ratio(pairs, options.confidence, options.resamples, options.seed)
+    return paired_ratio(pairs, options.confidence, options.resamples, options.seed, options.pair_strata)
 
 
 def _judge_pair(cell: CellVerdict, current: dict, baseline: dict, pairing: list | None,

@@ -83,6 +83,7 @@ class TimingPlan:
     max_warmup: int = 0
     warm_tol: float = 0.1
     probe: bool = False
+    turns: str = "iteration"
 
 
 @dataclass

@@ -90,6 +90,9 @@ class Timing(Strict):
     #: measure the machine-speed probe (barrier, 8 B all-reduce, 1 MiB memcpy) after every cell
     #: (bench/run/probe.py); ``gate --normalise probe`` judges cells relative to it
     probe: bool = False
+    #: same-job arms that share a launch: "iteration" (two arms of a cell timed in turns, iteration
+    #: by iteration: every change of the machine lands on both) or "cell" (one cell after the other)
+    turns: Literal["iteration", "cell"] = "iteration"
 
 
 class ImplEntry(Strict):

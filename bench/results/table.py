@@ -108,6 +108,8 @@ class Row:
     probe_barrier_us: float | None = None
     #: a 1 MiB memcpy on each rank, us (max over ranks)
     probe_memcpy_us: float | None = None
+    #: same-job arms: "iteration" when this cell was timed in turns with its partner arm
+    turns: str | None = None
 
 
 COLUMNS = [f.name for f in fields(Row)]
