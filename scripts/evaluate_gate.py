@@ -144,7 +144,7 @@ def sweep(folder: Path, env: dict[str, str], suite: Path = ROOT / "suites" / "ci
     return record
 
 
-def collect(out: Path, rounds: int, quiet_wait_s: float, load_procs: int = 0) -> None:
+def collect(out: Path, rounds: int, quiet_wait_s: float, load_procs: int = 0, same_job_only: bool = False) -> None:
     out.mkdir(parents=True, exist_ok=True)
     records = {}
     suite = arms_suite(out)
@@ -155,6 +155,8 @@ def collect(out: Path, rounds: int, quiet_wait_s: float, load_procs: int = 0) ->
                                     (f"A{2 * index + 1:02d}", {}, ROOT / "suites" / "ci.yaml"),
                                     (f"B{index:02d}", SLOWDOWN_ENV, ROOT / "suites" / "ci.yaml"),
                                     (f"S{index:02d}", {}, suite)):
+                if same_job_only and not name.startswith("S"):
+                    continue
                 wait_for_quiet(quiet_wait_s)
                 records[name] = {**sweep(out / name, env, path), "load_procs": load_procs}
                 (out / "runs.json").write_text(json.dumps(records, indent=2) + "\n")
@@ -234,6 +236,8 @@ def compare_all(out: Path, pool: int, options: GateOptions, quiet: dict[str, boo
     runs = {name: load_runs([out / name]) for name in names}
     a_names = [name for name in names if name.startswith("A")]
     b_names = [name for name in names if name.startswith("B")]
+    if not a_names or not b_names:
+        return pd.DataFrame()
     frames = []
     for design, pairs in DESIGNS.items():
         design_options = replace(options, paired=design == "paired")
@@ -300,6 +304,8 @@ def _share(frame: pd.DataFrame, *names: str) -> float | None:
 
 
 def figures_of(frame: pd.DataFrame, options: GateOptions) -> dict:
+    if frame.empty:
+        frame = pd.DataFrame(columns=["check", "verdict", "bytes_total", "reference"])
     aa, scaled_frame, real = (frame[frame.check == name] for name in ("aa", "scaled", "real"))
     slowed = real[real.reference >= SCALE]
     calm = real[(real.reference > 1 / 1.05) & (real.reference < 1.05)]
@@ -374,11 +380,13 @@ def main() -> None:
     parser.add_argument("--load", action="store_true", help="add co-tenant load from child processes while measuring")
     parser.add_argument("--load-procs", type=int, default=1, help="co-tenant processes with --load (default 1)")
     parser.add_argument("--quiet-columns", action="store_true", help="also report the 'quiet' subsets")
+    parser.add_argument("--same-job-only", action="store_true",
+                        help="collect only the same-job runs (S: arms a, a2, b), not the A, A, B runs")
     parser.add_argument("--threshold", type=float, default=GateOptions.threshold)
     parser.add_argument("--small-threshold", type=float, default=GateOptions.small_threshold)
     args = parser.parse_args()
     if not args.analyse_only:
-        collect(args.out, args.rounds, args.quiet_wait, args.load_procs if args.load else 0)
+        collect(args.out, args.rounds, args.quiet_wait, args.load_procs if args.load else 0, args.same_job_only)
     options = GateOptions(threshold=args.threshold, small_threshold=args.small_threshold)
     figures = evaluate(args.out, args.pool, options)
     (args.out / "evaluation.json").write_text(json.dumps(figures, indent=2) + "\n")
