@@ -298,3 +298,13 @@ def test_pooling_a_run_with_an_imported_one_keeps_the_samples(tmp_path):
     cur = make_run(tmp_path / "c", grid(), "c", seed=2)
     result = gate(load_runs([base]), load_runs([cur, tmp_path / "osu"]), GateOptions())
     assert result.counts()["unchanged"] == len(grid()) and result.counts()["new"] == 19
+
+
+def test_baseline_update_refuses_cells_the_gate_cannot_judge(tmp_path):
+    from bench.cli.baseline_cmd import too_few_samples
+
+    enough = make_run(tmp_path / "ok", grid(), "ok")
+    few = make_run(tmp_path / "few", grid(), "few", iters=5, launches=1)
+    assert too_few_samples([enough]) == []
+    assert len(too_few_samples([few])) == len(grid())
+    assert too_few_samples([few, few, few, few]) == []  # pooled over runs: 4 x 5 samples
