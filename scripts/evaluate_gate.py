@@ -240,7 +240,7 @@ def compare_all(out: Path, pool: int, options: GateOptions, quiet: dict[str, boo
         return pd.DataFrame()
     frames = []
     for design, pairs in DESIGNS.items():
-        design_options = replace(options, paired=design == "paired")
+        design_options = replace(options, paired=design == "paired", pair_strata=False)
         for check, base_names, cur_names in pairs(a_names, b_names, pool):
             base, current = pooled([runs[n] for n in base_names]), pooled([runs[n] for n in cur_names])
             tags = {"design": design, "run": "+".join(cur_names),
@@ -284,7 +284,7 @@ def same_job(out: Path, options: GateOptions, quiet: dict[str, bool]) -> pd.Data
         tags = {"run": name, "quiet": quiet.get(name, False)}
         for check, base, cur, factor in checks:
             first_base, first_cur, paired = _arm_pair([runs[name]], base, cur, factor)
-            first = gate(first_base, first_cur, replace(options, paired=paired))
+            first = gate(first_base, first_cur, replace(options, paired=paired))  # pair_strata as given
             designs = [("same-job", first)]
             if nxt is not None:
                 both_base, both_cur, both_paired = _arm_pair([runs[name], runs[nxt]], base, cur, factor)
@@ -382,12 +382,15 @@ def main() -> None:
     parser.add_argument("--quiet-columns", action="store_true", help="also report the 'quiet' subsets")
     parser.add_argument("--same-job-only", action="store_true",
                         help="collect only the same-job runs (S: arms a, a2, b), not the A, A, B runs")
+    parser.add_argument("--pair-strata", action="store_true",
+                        help="same-job designs: keep every launch pair in every resample (GateOptions.pair_strata)")
     parser.add_argument("--threshold", type=float, default=GateOptions.threshold)
     parser.add_argument("--small-threshold", type=float, default=GateOptions.small_threshold)
     args = parser.parse_args()
     if not args.analyse_only:
         collect(args.out, args.rounds, args.quiet_wait, args.load_procs if args.load else 0, args.same_job_only)
-    options = GateOptions(threshold=args.threshold, small_threshold=args.small_threshold)
+    options = GateOptions(threshold=args.threshold, small_threshold=args.small_threshold,
+                          pair_strata=args.pair_strata)
     figures = evaluate(args.out, args.pool, options)
     (args.out / "evaluation.json").write_text(json.dumps(figures, indent=2) + "\n")
     subsets = ("all", "quiet") if args.quiet_columns else ("all",)
