@@ -177,7 +177,7 @@ def _missing_rows(cells: list[Cell], seen: set[str], status: str, error: str) ->
 def _run_launch(launch: Launch, todo: list[Cell], suite: Suite, launcher: Launcher, folder: Path,
                 run_id: str, on_row, on_start) -> None:
     per_host = launcher.ranks_per_host(launch.nranks, launch.ranks_per_node)
-    env = launcher.job_env(per_host, suite.env)
+    env = launcher.job_env(per_host, {**suite.env, **launch.env})
     plan_path = folder / "plans" / f"{launch.launch_id}.json"
     part = folder / "parts" / f"{launch.launch_id}.jsonl"
     argv = launcher.command(launch.nranks, env, [str(plan_path.resolve())], launch.ranks_per_node, suite.timeout_s)
@@ -209,7 +209,8 @@ def dry_run_commands(options: SweepOptions, out: Console) -> int:
     suite, _ = load_for(options)
     launcher = choose_launcher(options.launcher, suite.slurm)
     for launch in expand(suite):
-        env = launcher.job_env(launcher.ranks_per_host(launch.nranks, launch.ranks_per_node), suite.env)
+        env = launcher.job_env(launcher.ranks_per_host(launch.nranks, launch.ranks_per_node),
+                              {**suite.env, **launch.env})
         argv = launcher.command(launch.nranks, env, [f"<run>/plans/{launch.launch_id}.json"], launch.ranks_per_node,
                                 suite.timeout_s)
         out.print(f"# {launch.launch_id}: {len(launch.cells)} cells, timeout {suite.timeout_s:g} s", highlight=False)

@@ -132,11 +132,48 @@ def test_failed_cell_is_never_unchanged(tmp_path):
         assert not result.passed
 
 
-def test_too_few_samples_are_not_judged(tmp_path):
+def test_too_few_samples_are_not_judged_and_fail_unless_allowed(tmp_path, capsys):
+    """An unjudged cell is not a pass: insufficient cells fail the gate by default, and the
+    headline says how many cells were judged and why the others were not."""
     base = make_run(tmp_path / "b", grid(), "b", iters=5, launches=1)
     result = gate(load_runs([base]), load_runs([base]), GateOptions(min_samples=20))
     assert {c.verdict for c in result.cells} == {"insufficient"}
-    assert result.passed
+    assert not result.passed and result.judged == 0
+    assert gate(load_runs([base]), load_runs([base]), GateOptions(allow_insufficient=True)).passed
+    code, _ = cli(["gate", base, base])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAIL: 6 insufficient of 6 cells; 0 of 6 cells judged" in out
+    assert "6 insufficient (fewer than 20 samples on a side)" in out
+    code, _ = cli(["gate", base, base, "--allow-insufficient"])
+    assert code == 0 and "PASS: 6 insufficient of 6 cells; 0 of 6 cells judged" in capsys.readouterr().out
+
+
+def test_half_judged_run_fails_and_says_so(tmp_path, capsys):
+    """The smoke-run-against-itself case of issue 15: some cells have samples enough, some not."""
+    few = {spec: median for spec, median in grid().items() if spec.bytes_total == 64}
+    make_run(tmp_path / "run" / "many", {s: m for s, m in grid().items() if s not in few}, "b", seed=1)
+    make_run(tmp_path / "run" / "few", few, "b", seed=1, iters=5, launches=1)
+    code, _ = cli(["gate", tmp_path / "run", tmp_path / "run"])
+    out = capsys.readouterr().out
+    assert code == 1 and "4 of 6 cells judged" in out and "2 insufficient" in out
+
+
+def test_missing_cells_fail_unless_allowed(tmp_path, capsys):
+    gone = cell(bytes_total=64)
+    base = make_run(tmp_path / "b", grid(), "b", seed=1)
+    cur = make_run(tmp_path / "c", {s: m for s, m in grid().items() if s != gone}, "c", seed=2)
+    code, _ = cli(["gate", base, cur])
+    out = capsys.readouterr().out
+    assert code == 1 and "1 missing (not in the current run)" in out and "5 of 6 cells judged" in out
+    code, _ = cli(["gate", base, cur, "--allow-missing"])
+    assert code == 0
+    allow = tmp_path / "allow.yaml"
+    allow.write_text("- reason: imported OSU table\n  match: {bytes_total: 64}\n  verdicts: [insufficient]\n")
+    few = make_run(tmp_path / "few", grid(), "few", iters=5, launches=1)
+    result = gate(load_runs([few]), load_runs([few]), GateOptions(allow=__import__(
+        "bench.judge.allowlist", fromlist=["load_allowlist"]).load_allowlist(allow)))
+    assert sum(c.fails for c in result.cells) == 4  # the two 64 B cells are allowed
 
 
 def test_pooled_baselines_and_selection(tmp_path):
@@ -261,3 +298,13 @@ def test_pooling_a_run_with_an_imported_one_keeps_the_samples(tmp_path):
     cur = make_run(tmp_path / "c", grid(), "c", seed=2)
     result = gate(load_runs([base]), load_runs([cur, tmp_path / "osu"]), GateOptions())
     assert result.counts()["unchanged"] == len(grid()) and result.counts()["new"] == 19
+
+
+def test_baseline_update_refuses_cells_the_gate_cannot_judge(tmp_path):
+    from bench.cli.baseline_cmd import too_few_samples
+
+    enough = make_run(tmp_path / "ok", grid(), "ok")
+    few = make_run(tmp_path / "few", grid(), "few", iters=5, launches=1)
+    assert too_few_samples([enough]) == []
+    assert len(too_few_samples([few])) == len(grid())
+    assert too_few_samples([few, few, few, few]) == []  # pooled over runs: 4 x 5 samples

@@ -208,13 +208,17 @@ def test_gate_judges_imported_nccl_tests_runs(tmp_path):
                         "allreduce xccl 2 ranks / 2 nodes 1 MiB float32 sum": "regressed",
                         "allreduce xccl 2 ranks / 2 nodes 1 MiB float32 sum in-place": "regressed"}, verdicts
 
-    # without -I (or from the text table) there are no samples: insufficient, not judged, exit 0
+    # without -I (or from the text table) there are no samples: insufficient, not judged, exit 1
+    # (an unjudged cell is not a pass) unless --allow-insufficient
     text = tmp_path / "all_reduce_perf.json"
     doc = json.loads(ITER_B.read_text())
     for record in doc["results"]:
         del record["out_of_place_per_iter"], record["in_place_per_iter"]
     text.write_text(json.dumps(doc))
-    done = run_cli("gate", base, _import(tmp_path, "plain", text), "--junit", tmp_path / "plain.xml", timeout=60)
+    plain = _import(tmp_path, "plain", text)
+    done = run_cli("gate", base, plain, "--junit", tmp_path / "plain.xml", timeout=60)
+    assert done.returncode == 1 and "0 of 4 cells judged" in done.stdout, describe(done)
+    done = run_cli("gate", base, plain, "--allow-insufficient", "--junit", tmp_path / "plain.xml", timeout=60)
     assert done.returncode == 0, describe(done)
     assert set(_verdicts(tmp_path / "plain.xml").values()) == {"insufficient"}
 

@@ -7,6 +7,7 @@ import sys
 import typer
 
 from bench.cli import (
+    ab_cmd,
     baseline_cmd,
     env_cmd,
     gate_cmd,
@@ -38,6 +39,7 @@ app.add_typer(model_cmd.app, name="model")
 app.command("env")(env_cmd.env)
 app.command("tune")(tune_cmd.tune)
 app.command("gate", epilog=gate_cmd.GATE_EXIT_HELP)(gate_cmd.gate_command)
+app.command("ab", epilog=gate_cmd.GATE_EXIT_HELP)(ab_cmd.ab_command)
 app.command("plot")(plot_cmd.plot)
 app.command("report")(report_cmd.report)
 app.command("import")(import_cmd.import_results)

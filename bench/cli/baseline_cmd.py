@@ -11,8 +11,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from bench.errors import EXIT_OK, BadInput
+from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from bench.judge.gate import MIN_SAMPLES
+from bench.plan.cells import CELL_KEY
 from bench.plan.suite import load_suite, resolve_suite_path
+from bench.results.labels import cell_label
+from bench.results.runset import load_runs
 from bench.sweep import SweepOptions, run_sweep
 
 app = typer.Typer(help="The committed baselines of the regression gate (results/baselines/).",
@@ -38,6 +42,19 @@ def _replace(folder: Path, runs: list[Path]) -> None:
         folder.rename(old)
     staging.rename(folder)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def too_few_samples(runs: list[Path], least: int = MIN_SAMPLES) -> list[str]:
+    """Labels of the good cells that have fewer than ``least`` samples over ``runs`` (a baseline
+    must let the gate judge every cell)."""
+    pooled = load_runs(runs)
+    ok = pooled.results[pooled.results["status"].eq("ok")]
+    counts = pooled.samples.groupby(list(CELL_KEY)).size() if len(pooled.samples) else {}
+    short = []
+    for _, row in ok.drop_duplicates(list(CELL_KEY)).iterrows():
+        if counts.get(tuple(row[name] for name in CELL_KEY), 0) < least:
+            short.append(cell_label(row))
+    return short
 
 
 @app.command("update")
@@ -68,6 +85,11 @@ def update(
                 console.print(f"[red]run {index} exited {code}: the baseline in {folder} is unchanged[/red]")
                 raise typer.Exit(code)
             done.append(out)
+        if short := too_few_samples(done):
+            console.print(f"[red]{len(short)} cells have fewer than {MIN_SAMPLES} samples over the runs (e.g. "
+                          f"{short[0]}): the gate could not judge them; raise timing.min_iters or repeats. "
+                          f"The baseline in {folder} is unchanged[/red]", highlight=False)
+            raise typer.Exit(EXIT_CHECK_FAILED)
         _replace(folder, done)
     console.print(f"baseline of {definition.name}: {runs} runs -> {folder} (commit it: git add {folder})",
                   highlight=False)

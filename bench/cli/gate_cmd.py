@@ -11,13 +11,14 @@ from rich.console import Console
 from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from bench.judge import gate as rules
 from bench.judge.allowlist import load_allowlist
-from bench.judge.gate import GateOptions, gate
+from bench.judge.gate import GateOptions, gate, split_arms
 from bench.judge.gate_output import benchmark_json, headline, junit, markdown, rich_table, write_text
 from bench.plan.sizes import SIZE_HELP, parse_size
 from bench.results.runset import load_runs
 
-GATE_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression, or a cell that failed, returned wrong data or is "
-                  "missing; 2 bad input (unreadable, empty or mismatched tables, bad options).")
+GATE_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression, or a cell that failed, returned wrong data, is "
+                  "missing or has too few samples to be judged; 2 bad input (unreadable, empty or mismatched "
+                  "tables, bad options).")
 
 
 def _size(text: str | None, flag: str) -> int | None:
@@ -40,6 +41,8 @@ def _check(options: GateOptions) -> GateOptions:
         raise BadInput("--confidence", f"{options.confidence} is not between 0 and 1")
     if options.threshold < 0 or options.small_threshold < 0:
         raise BadInput("--threshold", "thresholds are relative slowdowns >= 0, e.g. 0.1 for 10%")
+    if options.normalise not in ("", "probe"):
+        raise BadInput("--normalise", f"{options.normalise!r}: the only reference is 'probe'")
     if options.min_samples < 1 or options.resamples < 100:
         raise BadInput("--min-samples", "min-samples must be >= 1 and resamples >= 100")
     return options
@@ -63,6 +66,10 @@ def gate_command(
     paired: Annotated[bool, typer.Option("--paired", help="BASELINE and CURRENT hold as many runs, measured in "
                                                          "alternation (b1 c1 b2 c2 ...): judge every cell pair by "
                                                          "pair, so that drift of the machine cancels.")] = False,
+    arms: Annotated[tuple[str, str] | None, typer.Option(
+        "--arms", help="Same-job comparison: RUN holds a suite's arms measured in alternation; judge arm "
+                       "CANDIDATE against arm BASELINE pair by pair (one pair per launch repeat).",
+        metavar="BASELINE CANDIDATE", show_default=False)] = None,
     impl: Annotated[list[str] | None, typer.Option("--impl", help="Gate only this implementation; repeatable.")]
         = None,
     collective: Annotated[list[str] | None, typer.Option("--collective", help="Gate only this collective.")]
@@ -76,6 +83,16 @@ def gate_command(
     junit_out: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (one case per cell).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write github-action-benchmark JSON "
                                                                  "(customSmallerIsBetter).")] = None,
+    allow_insufficient: Annotated[bool, typer.Option(
+        "--allow-insufficient", help="Cells with fewer than --min-samples samples on a side (imported OSU tables, "
+                                     "nccl-tests text) do not fail the gate; they are still counted as not judged.")]
+        = False,
+    allow_missing: Annotated[bool, typer.Option(
+        "--allow-missing", help="Cells of the baseline that the current run lacks do not fail the gate.")] = False,
+    normalise: Annotated[str, typer.Option(
+        "--normalise", help="probe: judge each cell relative to the machine-speed probe measured beside it "
+                            "(suites with timing.probe: true); the headline says when the whole machine moved.")]
+        = "",
     show_all: Annotated[bool, typer.Option("--all", help="List every cell, not only the flagged ones.")] = False,
     seed: Annotated[int, typer.Option(help="Bootstrap seed (verdicts are reproducible).")] = 0,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples per side.")] = 1000,
@@ -83,19 +100,26 @@ def gate_command(
     """Compare CURRENT with BASELINE cell by cell on the per-iteration samples.
 
     A cell regressed when the bootstrap interval of median(current)/median(baseline) lies above
-    1 + threshold; cells that failed, returned wrong data or are missing always fail the gate.
+    1 + threshold; cells that failed or returned wrong data always fail the gate, and so do cells
+    that were never judged (missing, or too few samples) unless --allow-missing / --allow-insufficient.
     """
-    if len(runs) < 2:
-        raise BadInput("gate", "give at least one BASELINE and the CURRENT run")
+    if len(runs) < (1 if arms else 2):
+        raise BadInput("gate", "give at least one BASELINE and the CURRENT run (or --arms A B RUN)")
     options = _check(GateOptions(
         threshold=threshold, small_threshold=small_threshold, small_below_bytes=_size(small_below, "--small-below"),
         confidence=confidence, min_samples=min_samples, resamples=resamples, seed=seed, paired=paired,
         impls=impl or [],
         collectives=collective or [], nranks=nranks or [], min_bytes=_size(min_size, "--min-size") or 0,
-        max_bytes=_size(max_size, "--max-size"), allow=load_allowlist(allow) if allow else []))
+        max_bytes=_size(max_size, "--max-size"), allow=load_allowlist(allow) if allow else [],
+        allow_insufficient=allow_insufficient, allow_missing=allow_missing, normalise=normalise))
     outputs = [(_output(markdown_out, "--markdown"), markdown), (_output(junit_out, "--junit"), junit),
                (_output(json_out, "--json"), benchmark_json)]
-    result = gate(load_runs(runs[:-1]), load_runs(runs[-1:]), options)
+    if arms:
+        baseline, current, by_pair = split_arms(load_runs(runs), *arms)
+        options.paired = options.paired or by_pair
+    else:
+        baseline, current = load_runs(runs[:-1]), load_runs(runs[-1:])
+    result = gate(baseline, current, options)
     console = Console() if Console().is_terminal else Console(width=160)
     if show_all or any(cell.verdict != "unchanged" or cell.allowed for cell in result.cells):
         console.print(rich_table(result, show_all))

@@ -4,7 +4,7 @@ A YAML file holds a list of entries::
 
     - reason: "MPICH 5.0.2 forces ring all-gather on 2 ranks (upstream issue 1234)"
       match: {collective: allgather, impl: mpi, bytes_total: [8, 64B, 4KiB]}
-      verdicts: [regressed]          # optional; default: regressed, failed and missing
+      verdicts: [regressed]          # optional; default: regressed, failed, missing and insufficient
 
 ``match`` names result columns (collective, impl, algorithm, intra, inter, device, nranks,
 nnodes, ranks_per_node, dtype, op, placement, count_per_rank, bytes_per_rank, bytes_total,
@@ -25,7 +25,7 @@ from bench.plan.sizes import parse_size
 MATCHABLE = (*CELL_KEY, "bytes_per_rank", "bytes_total")
 SIZE_FIELDS = ("bytes_per_rank", "bytes_total", "count_per_rank")
 INT_FIELDS = ("nranks", "nnodes", "ranks_per_node")
-ALLOWABLE = ("regressed", "failed", "missing")
+ALLOWABLE = ("regressed", "failed", "missing", "insufficient")
 
 
 @dataclass(frozen=True)

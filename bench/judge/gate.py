@@ -11,8 +11,9 @@ ranks, nodes, dtype, op, placement, count, timing mode; repeats and runs pooled)
 * improved   the interval lies below 1 / (1 + threshold)
 * unchanged  otherwise
 
-The gate fails on regressed, failed and missing cells that the allow-list does not name.
-It never averages over sizes: the summary counts verdicts.
+The gate fails on regressed, failed, missing and insufficient cells that the allow-list does not
+name: a cell that was never judged is not a pass (``allow_insufficient`` / ``allow_missing`` opt out).
+It never averages over sizes: the summary counts verdicts and says how many cells were judged.
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ import pandas as pd
 
 from bench.errors import BadInput
 from bench.judge.allowlist import AllowEntry, apply_allowlist
-from bench.plan.cells import CELL_KEY
+from bench.plan.cells import ARM_FIELDS, CELL_KEY
 from bench.results.labels import cell_label
 from bench.results.runset import RunSet
 from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio
 
 VERDICTS = ("regressed", "failed", "missing", "insufficient", "new", "improved", "unchanged")
-#: verdicts that fail the gate unless allowed
-FAILING = ("regressed", "failed", "missing")
+#: verdicts that fail the gate unless allowed (insufficient and missing unless the options opt out)
+FAILING = ("regressed", "failed", "missing", "insufficient")
+#: verdicts that carry a judgement of the timings
+JUDGED = ("regressed", "improved", "unchanged")
 #: statuses that mean the cell did not produce a trustworthy timing
 BAD_STATUSES = ("wrong", "failed", "timeout")
 NOT_RUN = ("unsupported", "skipped")
@@ -69,6 +72,18 @@ class GateOptions:
     max_bytes: int | None = None
     #: known regressions (bench.judge.allowlist entries)
     allow: list[AllowEntry] = field(default_factory=list)
+    #: cells without enough samples / absent from the current run do not fail the gate
+    allow_insufficient: bool = False
+    allow_missing: bool = False
+    #: "probe": judge every cell relative to the machine-speed probe measured beside it
+    normalise: str = ""
+    #: paired: the pairs are fixed strata (same-job arms in one launch), not drawn with replacement
+    pair_strata: bool = False
+
+    def failing(self) -> tuple[str, ...]:
+        """The verdicts that fail the gate under these options."""
+        return tuple(name for name in FAILING if not (name == "insufficient" and self.allow_insufficient)
+                     and not (name == "missing" and self.allow_missing))
 
     def threshold_for(self, bytes_total: int) -> float:
         return self.small_threshold if bytes_total < self.small_below_bytes else self.threshold
@@ -84,10 +99,12 @@ class CellVerdict:
     threshold: float = 0.0
     reason: str = ""
     allowed: str = ""  # the allow-list's reason, when it names this cell
+    #: the verdicts that fail the gate (GateOptions.failing())
+    failing: tuple[str, ...] = FAILING
 
     @property
     def fails(self) -> bool:
-        return self.verdict in FAILING and not self.allowed
+        return self.verdict in self.failing and not self.allowed
 
 
 @dataclass
@@ -96,6 +113,18 @@ class GateResult:
     options: GateOptions
     baseline_runs: list[str]
     current_runs: list[str]
+    #: median over cells of the probe's current/baseline ratio (None: no probe on a side)
+    probe_ratio: float | None = None
+
+    def machine_verdict(self) -> str:
+        """One verdict for the whole machine: "" unless the probe moved beyond the threshold."""
+        ratio = self.probe_ratio
+        if ratio is None or abs(np.log(ratio)) < np.log1p(self.options.threshold):
+            return ""
+        how = "slower" if ratio > 1 else "faster"
+        judged = ("cells are judged relative to the probe" if self.options.normalise == "probe" else
+                  "cells are judged on raw times: pass --normalise probe to judge them relative to it")
+        return f"the whole machine was {max(ratio, 1 / ratio):.2f}x {how} than in the baseline (probe); {judged}"
 
     @property
     def passed(self) -> bool:
@@ -114,6 +143,26 @@ class GateResult:
         return (f"{same_way:.0%} of the judged cells moved the same way (median ratio {median:.2f}): the machine "
                 "was busier or quieter, or a layer every cell uses changed; re-run on a quiet machine "
                 "before trusting single verdicts")
+
+    @property
+    def judged(self) -> int:
+        """Cells whose timings got a verdict (regressed, improved or unchanged)."""
+        return sum(cell.verdict in JUDGED for cell in self.cells)
+
+    def unjudged_text(self) -> str:
+        """Why cells were not judged: "3 insufficient (fewer than 20 samples on a side), 1 missing"."""
+        counts = self.counts()
+        parts = []
+        if counts["insufficient"]:
+            parts.append(f"{counts['insufficient']} insufficient (fewer than {self.options.min_samples} samples "
+                         "on a side" + ("" if not self.options.allow_insufficient else ", allowed") + ")")
+        if counts["missing"]:
+            parts.append(f"{counts['missing']} missing (not in the current run"
+                         + ("" if not self.options.allow_missing else ", allowed") + ")")
+        for name, why in (("failed", "failed, wrong or timed out"), ("new", "not in the baseline")):
+            if counts[name]:
+                parts.append(f"{counts[name]} {name} ({why})")
+        return ", ".join(parts)
 
     def counts(self) -> dict[str, int]:
         found = {name: 0 for name in VERDICTS}
@@ -192,7 +241,7 @@ def _estimate(current: dict, baseline: dict, pairing: list[tuple[str, str]] | No
     pairs = [(current[c], baseline[b]) for c, b in pairing if c in current and b in baseline]
     if len(pairs) < len(pairing):
         return None
-    return paired_ratio(pairs, options.confidence, options.resamples, options.seed)
+    return paired_ratio(pairs, options.confidence, options.resamples, options.seed, options.pair_strata)
 
 
 def _judge_pair(cell: CellVerdict, current: dict, baseline: dict, pairing: list | None,
@@ -252,7 +301,14 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     if not base_keys & cur_keys:
         raise BadInput("gate", "the baseline and the current run have no cell in common "
                                "(another suite, rank count or size range?)")
-    groups = (_sample_groups(_keyed(current.samples)), _sample_groups(_keyed(baseline.samples)))
+    current_samples, baseline_samples = _keyed(current.samples), _keyed(baseline.samples)
+    probe_ratio = _probe_ratio(cur, base)
+    if options.normalise == "probe":
+        if probe_ratio is None:
+            raise BadInput("--normalise", "probe: a side has no probe_us column (measure with timing.probe: true)")
+        current_samples, baseline_samples = _normalised(current_samples, cur, base), _normalised(baseline_samples,
+                                                                                                   base, base)
+    groups = (_sample_groups(current_samples), _sample_groups(baseline_samples))
     pairing = _pairing(baseline, current) if options.paired else None
     empty = cur.iloc[0:0]
     cells = []
@@ -261,8 +317,47 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
                          base_groups.get_group(key) if key in base_keys else empty, groups, pairing, options)
         if verdict is not None:
             cells.append(verdict)
+    for verdict in cells:
+        verdict.failing = options.failing()
     apply_allowlist(cells, options.allow)
-    return GateResult(cells, options, baseline.run_ids, current.run_ids)
+    return GateResult(cells, options, baseline.run_ids, current.run_ids, probe_ratio)
+
+
+LAUNCH = [*CELL_KEY, "run_id", "launch_id"]
+
+
+def _probes(rows: pd.DataFrame) -> pd.Series:
+    """probe_us of every good launch of every cell (empty without a probe)."""
+    if "probe_us" not in rows:
+        return pd.Series(dtype=float)
+    good = _good(rows)
+    values = pd.to_numeric(good["probe_us"], errors="coerce")
+    keep = values.notna() & (values > 0)
+    return pd.Series(values[keep].to_numpy(), index=pd.MultiIndex.from_frame(
+        good.loc[keep, LAUNCH].astype({"run_id": str, "launch_id": str})), dtype=float)
+
+
+def _probe_ratio(current: pd.DataFrame, baseline: pd.DataFrame) -> float | None:
+    """Median over the cells of both sides of median(current probe) / median(baseline probe)."""
+    cur, base = _probes(current), _probes(baseline)
+    if cur.empty or base.empty:
+        return None
+    per_cell = (cur.groupby(level=list(range(len(CELL_KEY)))).median()
+                / base.groupby(level=list(range(len(CELL_KEY)))).median()).dropna()
+    return float(np.exp(np.median(np.log(per_cell)))) if len(per_cell) else None
+
+
+def _normalised(samples: pd.DataFrame, rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
+    """Samples in units of the probe: each launch's times x (the baseline's median probe of the cell /
+    the probe measured beside this launch). Launches without a probe keep their times."""
+    probes, reference = _probes(rows), _probes(baseline_rows).groupby(level=list(range(len(CELL_KEY)))).median()
+    if probes.empty or samples.empty:
+        return samples
+    factor = probes.rename("probe").reset_index()
+    factor["reference"] = [reference.get(tuple(key), np.nan) for key in factor[list(CELL_KEY)].itertuples(index=False)]
+    factor["scale"] = (factor["reference"] / factor["probe"]).fillna(1.0)
+    merged = samples.astype({"run_id": str, "launch_id": str}).merge(factor[[*LAUNCH, "scale"]], on=LAUNCH, how="left")
+    return merged.assign(time_us=merged["time_us"] * merged["scale"].fillna(1.0)).drop(columns="scale")
 
 
 def _pairing(baseline: RunSet, current: RunSet) -> list[tuple[str, str]]:
@@ -276,3 +371,43 @@ def _pairing(baseline: RunSet, current: RunSet) -> list[tuple[str, str]]:
 
 def _sort_key(key: tuple) -> tuple:
     return tuple((0, value, "") if isinstance(value, int | np.integer) else (1, 0, str(value)) for value in key)
+
+
+def split_arms(runs: RunSet, baseline_arm: str, current_arm: str) -> tuple[RunSet, RunSet, bool]:
+    """(baseline, current, paired) of a same-job run: the cells of two suite arms, matched on every
+    key field but the arm (and the implementation fields that an arm sets). Every launch repeat
+    becomes a run of its own, so that with >= 2 repeats the arms are judged pair by pair (the
+    i-th repeat of each arm were measured together); with one repeat they are pooled."""
+    arms = sorted(runs.results["arm"].fillna("").astype(str).unique()) if "arm" in runs.results else [""]
+    for name in (baseline_arm, current_arm):
+        if name not in arms:
+            raise BadInput("--arms", f"no arm {name!r} in the run; it has {', '.join(a for a in arms if a) or 'none'}")
+    if baseline_arm == current_arm:
+        raise BadInput("--arms", "give two different arms: BASELINE CANDIDATE")
+    sides = []
+    for name in (baseline_arm, current_arm):
+        results = runs.results[runs.results["arm"].eq(name)]
+        samples = runs.samples[runs.samples["arm"].eq(name)] if len(runs.samples) else runs.samples
+        sides.append([results.copy(), samples.copy()])
+    for column in ARM_FIELDS:
+        values = [set(side[0][column].fillna("").astype(str)) for side in sides]
+        if values[0] == values[1]:
+            continue
+        if len(values[0]) != 1 or len(values[1]) != 1:
+            raise BadInput("--arms", f"the arms differ in {column} ({sorted(values[0])} vs {sorted(values[1])}) but a "
+                                     f"side has several: an arm that sets {column} needs a suite with one entry")
+        joined = f"{values[0].pop()}->{values[1].pop()}"
+        for side in sides:
+            side[0][column] = joined
+            if len(side[1]):
+                side[1][column] = joined
+    out = [RunSet(*(_per_repeat(frame) for frame in side), runs.metas, runs.sources) for side in sides]
+    repeats = [side.results["run_id"].nunique() for side in out]
+    return out[0], out[1], repeats[0] == repeats[1] >= 2
+
+
+def _per_repeat(frame: pd.DataFrame) -> pd.DataFrame:
+    """The arm column cleared, and each launch repeat a run of its own."""
+    if not len(frame):
+        return frame
+    return frame.assign(arm="", run_id=frame["run_id"].astype(str) + "/r" + frame["repeat"].astype(str))

@@ -43,7 +43,12 @@ def headline(result: GateResult) -> str:
     counts = {name: count for name, count in result.counts().items() if count}
     summary = ", ".join(f"{count} {name}" for name, count in counts.items())
     verdict = "PASS" if result.passed else "FAIL"
-    return f"{verdict}: {summary} of {len(result.cells)} cells"
+    judged = f"{result.judged} of {len(result.cells)} cells judged"
+    unjudged = result.unjudged_text()
+    machine = result.machine_verdict()
+    return f"{verdict}: {summary} of {len(result.cells)} cells; {judged}" + (f"; not judged: {unjudged}" if unjudged
+                                                                               else "") + \
+        (f"; machine: {machine}" if machine else "")
 
 
 def settings_text(result: GateResult) -> str:

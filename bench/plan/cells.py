@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from hashlib import sha1
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,8 +20,11 @@ if TYPE_CHECKING:  # the worker reads plans without the suite schema (pydantic c
 #: cell in separate launches share them and differ in ``repeat``)
 CELL_KEY = (
     "collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
-    "dtype", "op", "placement", "count_per_rank", "timing_mode",
+    "dtype", "op", "placement", "count_per_rank", "timing_mode", "arm",
 )
+#: the fields an arm may set on its cells (bench.plan.suite.Arm); ``gate --arms`` pairs the cells
+#: of two arms on every other key field
+ARM_FIELDS = ("impl", "algorithm", "intra", "inter")
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,16 @@ class Cell:
     bytes_total: int
     timing_mode: str
     repeat: int = 0
+    #: same-job comparison: the suite arm this cell belongs to ("" without arms)
+    arm: str = ""
 
     @property
     def key(self) -> str:
-        """Stable id of one measurement (the same cell and repeat in another run = the same key)."""
-        values = json.dumps([getattr(self, name) for name in (*CELL_KEY, "repeat")])
-        return sha1(values.encode()).hexdigest()[:16]
+        """Stable id of one measurement (the same cell and repeat in another run = the same key).
+        Cells without an arm keep the ids they had before arms existed."""
+        names = [name for name in CELL_KEY if name != "arm"]
+        values = [getattr(self, name) for name in (*names, "repeat")] + ([self.arm] if self.arm else [])
+        return sha1(json.dumps(values).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
         return {**asdict(self), "cell_key": self.key}
@@ -72,6 +79,11 @@ class TimingPlan:
     iters: int = 20
     min_iters: int = 5
     budget_s: float = 1.0
+    target_ci: float = 0.0
+    max_warmup: int = 0
+    warm_tol: float = 0.1
+    probe: bool = False
+    turns: str = "iteration"
 
 
 @dataclass
@@ -115,6 +127,8 @@ class Launch:
     #: the suite's ranks_per_node (None: take the real placement)
     requested_ranks_per_node: int | None = None
     cells: list[Cell] = field(default_factory=list)
+    #: environment of this launch on top of the suite's (an arm's ``env``)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def counts_for(collective: str, nranks: int, dtype: str, sizes: list[int], semantics: str) -> list[int]:
@@ -182,5 +196,31 @@ def expand(suite: Suite) -> list[Launch]:
         position = {cell.key: index for index, cell in enumerate(cells)}
         launch.cells = sorted(cells, key=lambda c: (c.collective, c.dtype, c.op, c.placement, c.count_per_rank,
                                                     position[c.key]))
-        launches.append(launch)
+        launches += with_arms(launch, suite)
     return launches
+
+
+def with_arms(launch: Launch, suite: Suite) -> list[Launch]:
+    """The launch as the suite's arms measure it: arms that share an environment take turns cell
+    by cell inside one launch; an arm with another environment (read at MPI_Init) gets a launch of
+    its own, and the launches of one repeat follow each other."""
+    if not suite.arms:
+        return [launch]
+    groups: list[tuple[dict, list]] = []
+    for arm in suite.arms:
+        env = {name: str(value) for name, value in arm.env.items()}
+        for known, members in groups:
+            if known == env:
+                members.append(arm)
+                break
+        else:
+            groups.append((env, [arm]))
+    out = []
+    for env, members in groups:
+        suffix = "" if len(groups) == 1 else "-" + "+".join(arm.name for arm in members)
+        cells = [replace(cell, arm=arm.name, **{name: getattr(arm, name) for name in ARM_FIELDS
+                                                 if getattr(arm, name) is not None})
+                 for cell in launch.cells for arm in members]
+        out.append(Launch(launch.launch_id + suffix, launch.nranks, launch.ranks_per_node, launch.device,
+                          launch.requested_ranks_per_node, list({cell.key: cell for cell in cells}.values()), env))
+    return out

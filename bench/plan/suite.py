@@ -81,6 +81,20 @@ class Timing(Strict):
     min_iters: int = Field(5, ge=1)
     #: seconds of timed iterations per cell (0: always ``iters``)
     budget_s: float = Field(1.0, ge=0)
+    #: adaptive stop: keep timing batches until the 95% interval of the median is within
+    #: +-target_ci of it (0.02 = 2%), the budget is spent or ``iters`` is reached (0: off, the
+    #: iteration count is fixed after the warm-up from the budget)
+    target_ci: float = Field(0.0, ge=0, lt=1)
+    #: warm-up until stable: after ``warmup``, timed warm-up batches until two batches' medians
+    #: agree within ``warm_tol``, at most this many more iterations (0: the fixed warm-up only)
+    max_warmup: int = Field(0, ge=0)
+    warm_tol: float = Field(0.1, gt=0)
+    #: measure the machine-speed probe (barrier, 8 B all-reduce, 1 MiB memcpy) after every cell
+    #: (bench/run/probe.py); ``gate --normalise probe`` judges cells relative to it
+    probe: bool = False
+    #: same-job arms that share a launch: "iteration" (two arms of a cell timed in turns, iteration
+    #: by iteration: every change of the machine lands on both) or "cell" (one cell after the other)
+    turns: Literal["iteration", "cell"] = "iteration"
 
 
 class ImplEntry(Strict):
@@ -165,15 +179,37 @@ class Slurm(Strict):
     time: Annotated[str | None, BeforeValidator(_slurm_time)] = None
 
 
-def _yes_no(value: Any) -> Any:
-    """YAML reads a bare yes/no as a boolean."""
-    return {True: "yes", False: "no"}.get(value, value) if isinstance(value, bool) else value
-
-
 def _env_value(value: Any) -> Any:
     if value is None or isinstance(value, (dict, list)):
         raise ValueError(f"an environment value is a string or a number, not {type(value).__name__}")
     return value
+
+
+class Arm(Strict):
+    """One side of a same-job comparison (``gate --arms``, ``pccl-bench ab``)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=40)
+    #: environment read at MPI_Init (MPI settings): an arm with its own env runs in launches of its
+    #: own, alternating with the other arm's launches; arms with the same env share launches and
+    #: take turns cell by cell
+    env: dict[str, Annotated[str | int | float, BeforeValidator(_env_value)]] = Field(default_factory=dict)
+    #: what this arm measures instead of the suite's implementation entry (same launch, in turns)
+    impl: str | None = None
+    algorithm: str | None = None
+    intra: str | None = None
+    inter: str | None = None
+
+    @field_validator("impl")
+    @classmethod
+    def _known_impl(cls, name: str | None) -> str | None:
+        if name is not None and name not in IMPLEMENTATIONS:
+            raise ValueError(f"unknown implementation {name!r}; expected one of {sorted(IMPLEMENTATIONS)}")
+        return name
+
+
+def _yes_no(value: Any) -> Any:
+    """YAML reads a bare yes/no as a boolean."""
+    return {True: "yes", False: "no"}.get(value, value) if isinstance(value, bool) else value
 
 
 def _impl_entry(value: Any) -> Any:
@@ -208,6 +244,9 @@ class Suite(Strict):
     timeout_s: float = Field(300, gt=0)
     #: extra environment for every rank (recorded in the table's provenance)
     env: dict[str, Annotated[str | int | float, BeforeValidator(_env_value)]] = Field(default_factory=dict)
+    #: same-job comparison: two (or more) arms measured in alternation in the same run
+    #: (docs/GATE.md, "Same-job comparison"); every cell is measured once per arm
+    arms: list[Arm] = Field(default_factory=list)
     #: Slurm requests for ``--launcher srun|sbatch``
     slurm: Slurm = Slurm()
     #: GPU suites: hand device buffers to MPI (yes), stage them through pinned host memory (no), or
@@ -216,6 +255,15 @@ class Suite(Strict):
     #: GPU suites: each rank's GPU, "local" (local rank modulo the visible GPUs) or one device index;
     #: every rank gets it as PCCL_BENCH_GPU
     gpu_bind: Literal["local"] | Annotated[int, Field(ge=0)] = "local"
+
+    @model_validator(mode="after")
+    def _distinct_arms(self) -> Suite:
+        names = [arm.name for arm in self.arms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"arms: names must differ, got {names}")
+        if len(names) == 1:
+            raise ValueError("arms: give at least two arms (a baseline and a candidate), or none")
+        return self
 
     @model_validator(mode="after")
     def _gpu_settings_to_env(self) -> Suite:
@@ -289,11 +337,16 @@ def _env_problem(name: str, value: str) -> str | None:
 def _check_env(path: str, suite: Suite) -> None:
     """Refuse what execve would refuse, before any folder exists (not a traceback mid-launch)."""
     total = 0
-    for name, value in suite.env.items():
-        problem = _env_problem(name, str(value))
-        if problem:
-            raise BadInput(path, f"env.{name}: {problem} (got {name!r}: {_shown(value)})")
-        total += len(os.fsencode(name)) + len(os.fsencode(str(value))) + 2
+    # an arm's env is added to the suite's in its launches: each is checked, and the largest counted
+    blocks = [("env", suite.env)] + [(f"arms.{i}.env", arm.env) for i, arm in enumerate(suite.arms)]
+    for field, env in blocks:
+        for name, value in env.items():
+            problem = _env_problem(name, str(value))
+            if problem:
+                raise BadInput(path, f"{field}.{name}: {problem} (got {name!r}: {_shown(value)})")
+    for env in [suite.env] + [{**suite.env, **arm.env} for arm in suite.arms]:
+        size = sum(len(os.fsencode(name)) + len(os.fsencode(str(value))) + 2 for name, value in env.items())
+        total = max(total, size)
     # The values travel twice, in the job's environment and in mpiexec's -genv arguments.
     room = (os.sysconf("SC_ARG_MAX") if hasattr(os, "sysconf") else 1 << 21) - sum(
         len(key) + len(value) + 2 for key, value in os.environ.items())

@@ -38,6 +38,8 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
     ok = results[results["status"].eq("ok") & results["time_us_p50"].notna()].copy()
     if ok.empty:
         return ok.assign(label=[], shape=[], variant=[])
+    if "arm" not in ok:  # tables from before same-job arms
+        ok["arm"] = ""
     for name in CELL_KEY:
         if ok[name].dtype == object or pd.api.types.is_string_dtype(ok[name]):
             ok[name] = ok[name].fillna("").astype(str)

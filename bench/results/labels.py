@@ -51,4 +51,6 @@ def cell_label(row) -> str:
         text += " in-place"
     if field(row, "timing_mode", "sync") not in ("sync", ""):
         text += f" {field(row, 'timing_mode')}"
+    if field(row, "arm", ""):
+        text += f" [{field(row, 'arm')}]"
     return text

@@ -24,6 +24,8 @@ def read_results(paths: list[Path]) -> pd.DataFrame:
         versions = set(frame.get("schema_version", pd.Series(dtype=int)).dropna().astype(int))
         if versions - {SCHEMA_VERSION}:
             raise BadInput(str(file), f"schema version {sorted(versions)} is not {SCHEMA_VERSION}")
+        if "arm" not in frame.columns:  # written before same-job arms existed
+            frame["arm"] = ""
         frames.append(frame)
     if not frames or all(frame.empty for frame in frames):
         raise BadInput(" ".join(map(str, paths)), "the results tables are empty")

@@ -60,6 +60,8 @@ def _read_samples(folder: Path) -> pd.DataFrame:
     missing = [name for name in ("cell_key", "launch_id", "time_us") if name not in frame.columns]
     if missing:
         raise BadInput(str(file), f"not a samples table (no column {', '.join(missing)})")
+    if "arm" not in frame.columns:  # written before same-job arms existed
+        frame["arm"] = ""
     return frame
 
 

@@ -49,7 +49,8 @@ def median_intervals(samples: pd.DataFrame | None) -> Intervals:
     if samples is None or samples.empty:
         return {}
     launch = [name for name in ("run_id", "launch_id") if name in samples]
-    identities = [cell_identity(row) for row in samples[list(CELL_KEY)].to_dict("records")]
+    present = [name for name in CELL_KEY if name in samples]  # tables from before same-job arms lack "arm"
+    identities = [cell_identity(row) for row in samples[present].to_dict("records")]
     frame = samples.assign(_identity=identities)
     intervals = {}
     for identity, cell in frame.groupby("_identity", sort=False):

@@ -79,19 +79,26 @@ def median_interval(groups: list[np.ndarray], confidence: float = 0.95, resample
 
 
 def paired_ratio(pairs: list[tuple[list[np.ndarray], list[np.ndarray]]], confidence: float = 0.95,
-                 resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> RatioEstimate:
+                 resamples: int = DEFAULT_RESAMPLES, seed: int = 0, strata: bool = False) -> RatioEstimate:
     """Median over pairs of median(current)/median(baseline), for runs measured in alternation.
 
     ``pairs`` holds (current launches, baseline launches) of runs measured next to each other, so
     that a change of the machine's speed between pairs cancels. The interval draws pairs with
     replacement and, within each drawn pair, its own two-level bootstrap ratio.
+
+    ``strata``: the pairs are fixed by the design (the arms of a same-job run, measured cell by
+    cell in turns in each launch): every pair is kept in every resample (a stratified bootstrap),
+    so the interval reflects the noise within the pairs, not which pairs happened to be drawn.
     """
     rng = np.random.default_rng(seed)
     per_pair = np.array([bootstrap_medians(current, resamples, rng) / bootstrap_medians(baseline, resamples, rng)
                          for current, baseline in pairs])
     point = [float(np.median(np.concatenate(c)) / np.median(np.concatenate(b))) for c, b in pairs]
-    chosen = rng.integers(0, len(pairs), size=(resamples, len(pairs)))
-    ratios = np.median(per_pair[chosen, np.arange(resamples)[:, None]], axis=1)
+    if strata:
+        ratios = np.median(per_pair, axis=0)
+    else:
+        chosen = rng.integers(0, len(pairs), size=(resamples, len(pairs)))
+        ratios = np.median(per_pair[chosen, np.arange(resamples)[:, None]], axis=1)
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(ratios, [tail, 100.0 - tail])
     current_us = float(np.median(np.concatenate([a for c, _ in pairs for a in c])))

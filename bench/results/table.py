@@ -88,6 +88,28 @@ class Row:
     model_machine: str | None = None
     price_per_gpu_hour_usd: float | None = None
     cost_per_call_usd: float | None = None
+    #: same-job comparison: the suite arm of the cell ("" without arms; part of the cell key)
+    arm: str = ""
+    # the timing loop (cython_ext/timing.pyx time_cell): adaptive stop and warm-up until stable
+    #: why the timed loop stopped: precision (interval of the median narrow enough, timing.target_ci),
+    #: budget (timing.budget_s spent), iters (timing.iters reached), fixed (no adaptive stop)
+    stop_reason: str | None = None
+    #: relative half-width of the distribution-free 95% interval of the cell's median
+    ci_rel: float | None = None
+    #: iterations run and discarded before the samples (fixed warm-up plus warm-up until stable)
+    warmup_discarded: int | None = None
+    #: the slowest timed warm-up iteration (max over ranks), in us: the first-call outlier thrown away
+    warmup_slowest_us: float | None = None
+    #: why the warm-up stopped: fixed, stable, max_warmup, budget
+    warmup_reason: str | None = None
+    # the machine-speed probe measured right after the cell (bench/run/probe.py; timing.probe)
+    #: median of an 8 B all-reduce of the MPI library, us (max over ranks)
+    probe_us: float | None = None
+    probe_barrier_us: float | None = None
+    #: a 1 MiB memcpy on each rank, us (max over ranks)
+    probe_memcpy_us: float | None = None
+    #: same-job arms: "iteration" when this cell was timed in turns with its partner arm
+    turns: str | None = None
 
 
 COLUMNS = [f.name for f in fields(Row)]

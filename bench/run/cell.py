@@ -8,7 +8,9 @@ without a usable GPU reports every GPU cell ``unsupported`` with the reason, and
 
 from __future__ import annotations
 
-from bench.plan.cells import Cell, TimingPlan
+from dataclasses import replace
+
+from bench.plan.cells import ARM_FIELDS, Cell, TimingPlan
 from bench.run import faults
 from collectives import spec
 from collectives.call import CallSpec
@@ -16,6 +18,8 @@ from collectives.context import HOST
 from collectives.impls import get
 
 _CONTEXTS: dict[tuple[int, str], object] = {}
+#: the fields an arm may set, blanked to compare two arms' cells
+ARM_BLANK = dict.fromkeys(ARM_FIELDS, "")
 
 
 def context_for(topo, device: str):
@@ -43,7 +47,7 @@ def call_of(cell: Cell) -> CallSpec:
 
 
 def _not_run(row: dict, status: str, error: str) -> dict:
-    return {**row, "status": status, "error": error, "iters": 0, "samples_us": []}
+    return {**row, "status": status, "error": error, "iters": 0, "samples_us": [], "stop_reason": status}
 
 
 def _allocate(context, call: CallSpec, rank: int):
@@ -61,10 +65,9 @@ def _allocate(context, call: CallSpec, rank: int):
     return (send, recv), ""
 
 
-def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> dict:
-    """Check, then time, one cell; the outcome fields of its row. ``where``: (index in the launch,
-    launch id), for fault injection."""
-    from cython_ext.timing import time_op
+def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> tuple[dict, object]:
+    """Build, call once and check one cell: (the row so far, the op to time), or (the finished row of a
+    cell that cannot be timed, None). ``where``: (index in the launch, launch id), for fault injection."""
     from mpi4py import MPI
 
     comm = topo.comm
@@ -77,12 +80,12 @@ def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int
     reason = (f"device {cell.device}: {context.reason}" if context.reason
               else implementation.unsupported_reason(call, context))
     if reason:
-        return _not_run(row, "unsupported", reason)
+        return _not_run(row, "unsupported", reason), None
     buffers, error = _allocate(context, call, comm.rank)
     # every rank learns whether every rank has its buffers before anyone communicates
     errors = [text for text in comm.allgather(error) if text]
     if errors:
-        return _not_run(row, "failed", errors[0])
+        return _not_run(row, "failed", errors[0]), None
     send, recv = buffers
     op = context.timed(comm, implementation.build(topo, call, send, recv, context))
     row.update(implementation.describe(call, context))  # what the op really uses (UCX's transport) is known now
@@ -91,6 +94,52 @@ def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int
     if check:
         row["n_wrong"] = comm.allreduce(spec.count_wrong(call, comm.rank, recv, context.backend.xp), op=MPI.SUM)
     if row["n_wrong"]:
-        return _not_run(row, "wrong", f"{row['n_wrong']} wrong elements over all ranks")
-    samples = time_op(op, comm, timing.mode, timing.warmup, timing.iters, timing.min_iters, timing.budget_s)
-    return {**row, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
+        return _not_run(row, "wrong", f"{row['n_wrong']} wrong elements over all ranks"), None
+    return row, op
+
+
+def _timed(row: dict, samples, info: dict) -> dict:
+    return {**row, **info, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
+
+
+def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> dict:
+    """Check, then time, one cell; the outcome fields of its row. ``where``: (index in the launch,
+    launch id), for fault injection."""
+    from cython_ext.timing import time_cell
+
+    row, op = prepare_cell(topo, cell, timing, check, where)
+    if op is None:
+        return row
+    samples, info = time_cell(op, topo.comm, timing.mode, timing.warmup, timing.iters, timing.min_iters,
+                              timing.budget_s, timing.target_ci, timing.max_warmup, timing.warm_tol)
+    return _timed(row, samples, info)
+
+
+def turn_partners(first: Cell, second: Cell) -> bool:
+    """Two arms of the same cell, next to each other in a launch (bench.plan.cells.with_arms)."""
+    return bool(first.arm and second.arm and first.arm != second.arm
+                and replace(first, arm="", repeat=0, **ARM_BLANK) == replace(second, arm="", repeat=0, **ARM_BLANK))
+
+
+def run_turns(topo, cells: tuple[Cell, Cell], timing: TimingPlan, check: bool,
+              where: tuple[int, str]) -> list[dict]:
+    """Two arms of one cell timed in turns, iteration by iteration (``timing.turns: iteration``);
+    a side that cannot be timed is reported alone and the other is timed as a cell of its own."""
+    from cython_ext.timing import time_cell, time_turns
+
+    prepared = [prepare_cell(topo, cell, timing, check, where) for cell in cells]
+    (row_a, op_a), (row_b, op_b) = prepared
+    if op_a is None or op_b is None:
+        out = []
+        for row, op in prepared:
+            if op is not None:
+                samples, info = time_cell(op, topo.comm, timing.mode, timing.warmup, timing.iters, timing.min_iters,
+                                          timing.budget_s, timing.target_ci, timing.max_warmup, timing.warm_tol)
+                row = _timed(row, samples, info)
+            out.append(row)
+        return out
+    first, second, infos = time_turns(op_a, op_b, topo.comm, timing.mode, timing.warmup, timing.iters,
+                                      timing.min_iters, timing.budget_s, timing.target_ci, timing.max_warmup,
+                                      timing.warm_tol)
+    return [_timed(row_a, first, {**infos[0], "turns": "iteration"}),
+            _timed(row_b, second, {**infos[1], "turns": "iteration"})]

@@ -24,8 +24,9 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from bench.plan.cells import LaunchPlan  # noqa: E402
-from bench.run.cell import close_contexts, run_cell  # noqa: E402
+from bench.run.cell import close_contexts, run_cell, run_turns, turn_partners  # noqa: E402
 from bench.run.parts import append_rows, sync_file  # noqa: E402
+from bench.run.probe import Probe  # noqa: E402
 from collectives.mpiinfo import extension_mpi_mismatch  # noqa: E402
 from collectives.topology import ShapeError, Topology, topology  # noqa: E402
 
@@ -65,15 +66,33 @@ def main(plan_path: str) -> int:
     _disable_numpy_hugepages()
     topo, facts = launch_facts(comm, plan.requested_ranks_per_node)
     part = Path(plan.part)
-    for index, cell in enumerate(plan.cells):
+    # the machine-speed reference, measured after every cell (bench/run/probe.py)
+    probe = Probe(topo) if topo is not None and plan.timing.probe else None
+    index = 0
+    while index < len(plan.cells):
+        cell = plan.cells[index]
+        # two arms of one cell, next to each other: timed in turns, iteration by iteration
+        paired = (topo is not None and plan.timing.turns == "iteration" and index + 1 < len(plan.cells)
+                  and turn_partners(cell, plan.cells[index + 1]))
+        cells = plan.cells[index:index + 2] if paired else [cell]
         if comm.rank == 0:
-            print(json.dumps({"event": "start", "cell_key": cell.key}), flush=True)
+            for one in cells:
+                print(json.dumps({"event": "start", "cell_key": one.key}), flush=True)
         started = time.time()
         # A shape that does not fit fails every cell of the launch with the reason.
-        result = run_cell(topo, cell, plan.timing, plan.check, (index, plan.launch_id)) if topo else {}
+        if paired:
+            results = run_turns(topo, (cells[0], cells[1]), plan.timing, plan.check, (index, plan.launch_id))
+        else:
+            results = [run_cell(topo, cell, plan.timing, plan.check, (index, plan.launch_id)) if topo else {}]
+        if probe is not None:
+            measured = probe.measure()
+            for result in results:
+                result.update(measured)
         if comm.rank == 0:
-            append_rows(part, [{**cell.to_dict(), **plan.row_extra, **facts, **result, "timestamp": started,
-                                "launch_id": plan.launch_id}], sync=None)
+            append_rows(part, [{**one.to_dict(), **plan.row_extra, **facts, **result, "timestamp": started,
+                                "launch_id": plan.launch_id} for one, result in zip(cells, results, strict=True)],
+                        sync=None)
+        index += len(cells)
     if comm.rank == 0:
         sync_file(part)
     close_contexts()  # NCCL/RCCL communicators of GPU cells, before MPI finalizes

@@ -1,0 +1,114 @@
+"""``pccl-bench ab SUITE --out DIR``: same-job comparison of two arms of a suite, confirmed.
+
+The suite's ``arms`` are measured in one run (cells of arms that share an environment take turns
+inside each launch; an arm with its own environment alternates launch by launch), then gated arm
+against arm pair by pair (``gate --arms``). Cells that look regressed are re-measured: the suite
+runs again (``--confirm`` times) and those cells are judged on every run together; a cell stays
+regressed only if the pooled pairs still say so (asv's rerun of suspicious benchmarks).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from bench.judge import gate as rules
+from bench.judge.allowlist import load_allowlist
+from bench.judge.gate import GateOptions, GateResult, gate, split_arms
+from bench.judge.gate_output import benchmark_json, headline, junit, markdown, rich_table, write_text
+from bench.plan.suite import load_suite, resolve_suite_path
+from bench.results.runset import load_runs
+from bench.sweep import SweepOptions, run_sweep
+
+
+def _measure(path: Path, out: Path, overrides: list[str], console: Console) -> None:
+    code = run_sweep(SweepOptions(path, out=out, overrides=overrides), console)
+    if code not in (EXIT_OK, EXIT_CHECK_FAILED, EXIT_CELLS_FAILED):
+        raise typer.Exit(code)
+
+
+def judge_arms(runs: list[Path], arms: tuple[str, str], options: GateOptions) -> GateResult:
+    baseline, current, paired = split_arms(load_runs(runs), *arms)
+    options.paired = paired
+    return gate(baseline, current, options)
+
+
+def confirmed(first: GateResult, again: GateResult) -> GateResult:
+    """First-pass verdicts, except that a cell regressed in the first pass takes the verdict of all
+    runs together (the re-measurement confirms it or not)."""
+    later = {cell.key: cell for cell in again.cells}
+    cells = []
+    for cell in first.cells:
+        if cell.verdict == "regressed" and cell.key in later:
+            redo = later[cell.key]
+            if redo.verdict != "regressed":
+                redo.reason = "; ".join(filter(None, [redo.reason, "regressed in the first run, not confirmed by "
+                                                                    "the re-measurement"]))
+            else:
+                redo.reason = "; ".join(filter(None, [redo.reason, "confirmed by the re-measurement"]))
+            cells.append(redo)
+        else:
+            cells.append(cell)
+    return GateResult(cells, first.options, again.baseline_runs, again.current_runs)
+
+
+def ab_command(
+    suite: Annotated[str, typer.Argument(help="Suite file (with an `arms:` list), or a name from suites/.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the runs and the gate's outputs.")],
+    arms: Annotated[tuple[str, str] | None, typer.Option(
+        "--arms", metavar="BASELINE CANDIDATE", show_default=False,
+        help="The two arms to compare (default: the suite's first two).")] = None,
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="Override a suite field (as run sweep).")]
+        = None,
+    confirm: Annotated[int, typer.Option(help="Re-measurements of the suite when a cell looks regressed.")] = 1,
+    threshold: Annotated[float, typer.Option(help="Relative slowdown that is a regression.")] = rules.THRESHOLD,
+    small_threshold: Annotated[float, typer.Option(help="The same below 64 KiB.")] = rules.SMALL_THRESHOLD,
+    allow_insufficient: Annotated[bool, typer.Option("--allow-insufficient")] = False,
+    allow: Annotated[Path | None, typer.Option(help="YAML allow-list of known regressions.")] = None,
+    markdown_out: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown summary here.")] = None,
+    junit_out: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (one case per cell).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write github-action-benchmark JSON.")] = None,
+) -> None:
+    """Measure two arms of SUITE in alternation in the same job, then gate them pair by pair.
+
+    What the arms may differ in: the implementation or algorithm (in the same launch, cell by cell)
+    or the environment read at MPI_Init (MPI settings: separate launches, alternating). Two installs
+    of this project cannot share a process: measure those as two arms of env or with `run sweep`
+    alternating and `gate --paired`. Exit codes as `gate`.
+    """
+    path = resolve_suite_path(suite)
+    definition, _ = load_suite(path, overrides or [])
+    names = [arm.name for arm in definition.arms]
+    if len(names) < 2:
+        raise BadInput(str(path), "the suite has no `arms:` (at least two) to compare; see docs/GATE.md")
+    arms = arms or (names[0], names[1])
+    if confirm < 0:
+        raise BadInput("--confirm", "0 or more re-measurements")
+    console = Console() if Console().is_terminal else Console(width=160)
+    options = GateOptions(threshold=threshold, small_threshold=small_threshold, allow_insufficient=allow_insufficient,
+                          allow=load_allowlist(allow) if allow else [])
+    runs = [out / "run-1"]
+    _measure(path, runs[0], overrides or [], console)
+    result = judge_arms(runs, arms, options)
+    for index in range(2, confirm + 2):
+        if not any(cell.verdict == "regressed" for cell in result.cells):
+            break
+        console.print(f"{sum(c.verdict == 'regressed' for c in result.cells)} cells look regressed: "
+                      f"re-measuring (run {index})", highlight=False)
+        runs.append(out / f"run-{index}")
+        _measure(path, runs[-1], overrides or [], console)
+        result = confirmed(result, judge_arms(runs, arms, GateOptions(**{**options.__dict__})))
+    for file, render in ((markdown_out, markdown), (junit_out, junit), (json_out, benchmark_json)):
+        if file is not None:
+            write_text(file, render(result))
+    if any(cell.verdict != "unchanged" for cell in result.cells):
+        console.print(rich_table(result))
+    if warning := result.common_shift():
+        console.print(f"warning: {warning}", style="yellow", highlight=False)
+    console.print(f"{arms[1]} against {arms[0]}: " + headline(result),
+                  style="bold green" if result.passed else "bold red", highlight=False)
+    raise typer.Exit(EXIT_OK if result.passed else EXIT_CHECK_FAILED)

@@ -1,0 +1,143 @@
+"""Same-job comparison: suite arms, ``gate --arms`` and ``pccl-bench ab`` (issue 15, item 3).
+
+Synthetic runs check the pairing and the verdicts deterministically; one real 2-arm run at 2
+ranks checks the structure (arms interleaved cell by cell in one launch, an env arm in launches
+of its own) and that every cell gets a verdict, never how fast anything was."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import describe, run_cli
+from test_gate import cell, make_run
+
+from bench.errors import BadInput
+from bench.judge.gate import GateOptions, gate, split_arms
+from bench.plan.cells import expand
+from bench.plan.suite import parse_suite
+from bench.results.runset import load_runs
+
+SUITE = {
+    "name": "arms", "collectives": ["allreduce"], "implementations": ["mpi"], "ranks": [2],
+    "sizes": {"min": "8B", "max": "4KiB", "factor": 8}, "repeats": 2,
+    "timing": {"warmup": 2, "iters": 60, "min_iters": 25, "budget_s": 0.02, "target_ci": 0.02, "max_warmup": 20},
+    "timeout_s": 120,
+    "arms": [{"name": "base"}, {"name": "cand"}, {"name": "nodev", "env": {"MPIR_CVAR_DEVICE_COLLECTIVES": "none"}},
+             {"name": "flat", "impl": "pccl-flat", "algorithm": "ring"}],
+}
+
+
+def test_arms_take_turns_in_a_launch_and_env_arms_get_their_own():
+    launches = expand(parse_suite(SUITE, "test"))
+    assert [launch.launch_id for launch in launches] == [
+        "n2-rpn2-host-r0-base+cand+flat", "n2-rpn2-host-r0-nodev", "n2-rpn2-host-r1-base+cand+flat",
+        "n2-rpn2-host-r1-nodev"]
+    shared = launches[0]
+    assert [c.arm for c in shared.cells[:3]] == ["base", "cand", "flat"]  # cell by cell, in turns
+    assert shared.cells[0].count_per_rank == shared.cells[1].count_per_rank == shared.cells[2].count_per_rank
+    assert shared.cells[2].impl == "pccl-flat" and shared.cells[2].algorithm == "ring"
+    assert launches[1].env == {"MPIR_CVAR_DEVICE_COLLECTIVES": "none"} and shared.env == {}
+    assert len({c.key for launch in launches for c in launch.cells}) == 4 * 4 * 2
+
+
+def test_cells_without_arms_keep_their_keys():
+    plain = cell()
+    assert plain.key == replace(plain, arm="").key != replace(plain, arm="base").key
+
+
+def test_suite_rejects_one_arm_and_duplicates():
+    for arms in ([{"name": "a"}], [{"name": "a"}, {"name": "a"}]):
+        with pytest.raises(BadInput):
+            parse_suite({**SUITE, "arms": arms}, "test")
+
+
+def _arm_run(tmp_path, factor: dict[str, float], state=(1.0, 1.0), seed=0):
+    """Two arms x two repeats; ``state``: the machine's speed in each repeat (both arms alike)."""
+    cells = {}
+    for arm, scale in factor.items():
+        for size in (64, 4096, 1 << 20):
+            cells[replace(cell(bytes_total=size), arm=arm)] = (10.0 + size / 1000) * scale
+    folders = []
+    for repeat, speed in enumerate(state):
+        folder = make_run(tmp_path / f"r{repeat}", {c: m * speed for c, m in cells.items()}, "ab", seed=seed + repeat,
+                          launches=1, stamp=1.8e9 + repeat)
+        frame = pd.read_parquet(folder / "results.parquet").assign(repeat=repeat)
+        frame.to_parquet(folder / "results.parquet")
+        samples = pd.read_parquet(folder / "samples.parquet").assign(repeat=repeat)
+        samples.to_parquet(folder / "samples.parquet")
+        folders.append(folder)
+    return load_runs(folders)
+
+
+def test_split_arms_pairs_repeats_and_judges(tmp_path):
+    runs = _arm_run(tmp_path / "same", {"base": 1.0, "cand": 1.0})
+    base, cur, paired = split_arms(runs, "base", "cand")
+    assert paired and base.run_order() == ["ab/r0", "ab/r1"]
+    result = gate(base, cur, GateOptions(paired=paired))
+    assert {c.verdict for c in result.cells} == {"unchanged"} and result.judged == 3
+    slow = _arm_run(tmp_path / "slow", {"base": 1.0, "cand": 1.3})
+    result = gate(*split_arms(slow, "base", "cand")[:2], GateOptions(paired=True))
+    assert {c.verdict for c in result.cells} == {"regressed"}
+    with pytest.raises(BadInput, match="no arm 'other'"):
+        split_arms(runs, "base", "other")
+
+
+def test_machine_drift_between_repeats_cancels_in_pairs(tmp_path):
+    """The machine is 2x slower in the second repeat; the arms are measured together, so the
+    candidate's 1.3x shows up pair by pair and A/A stays unchanged."""
+    drift = (1.0, 2.0, 1.0)
+    same = _arm_run(tmp_path / "aa", {"base": 1.0, "cand": 1.0}, drift)
+    assert {c.verdict for c in gate(*split_arms(same, "base", "cand")[:2], GateOptions(paired=True)).cells} == {
+        "unchanged"}
+    slow = _arm_run(tmp_path / "ab", {"base": 1.0, "cand": 1.3}, drift)
+    assert {c.verdict for c in gate(*split_arms(slow, "base", "cand")[:2], GateOptions(paired=True)).cells} == {
+        "regressed"}
+
+
+@pytest.mark.mpi
+def test_real_two_arm_run_at_two_ranks(tmp_path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump({**SUITE, "arms": SUITE["arms"][:2] + SUITE["arms"][2:3]}))
+    done = run_cli("ab", suite, "--out", tmp_path / "ab", "--arms", "base", "cand", "--confirm", "0",
+                   "--junit", tmp_path / "ab.xml")
+    assert done.returncode in (0, 1), describe(done)
+    assert "cand against base:" in done.stdout and "4 of 4 cells judged" in done.stdout, describe(done)
+    results = pd.read_parquet(tmp_path / "ab" / "run-1" / "results.parquet")
+    assert sorted(results.arm.unique()) == ["base", "cand", "nodev"] and set(results.status) == {"ok"}
+    shared = results[results.launch_id == "n2-rpn2-host-r0-base+cand"].sort_values("timestamp", kind="stable")
+    assert list(shared.arm[:4]) == ["base", "cand", "base", "cand"]  # the same cell, side by side
+    assert set(shared.turns) == {"iteration"}  # timed in turns, iteration by iteration
+    assert results[results.arm.eq("nodev")].turns.isna().all()  # an env arm runs in launches of its own
+    env = run_cli("gate", "--arms", "base", "nodev", tmp_path / "ab" / "run-1")
+    assert env.returncode in (0, 1) and "4 of 4 cells judged" in env.stdout, describe(env)
+    meta = __import__("json").loads((tmp_path / "ab" / "run-1" / "meta.json").read_text())
+    assert meta["launches"]["n2-rpn2-host-r0-nodev"]["env"]["MPIR_CVAR_DEVICE_COLLECTIVES"] == "none"
+
+
+@pytest.mark.mpi
+def test_cell_turns_time_arms_one_after_the_other(tmp_path):
+    raw = {**SUITE, "repeats": 1, "arms": SUITE["arms"][:2], "sizes": {"min": "64B", "max": "64B"},
+           "timing": {**SUITE["timing"], "turns": "cell"}}
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump(raw))
+    done = run_cli("run", "sweep", suite, "--out", tmp_path / "run")
+    assert done.returncode == 0, describe(done)
+    results = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert sorted(results.arm) == ["base", "cand"] and results.turns.isna().all()
+    assert (results.iters >= 25).all()
+
+
+def test_fixed_pairs_give_a_stratified_interval():
+    import numpy as np
+
+    from bench.results.stats import paired_ratio
+
+    rng = np.random.default_rng(3)
+    pairs = [([rng.lognormal(np.log(10 * k), 0.02, 60)], [rng.lognormal(np.log(10 * k / r), 0.02, 60)])
+             for k, r in ((1.0, 1.2), (3.0, 1.3))]
+    drawn, fixed = paired_ratio(pairs), paired_ratio(pairs, strata=True)
+    assert drawn.low < 1.22 and drawn.high > 1.28  # two pairs drawn with replacement: their range
+    assert 1.22 < fixed.low < fixed.high < 1.28  # both pairs in every resample
