@@ -22,17 +22,12 @@ import mpi4py
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-#: set by the in-tree build backend while setuptools runs this file only to list build requirements
-REQUIRES_QUERY = "PCCL_BENCH_BUILD_REQUIRES_QUERY"
-
-
-def find_mpicc() -> str | None:
-    if os.environ.get("MPICC"):
-        return os.environ["MPICC"]
-    beside_python = Path(sys.prefix) / "bin" / "mpicc"
-    if beside_python.exists():
-        return str(beside_python)
-    return shutil.which("mpicc")
+# The in-tree build backend (buildsys/pccl_backend.py) knows the wrapper order ($MPICC, mpicc beside
+# Python, mpicc on PATH) and sets REQUIRES_QUERY while setuptools runs this file only to list build
+# requirements; one definition serves both.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "buildsys"))
+from pccl_backend import REQUIRES_QUERY  # noqa: E402
+from pccl_backend import mpi_wrapper as find_mpicc  # noqa: E402
 
 
 def mpi_library_dirs(mpicc: str) -> list[str]:

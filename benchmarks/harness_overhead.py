@@ -14,25 +14,9 @@ Every loop is barrier + Wtime + call + Wtime, so the only difference is who driv
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def spawn(args: argparse.Namespace) -> int:
-    beside = Path(sys.executable).parent / "mpiexec"
-    mpiexec = str(beside) if beside.exists() else os.environ.get("MPIEXEC", "mpiexec")
-    from bench.run.launch import Launcher, mpi_flavour
-
-    # The environment the sweep launcher gives its jobs (oversubscription aids included).
-    job_env = Launcher("mpiexec", mpi_flavour()).job_env(args.nranks, {})
-    env = {**os.environ, **job_env, "PCCL_BENCH_OVERHEAD_CHILD": "1", "PYTHONPATH": str(ROOT)}
-    argv = [mpiexec, "-n", str(args.nranks), sys.executable, __file__, "--iters", str(args.iters),
-            "--max-bytes", str(args.max_bytes)]
-    return subprocess.run(argv, env=env).returncode
+from under_mpiexec import is_child, rerun_under_mpiexec  # beside this script
 
 
 def python_ring(comm, steps, buffers, itemsize):
@@ -123,10 +107,10 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=2000)
     parser.add_argument("--max-bytes", type=int, default=4 << 20)
     args = parser.parse_args()
-    if os.environ.get("PCCL_BENCH_OVERHEAD_CHILD"):
+    if is_child():
         child(args)
         return 0
-    return spawn(args)
+    return rerun_under_mpiexec(__file__, args.nranks)
 
 
 if __name__ == "__main__":

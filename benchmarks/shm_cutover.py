@@ -14,23 +14,9 @@ from these tables.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def spawn(args: argparse.Namespace) -> int:
-    beside = Path(sys.executable).parent / "mpiexec"
-    mpiexec = str(beside) if beside.exists() else os.environ.get("MPIEXEC", "mpiexec")
-    from bench.run.launch import Launcher, mpi_flavour
-
-    job_env = Launcher("mpiexec", mpi_flavour()).job_env(args.nranks, {})
-    env = {**os.environ, **job_env, "PCCL_SHM_CUTOVER_CHILD": "1", "PYTHONPATH": str(ROOT)}
-    argv = [mpiexec, "-n", str(args.nranks), sys.executable, __file__, *sys.argv[1:]]
-    return subprocess.run(argv, env=env).returncode
+from under_mpiexec import is_child, rerun_under_mpiexec  # beside this script
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -88,8 +74,8 @@ def main() -> int:
     parser.add_argument("--max-bytes", default="1M")
     parser.add_argument("--collectives", default="allgather,reduce_scatter,allreduce")
     args = parser.parse_args()
-    if os.environ.get("PCCL_SHM_CUTOVER_CHILD") != "1":
-        return spawn(args)
+    if not is_child():
+        return rerun_under_mpiexec(__file__, args.nranks)
     measure(args)
     return 0
 

@@ -16,22 +16,9 @@ pipelined: calls back to back), medians over ``--repeats`` rounds.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def spawn(args: argparse.Namespace) -> int:
-    beside = Path(sys.executable).parent / "mpiexec"
-    mpiexec = str(beside) if beside.exists() else os.environ.get("MPIEXEC", "mpiexec")
-    from bench.run.launch import Launcher, mpi_flavour
-
-    job_env = Launcher("mpiexec", mpi_flavour()).job_env(2, {})
-    env = {**os.environ, **job_env, "PCCL_SHM_FLOOR_CHILD": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([mpiexec, "-n", "2", sys.executable, __file__, *sys.argv[1:]], env=env).returncode
+from under_mpiexec import is_child, rerun_under_mpiexec  # beside this script
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -81,8 +68,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--iters", type=int, default=2000)
     args = parser.parse_args()
-    if os.environ.get("PCCL_SHM_FLOOR_CHILD") != "1":
-        return spawn(args)
+    if not is_child():
+        return rerun_under_mpiexec(__file__, 2)
     measure(args)
     return 0
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collectives.dtypes import dtype_code, itemsize, op_code
+from collectives.envsettings import env_number
 from collectives.spec import even_blocks
 
 ENV_TIMEOUT = "PCCL_RDMA_TIMEOUT_S"  # bound on every wait for a peer (default 30 s)
@@ -66,16 +67,7 @@ class Settings:
 def settings(env=os.environ) -> Settings:
     """PCCL_RDMA_* from the environment; RdmaSetupError naming the variable when one is wrong."""
     def number(name, kind, default):
-        text = env.get(name, "")
-        if not text:
-            return default
-        try:
-            value = kind(text)
-        except ValueError:
-            raise RdmaSetupError(f"{name}={text!r} is not a number") from None
-        if value <= 0:
-            raise RdmaSetupError(f"{name}={text!r} must be positive")
-        return value
+        return env_number(env, name, kind, default, RdmaSetupError)
 
     ordering = env.get(ENV_ORDERING) or None
     if ordering not in (None, "fence", "flush"):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from collectives.device import host_address
 from collectives.dtypes import dtype_code, itemsize, op_code
+from collectives.envsettings import env_choice, env_number
 from collectives.schedule import COMM_WORLD
 from collectives.spec import even_blocks
 
@@ -71,22 +72,10 @@ class Settings:
 
 def settings(env=os.environ) -> Settings:
     def number(name, kind, default):
-        text = env.get(name, "")
-        if not text:
-            return default
-        try:
-            value = kind(text)
-        except ValueError:
-            raise ShmSetupError(f"{name}={text!r} is not a number") from None
-        if value < 0 or (value == 0 and name in (ENV_TIMEOUT, ENV_CHUNK)):
-            raise ShmSetupError(f"{name}={text!r} must be positive")
-        return value
+        return env_number(env, name, kind, default, ShmSetupError, allow_zero=name not in (ENV_TIMEOUT, ENV_CHUNK))
 
-    modes = {}
-    for name, allowed in ((ENV_YIELD, ("auto", "0", "1")), (ENV_CMA, ("auto", "0"))):
-        modes[name] = env.get(name, "auto") or "auto"
-        if modes[name] not in allowed:
-            raise ShmSetupError(f"{name}={modes[name]!r}: expected {', '.join(allowed)}")
+    modes = {name: env_choice(env, name, allowed, ShmSetupError)
+             for name, allowed in ((ENV_YIELD, ("auto", "0", "1")), (ENV_CMA, ("auto", "0")))}
     path = env.get(ENV_PATH) or None
     if path not in (None, *PATHS):
         raise ShmSetupError(f"{ENV_PATH}={path!r}: expected one of {', '.join(PATHS)}")

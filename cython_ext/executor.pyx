@@ -16,15 +16,7 @@ from cython_ext.core cimport CollOp, check_mpi
 from cython_ext.native cimport mpi_datatype, mpi_op
 from cython_ext.reduce cimport reduce_into
 
-# Keep in the order of collectives.schedule.COLUMNS (a test checks it).
-COLUMNS = (
-    "comm",
-    "send_peer", "send_buf", "send_off", "send_count", "send_nblocks", "send_stride",
-    "recv_peer", "recv_buf", "recv_off", "recv_count", "recv_nblocks", "recv_stride",
-    "action", "action_nblocks", "action_count",
-    "src_buf", "src_off", "src_stride", "src2_buf", "src2_off", "src2_stride",
-    "dst_buf", "dst_off", "dst_stride",
-)
+# The columns of collectives.schedule.COLUMNS, in its order (column_indices: a test checks it).
 cdef enum:
     COMM
     SEND_PEER, SEND_BUF, SEND_OFF, SEND_COUNT, SEND_NBLOCKS, SEND_STRIDE
@@ -32,6 +24,17 @@ cdef enum:
     ACTION, ACTION_NBLOCKS, ACTION_COUNT
     SRC_BUF, SRC_OFF, SRC_STRIDE, SRC2_BUF, SRC2_OFF, SRC2_STRIDE, DST_BUF, DST_OFF, DST_STRIDE
     NCOLS
+
+def column_indices():
+    """The index this executor reads each schedule column at (tests compare it with the schedule's)."""
+    return {"comm": COMM, "send_peer": SEND_PEER, "send_buf": SEND_BUF, "send_off": SEND_OFF,
+            "send_count": SEND_COUNT, "send_nblocks": SEND_NBLOCKS, "send_stride": SEND_STRIDE,
+            "recv_peer": RECV_PEER, "recv_buf": RECV_BUF, "recv_off": RECV_OFF, "recv_count": RECV_COUNT,
+            "recv_nblocks": RECV_NBLOCKS, "recv_stride": RECV_STRIDE, "action": ACTION,
+            "action_nblocks": ACTION_NBLOCKS, "action_count": ACTION_COUNT, "src_buf": SRC_BUF, "src_off": SRC_OFF,
+            "src_stride": SRC_STRIDE, "src2_buf": SRC2_BUF, "src2_off": SRC2_OFF, "src2_stride": SRC2_STRIDE,
+            "dst_buf": DST_BUF, "dst_off": DST_OFF, "dst_stride": DST_STRIDE, "ncols": NCOLS}
+
 
 cdef enum:
     ACT_NONE = 0

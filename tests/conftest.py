@@ -112,6 +112,18 @@ def run_cli(
     return _run(argv, timeout=timeout, cwd=cwd or ROOT, env=subprocess_env(1, env))
 
 
+def sweep_table(tmp_path: Path, suite: dict, timeout: float):
+    """Run ``suite`` (a mapping) through ``pccl-bench run sweep``; it must exit 0; its results table."""
+    import pandas as pd
+    import yaml
+
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    result = run_cli("run", "sweep", path, "--out", tmp_path / "out", timeout=timeout)
+    assert result.returncode == 0, describe(result)
+    return pd.read_parquet(tmp_path / "out" / "results.parquet")
+
+
 def describe(result: subprocess.CompletedProcess) -> str:
     """A failed subprocess, readable in an assertion message."""
     return (

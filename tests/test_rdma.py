@@ -14,10 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
-import yaml
-from conftest import MPI_SCRIPTS, describe, run_cli, run_mpi
+from conftest import MPI_SCRIPTS, describe, run_mpi, sweep_table
 
 from collectives import rdma
 from collectives.call import CallSpec
@@ -258,11 +256,7 @@ SUITE = {
 
 @pytest.mark.mpi
 def test_sweep_records_what_ucx_used(binding, tmp_path):
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(yaml.safe_dump(SUITE))
-    result = run_cli("run", "sweep", suite, "--out", tmp_path / "out", timeout=120)
-    assert result.returncode == 0, describe(result)
-    frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    frame = sweep_table(tmp_path, SUITE, timeout=120)
     ours = frame[frame["impl"] == "rdma"]
     done = ours[ours["status"] == "ok"]
     assert len(ours) == 9 and len(done) == 7 and (done["n_wrong"] == 0).all()

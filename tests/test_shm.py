@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import pytest
 import yaml
-from conftest import MPI_SCRIPTS, describe, run_cli, run_mpi
+from conftest import MPI_SCRIPTS, describe, run_cli, run_mpi, sweep_table
 
 from collectives import shm, transports
 from collectives.call import CallSpec
@@ -158,11 +158,7 @@ SUITE = {
 
 @pytest.mark.mpi
 def test_sweep_rows_say_which_path_ran(tmp_path):
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(yaml.safe_dump(SUITE))
-    result = run_cli("run", "sweep", suite, "--out", tmp_path / "out", timeout=240)
-    assert result.returncode == 0, describe(result)
-    frame = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    frame = sweep_table(tmp_path, SUITE, timeout=240)
     flat = frame[frame["impl"] == "shm"]
     assert (flat["status"] == "ok").all() and (flat["n_wrong"] == 0).all(), flat[["status", "error"]]
     assert {"shm:ll", "shm:oneshot", "shm:copy"} <= set(flat["transport"]) <= {

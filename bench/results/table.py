@@ -32,6 +32,7 @@ class Row:
     suite: str | None = None
     launch_id: str | None = None
     timestamp: float | None = None
+    #: a hash of CELL_KEY and repeat: the same measurement in another run has the same key
     cell_key: str | None = None
     # what
     collective: str | None = None
@@ -39,7 +40,9 @@ class Row:
     algorithm: str | None = None
     intra: str = ""
     inter: str = ""
+    #: what ``auto`` or the default became (``ring``, ``rd/ring`` for pccl-hier's inter/intra)
     resolved_algorithm: str | None = None
+    #: what moved the bytes: mpi, mpi-gpu-aware, mpi-staged, nccl, ucx:<lanes>, shm:<path>
     transport: str | None = None
     library: str | None = None
     library_version: str | None = None
@@ -48,6 +51,7 @@ class Row:
     nranks: int | None = None
     nnodes: int | None = None
     ranks_per_node: int | None = None
+    #: nodes cut out of a real node (``ranks_per_node`` below the real placement)
     virtual_nodes: bool | None = None
     hosts: str | None = None
     # size
@@ -55,6 +59,7 @@ class Row:
     op: str | None = None
     count_per_rank: int | None = None
     bytes_per_rank: int | None = None
+    #: the nccl-tests size: all-gather output, reduce-scatter input, all-reduce buffer
     bytes_total: int | None = None
     placement: str | None = None
     repeat: int | None = None
@@ -62,6 +67,7 @@ class Row:
     timing_mode: str | None = None
     warmup: int | None = None
     iters: int | None = None
+    #: order statistics of the per-iteration times (each the max over ranks), us
     time_us_min: float | None = None
     time_us_p50: float | None = None
     time_us_mean: float | None = None
@@ -69,6 +75,7 @@ class Row:
     time_us_p99: float | None = None
     time_us_max: float | None = None
     time_us_std: float | None = None
+    #: nccl-tests' formulas from the median, decimal GB/s
     algbw_gbps: float | None = None
     busbw_gbps: float | None = None
     # outcome

@@ -28,16 +28,10 @@ class WholeBufferDoubling:
         role, virtual = fold.pair(rank), fold.virtual(rank)
         current = source  # where this rank's running value is; result after the first reduction
         if fold.extra:
-            if role == "extra":
-                steps.step(send=(rank - 1, source))
-            elif role == "partner":
-                steps.step(recv=(rank + 1, incoming), reduce=(source, incoming, result))
+            copy = (source, result) if source != result else None
+            fold.take_in(steps, rank, source, incoming, reduce=(source, incoming, result), core_copy=copy)
+            if role == "partner" or (role == "core" and copy):
                 current = result
-            elif source != result:
-                steps.step(copy=(source, result))
-                current = result
-            else:
-                steps.step()
         for distance in fold.doublings():
             if virtual is None:
                 steps.step()

@@ -59,6 +59,20 @@ class _Fold:
         """The partner distances of recursive doubling among the core ranks: 1, 2, 4 ... < size."""
         return [1 << k for k in range(self.size.bit_length() - 1)]
 
+    def take_in(self, steps: StepList, rank: int, sent: Block, received: Block | None,
+                reduce: tuple[Block, Block, Block] | None = None, core_copy: tuple[Block, Block] | None = None) -> None:
+        """The fold's first row: each extra rank sends ``sent`` to its partner, which receives it as
+        ``received`` (and reduces it in: ``reduce``); ranks without a partner copy ``core_copy`` or idle."""
+        role = self.pair(rank)
+        if role == "extra":
+            steps.step(send=(rank - 1, sent))
+        elif role == "partner":
+            steps.step(recv=(rank + 1, received), reduce=reduce)
+        elif core_copy is not None:
+            steps.step(copy=core_copy)
+        else:
+            steps.step()
+
     def hand_back(self, steps: StepList, rank: int, block: Block) -> None:
         """The fold's last row: each partner sends ``block`` to its extra rank (others idle)."""
         if not self.extra:
@@ -115,14 +129,10 @@ class RecursiveDoubling:
         Messages are ``layout.span`` runs received straight into place (no scratch)."""
         steps = StepList()
         fold = _Fold(nranks)
-        role, virtual = fold.pair(rank), fold.virtual(rank)
+        virtual = fold.virtual(rank)
         if fold.extra:
-            if role == "extra":
-                steps.step(send=(rank - 1, layout.block(rank)))
-            elif role == "partner":
-                steps.step(recv=(rank + 1, layout.block(rank + 1)))
-            else:
-                steps.step()
+            partner = fold.pair(rank) == "partner"  # only a partner has a rank + 1 to receive from
+            fold.take_in(steps, rank, layout.block(rank), layout.block(rank + 1) if partner else None)
         for distance in fold.doublings():
             if virtual is None:
                 steps.step()
