@@ -8,7 +8,8 @@ every round runs every suite once with every install, in alternating order, thro
 
   in-worker harness per cell  the time from one cell's start to the next cell's start in the
                               same MPI job, less its timed iterations and its warm-up calls
-                              (warm-up = warmup x the cell's median; the suite asks for them):
+                              (warm-up = the calls discarded before the samples, warmup_discarded
+                              where the warm-up went on until stable, x the cell's median):
                               buffers, the check, building the op, the row written
   whole sweep per cell        (wall time of the command - timed - warm-up) / cells: also the
                               start of every MPI job and of the CLI, and writing the table
@@ -34,6 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _warm_calls(row: dict) -> int:
+    """Warm-up calls of a cell: the fixed ``warmup``, or every call the warm-up-until-stable discarded."""
+    return int(row.get("warmup_discarded") or row.get("warmup") or 0)
+
+
 def cell_costs(folder: Path) -> dict:
     """Per-cell harness, timed and warm-up seconds, from the part files of one run."""
     harness, timed, warmup, cells, launches, in_worker = [], 0.0, 0.0, 0, 0, 0.0
@@ -45,13 +51,13 @@ def cell_costs(folder: Path) -> dict:
             samples = row.get("samples_us") or []
             timed += sum(samples) / 1e6
             if samples:
-                warmup += (row.get("warmup") or 0) * statistics.median(samples) / 1e6
+                warmup += _warm_calls(row) * statistics.median(samples) / 1e6
         for row, after in zip(rows, rows[1:], strict=False):
             samples = row.get("samples_us") or []
             wall = after["timestamp"] - row["timestamp"]
             in_worker += wall
             own_timed = sum(samples) / 1e6
-            own_warm = (row.get("warmup") or 0) * statistics.median(samples) / 1e6 if samples else 0.0
+            own_warm = _warm_calls(row) * statistics.median(samples) / 1e6 if samples else 0.0
             harness.append((wall - own_timed - own_warm, own_timed))
     return {"cells": cells, "launches": launches, "timed_s": timed, "warmup_s": warmup, "harness": harness,
             "in_worker_s": in_worker}
