@@ -111,6 +111,22 @@ cdef double _median_ci_rel(double *x, int n, double *scratch) noexcept nogil:
     return 0.5 * (scratch[hi] - scratch[lo]) / med
 
 
+cdef inline bint _agrees(double now, double before, double tol) noexcept nogil:
+    """Two warm-up batch medians within a factor 1 + tol of each other (before > 0: there was one)."""
+    return before > 0 and now <= before * (1.0 + tol) and now >= before / (1.0 + tol)
+
+
+cdef inline double _account(const double *w, int count, double *slowest) noexcept nogil:
+    """The sum of a warm-up batch's times; ``slowest`` raised to its slowest one."""
+    cdef double total = 0.0
+    cdef int i
+    for i in range(count):
+        total += w[i]
+        if w[i] > slowest[0]:
+            slowest[0] = w[i]
+    return total
+
+
 cdef int _timed_batch(CollOp op, MPI_Comm c, bint sync, double *t, int count) except -1 nogil:
     """``count`` timed iterations into t[0:count], then the max over ranks, in place."""
     cdef int i
@@ -175,12 +191,9 @@ def time_cell(CollOp op, Comm comm, str mode="sync", int warmup=5, int iters=20,
                     break
                 _timed_batch(op, c, sync, w, batch)
                 warm_done += batch
-                for i in range(batch):
-                    warm_spent += w[i]
-                    if w[i] > slowest:
-                        slowest = w[i]
+                warm_spent += _account(w, batch, &slowest)
                 current = _median(w, batch, scratch)
-                if previous > 0 and current <= previous * (1.0 + warm_tol) and current >= previous / (1.0 + warm_tol):
+                if _agrees(current, previous, warm_tol):
                     wreason = 1
                     break
                 previous = current
@@ -304,16 +317,10 @@ def time_turns(CollOp a, CollOp b, Comm comm, str mode="sync", int warmup=5, int
                     break
                 _timed_turns(a, b, c, sync, wa, wb, batch)
                 warm_done += batch
-                for i in range(batch):
-                    warm_spent += wa[i] + wb[i]
-                    if wa[i] > slowest:
-                        slowest = wa[i]
-                    if wb[i] > slowest:
-                        slowest = wb[i]
+                warm_spent += _account(wa, batch, &slowest) + _account(wb, batch, &slowest)
                 ca = _median(wa, batch, scratch)
                 cb = _median(wb, batch, scratch)
-                if (pa > 0 and ca <= pa * (1.0 + warm_tol) and ca >= pa / (1.0 + warm_tol)
-                        and cb <= pb * (1.0 + warm_tol) and cb >= pb / (1.0 + warm_tol)):
+                if _agrees(ca, pa, warm_tol) and _agrees(cb, pb, warm_tol):
                     wreason = 1
                     break
                 pa = ca
