@@ -162,6 +162,8 @@ def _check_fits(suite: Suite, raw: dict, launcher: Launcher, where: str) -> None
     """Refuse sizes whose buffers exceed this host's memory before anything is written.
 
     Under srun the ranks run on compute nodes, whose memory this host cannot see."""
+    if suite.select and not expand(suite):
+        raise BadInput(where, f"select: {suite.select!r} matches no cell of the suite")
     if launcher.kind == "srun":
         return
     sizes = raw.get("sizes") if isinstance(raw, dict) else None

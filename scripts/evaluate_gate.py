@@ -15,11 +15,13 @@ shared-memory collectives switched off through its documented control variable),
 Each check is made in three designs of whole runs: "sequential" (a baseline measured before, as
 a committed one), "interleaved" (``--pool`` runs per side measured in alternation, pooled) and
 "paired" (the same, judged pair by pair with ``gate --paired``); and in two same-job designs on
-one run per round of the suite with three arms (``pccl-bench ab``): "a" and "a2" (identical,
-taking turns cell by cell in each launch) and "b" (the MPICH slowdown, in launches of its own
-alternating with theirs): "same-job" (``gate --arms``: A/A is a against a2, x1.25 is a against
-a2 scaled, real is a against b) and "same-job+confirm" (cells regressed in one run are judged
-again on that run and the next together, as ``pccl-bench ab --confirm 1`` does).
+one run per round of the suite with three arms (``pccl-bench ab``, ``--repeats`` launch pairs,
+default 4): "a" and "a2" (identical, timed in turns iteration by iteration in each launch) and
+"b" (the MPICH slowdown, in launches of its own alternating with theirs): "same-job" (``gate
+--arms``: A/A is a against a2, x1.25 is a against a2 scaled, both judged turn by turn unless
+``--no-turn-pairs``; real is a against b, pair by pair) and "same-job+confirm" (cells regressed
+in one run are judged again on that run and the next together, as ``pccl-bench ab --confirm 1``
+does).
 
 ``--load`` adds co-tenant load from this script's own child processes: ``--load-procs`` (default
 1, i.e. one core of two) busy-spin for random intervals of 0.3-3 s with pauses of 0.3-3 s, for the
@@ -32,7 +34,7 @@ much CPU time other processes took (/proc/stat less this script's children) and 
 hypervisor's steal time. Figures are given for all comparisons and for "quiet" ones (every run
 involved had others below 5%).
 ``--analyse-only`` re-reads a previous collection (e.g. to try other thresholds).
-Figures go to OUT/evaluation.json and OUT/evaluation.md and are printed.
+Figures go to OUT/evaluation.json and OUT/evaluation.md (``--tag T``: evaluation-T.*) and are printed.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cli.ab_cmd import confirmed  # noqa: E402
-from bench.judge.gate import GateOptions, gate, split_arms  # noqa: E402
+from bench.judge.gate import SAME_JOB_SMALL_THRESHOLD, GateOptions, gate, split_arms  # noqa: E402
 from bench.plan.cells import CELL_KEY  # noqa: E402
 from bench.results.runset import RunSet, load_runs  # noqa: E402
 
@@ -116,12 +118,13 @@ def stop_load(children: list[subprocess.Popen]) -> None:
         child.wait()
 
 
-def arms_suite(out: Path) -> Path:
-    """suites/ci.yaml with the three arms of the same-job designs."""
+def arms_suite(out: Path, repeats: int) -> Path:
+    """suites/ci.yaml with the three arms of the same-job designs, ``repeats`` launch pairs."""
     import yaml
 
     raw = yaml.safe_load((ROOT / "suites" / "ci.yaml").read_text())
     raw["name"] = "ci-ab"
+    raw["repeats"] = repeats
     raw["arms"] = [{"name": "a"}, {"name": "a2"}, {"name": "b", "env": dict(SLOWDOWN_ENV)}]
     path = out / "ci-ab.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -144,10 +147,11 @@ def sweep(folder: Path, env: dict[str, str], suite: Path = ROOT / "suites" / "ci
     return record
 
 
-def collect(out: Path, rounds: int, quiet_wait_s: float, load_procs: int = 0, same_job_only: bool = False) -> None:
+def collect(out: Path, rounds: int, quiet_wait_s: float, load_procs: int = 0, same_job_only: bool = False,
+            repeats: int = 4) -> None:
     out.mkdir(parents=True, exist_ok=True)
     records = {}
-    suite = arms_suite(out)
+    suite = arms_suite(out, repeats)
     children = start_load(load_procs, seed=15) if load_procs else []
     try:
         for index in range(rounds):
@@ -267,10 +271,18 @@ def _arm_pair(runs: list[RunSet], base: str, cur: str, factor: float = 1.0) -> t
     return baseline, scaled(current, factor) if factor != 1.0 else current, paired
 
 
-def same_job(out: Path, options: GateOptions, quiet: dict[str, bool]) -> pd.DataFrame:
+def first_repeats(runs: RunSet, repeats: int | None) -> RunSet:
+    """Only the first ``repeats`` launch repeats of a run (what a run with fewer would have had)."""
+    if repeats is None:
+        return runs
+    return replace(runs, results=runs.results[runs.results["repeat"] < repeats],
+                   samples=runs.samples[runs.samples["repeat"] < repeats])
+
+
+def same_job(out: Path, options: GateOptions, quiet: dict[str, bool], repeats: int | None = None) -> pd.DataFrame:
     """The same-job designs on the S runs (arms a, a2, b)."""
     names = sorted(path.name for path in out.glob("S[0-9]*") if (path / "results.parquet").exists())
-    runs = {name: load_runs([out / name]) for name in names}
+    runs = {name: first_repeats(load_runs([out / name]), repeats) for name in names}
     checks = (("aa", "a", "a2", 1.0), ("scaled", "a", "a2", SCALE), ("real", "a", "b", 1.0))
     frames = []
     for position, name in enumerate(names):
@@ -321,18 +333,23 @@ def figures_of(frame: pd.DataFrame, options: GateOptions) -> dict:
     }
 
 
-def evaluate(out: Path, pool: int, options: GateOptions) -> dict:
+def evaluate(out: Path, pool: int, options: GateOptions, same_job_only: bool = False,
+             repeats: int | None = None, tag: str = "", same_job_small: float = SAME_JOB_SMALL_THRESHOLD) -> dict:
     records = json.loads((out / "runs.json").read_text()) if (out / "runs.json").exists() else {}
     quiet = {name: r["others_share"] < QUIET_SHARE and r["steal_share"] < QUIET_SHARE for name, r in records.items()}
-    frame = pd.concat([compare_all(out, pool, options, quiet), same_job(out, options, quiet)], ignore_index=True)
-    frame[frame.verdict.isin(["regressed", "improved"]) & frame.check.eq("aa")].to_csv(out / "aa_flagged.csv")
-    frame.to_csv(out / "verdicts.csv")
+    run_level = pd.DataFrame() if same_job_only else compare_all(out, pool, options, quiet)
+    same = same_job(out, replace(options, small_threshold=same_job_small), quiet, repeats)
+    frame = pd.concat([run_level, same], ignore_index=True)
+    suffix = f"-{tag}" if tag else ""
+    frame[frame.verdict.isin(["regressed", "improved"]) & frame.check.eq("aa")].to_csv(out / f"aa_flagged{suffix}.csv")
+    frame.to_csv(out / f"verdicts{suffix}.csv")
     loads = {r.get("load_procs", 0) for r in records.values()}
     return {
         "runs": len(records), "quiet_runs": sum(quiet.values()), "pool": pool, "slowdown_env": SLOWDOWN_ENV,
         "load_procs": max(loads) if loads else 0,
         "others_share_median": float(np.median([r["others_share"] for r in records.values()])) if records else None,
         "options": {"threshold": options.threshold, "small_threshold": options.small_threshold,
+                    "same_job_small_threshold": same_job_small,
                     "small_below_bytes": options.small_below_bytes, "confidence": options.confidence,
                     "min_samples": options.min_samples},
         **{f"{design}_{subset}": figures_of(frame[frame.design.eq(design) & (frame.quiet | (subset == "all"))],
@@ -343,6 +360,14 @@ def evaluate(out: Path, pool: int, options: GateOptions) -> dict:
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
+
+
+def _thresholds(options: dict) -> str:
+    small = f"below {options['small_below_bytes'] // 1024} KiB"
+    text = f"{options['threshold']:.0%} ({small} {options['small_threshold']:.0%})"
+    if "same_job_small_threshold" in options:
+        text += f", same-job {small} {options['same_job_small_threshold']:.0%}"
+    return text
 
 
 def report(figures: dict, subsets: tuple[str, ...] = ("all",)) -> str:
@@ -359,7 +384,7 @@ def report(figures: dict, subsets: tuple[str, ...] = ("all",)) -> str:
     share = figures.get("others_share_median")
     lines = [f"{figures['runs']} runs, {figures['quiet_runs']} quiet; {figures['pool']} runs per side; co-tenant load "
              f"processes {figures.get('load_procs', 0)}; other processes' median share of the CPUs "
-             f"{'-' if share is None else f'{share:.0%}'}",
+             f"{'-' if share is None else f'{share:.0%}'}; thresholds {_thresholds(figures['options'])}",
              "", "| check | " + " | ".join(c.replace("_", ", ") for c in columns) + " | target |",
              "| --- |" + " ---: |" * len(columns) + " --- |"]
     for title, count, share, target in rows:
@@ -381,20 +406,34 @@ def main() -> None:
     parser.add_argument("--load-procs", type=int, default=1, help="co-tenant processes with --load (default 1)")
     parser.add_argument("--quiet-columns", action="store_true", help="also report the 'quiet' subsets")
     parser.add_argument("--same-job-only", action="store_true",
-                        help="collect only the same-job runs (S: arms a, a2, b), not the A, A, B runs")
+                        help="collect (and analyse) only the same-job runs (S: arms a, a2, b), not the A, A, B runs")
+    parser.add_argument("--repeats", type=int, default=4,
+                        help="launch repeats of the same-job runs, i.e. pairs per arm pair (default 4)")
+    parser.add_argument("--use-repeats", type=int, default=None,
+                        help="analyse only the first N launch repeats of each same-job run")
     parser.add_argument("--pair-strata", action="store_true",
                         help="same-job designs: keep every launch pair in every resample (GateOptions.pair_strata)")
+    parser.add_argument("--no-turn-pairs", action="store_true",
+                        help="same-job designs: judge arms timed in turns by their launches' medians, not turn by turn")
+    parser.add_argument("--tag", default="",
+                        help="write OUT/evaluation-TAG.{json,md}, verdicts-TAG.csv (re-analyses side by side)")
     parser.add_argument("--threshold", type=float, default=GateOptions.threshold)
-    parser.add_argument("--small-threshold", type=float, default=GateOptions.small_threshold)
+    parser.add_argument("--small-threshold", type=float, default=GateOptions.small_threshold,
+                        help="run-level designs (gate's default)")
+    parser.add_argument("--same-job-small-threshold", type=float, default=SAME_JOB_SMALL_THRESHOLD,
+                        help="same-job designs (gate --arms' and ab's default)")
     args = parser.parse_args()
     if not args.analyse_only:
-        collect(args.out, args.rounds, args.quiet_wait, args.load_procs if args.load else 0, args.same_job_only)
+        collect(args.out, args.rounds, args.quiet_wait, args.load_procs if args.load else 0, args.same_job_only,
+                args.repeats)
     options = GateOptions(threshold=args.threshold, small_threshold=args.small_threshold,
-                          pair_strata=args.pair_strata)
-    figures = evaluate(args.out, args.pool, options)
-    (args.out / "evaluation.json").write_text(json.dumps(figures, indent=2) + "\n")
+                          pair_strata=args.pair_strata, turn_pairs=not args.no_turn_pairs)
+    figures = evaluate(args.out, args.pool, options, args.same_job_only, args.use_repeats, args.tag,
+                       args.same_job_small_threshold)
+    name = f"evaluation-{args.tag}" if args.tag else "evaluation"
+    (args.out / f"{name}.json").write_text(json.dumps(figures, indent=2) + "\n")
     subsets = ("all", "quiet") if args.quiet_columns else ("all",)
-    (args.out / "evaluation.md").write_text(report(figures, subsets) + "\n")
+    (args.out / f"{name}.md").write_text(report(figures, subsets) + "\n")
     print(report(figures, subsets))
 
 

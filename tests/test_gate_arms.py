@@ -111,8 +111,11 @@ def test_real_two_arm_run_at_two_ranks(tmp_path):
     assert list(shared.arm[:4]) == ["base", "cand", "base", "cand"]  # the same cell, side by side
     assert set(shared.turns) == {"iteration"}  # timed in turns, iteration by iteration
     assert results[results.arm.eq("nodev")].turns.isna().all()  # an env arm runs in launches of its own
-    env = run_cli("gate", "--arms", "base", "nodev", tmp_path / "ab" / "run-1")
+    env = run_cli("gate", "--arms", "base", "nodev", tmp_path / "ab" / "run-1", "--markdown", tmp_path / "env.md")
     assert env.returncode in (0, 1) and "4 of 4 cells judged" in env.stdout, describe(env)
+    assert "below 64 KiB: 10%" in (tmp_path / "env.md").read_text()  # same-job: no run-to-run drift allowance
+    turned = run_cli("gate", "--arms", "base", "cand", tmp_path / "ab" / "run-1", "--markdown", tmp_path / "turns.md")
+    assert "4 cells of arms timed in turns" in (tmp_path / "turns.md").read_text(), describe(turned)
     meta = __import__("json").loads((tmp_path / "ab" / "run-1" / "meta.json").read_text())
     assert meta["launches"]["n2-rpn2-host-r0-nodev"]["env"]["MPIR_CVAR_DEVICE_COLLECTIVES"] == "none"
 
@@ -141,3 +144,68 @@ def test_fixed_pairs_give_a_stratified_interval():
     drawn, fixed = paired_ratio(pairs), paired_ratio(pairs, strata=True)
     assert drawn.low < 1.22 and drawn.high > 1.28  # two pairs drawn with replacement: their range
     assert 1.22 < fixed.low < fixed.high < 1.28  # both pairs in every resample
+
+
+def _turns_run(tmp_path, cand_scale: float, turns: str | None = "iteration", seed: int = 5):
+    """base and cand timed in turns, 2 repeats x 120 turns, while a co-tenant makes the machine
+    1x or 4x slow in stretches of 1-20 turns (both arms alike, as in a real turn)."""
+    import numpy as np
+
+    from bench.results.table import build_tables, write_run
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for size in (64, 4096, 1 << 20):
+        for repeat in range(2):
+            state = np.repeat(rng.choice([1.0, 4.0], 40), rng.integers(1, 21, 40))[:120]
+            noise = lambda: np.exp(rng.normal(0.0, 0.02, 120))  # noqa: E731
+            median_us = 10.0 + size / 1000
+            for arm, scale in (("base", 1.0), ("cand", cand_scale)):
+                samples = list(median_us * scale * state * noise())
+                rows.append({**replace(cell(bytes_total=size), arm=arm, repeat=repeat).to_dict(),
+                             "launch_id": f"n2-r{repeat}-base+cand", "samples_us": samples, "status": "ok",
+                             "n_wrong": 0, "error": "", "iters": 120, "timestamp": 1.8e9 + repeat, "turns": turns,
+                             "library": "MPICH", "library_version": "5.0.2"})
+    identity = {"run_id": "ab", "suite": "synthetic", "tool_version": "test", "git_sha": "", "schema_version": 1}
+    folder = tmp_path / "ab"
+    folder.mkdir(parents=True)
+    write_run(folder, *build_tables(rows, identity), {"schema_version": 1, "run_id": "ab", "suite": "synthetic",
+                                                      "machine": {"hostname": "test", "cores": 2}, "env": {}})
+    return load_runs([folder])
+
+
+def test_arms_timed_in_turns_are_judged_turn_by_turn(tmp_path):
+    """A co-tenant switching the machine between 1x and 4x within the launch: compared by their
+    medians some cells get no verdict; turn by turn the 1.3x candidate is caught and A/A holds."""
+    for scale, verdict in ((1.0, "unchanged"), (1.3, "regressed")):
+        base, cur, paired = split_arms(_turns_run(tmp_path / str(scale), scale), "base", "cand")
+        turned = gate(base, cur, GateOptions(paired=paired))
+        assert {c.verdict for c in turned.cells} == {verdict}, [(c.label, c.estimate) for c in turned.cells]
+        assert all("turn by turn" in c.reason for c in turned.cells)
+        assert all(abs(c.estimate.ratio / scale - 1) < 0.03 for c in turned.cells)
+    by_median = gate(base, cur, GateOptions(paired=paired, turn_pairs=False))
+    assert "unchanged" in {c.verdict for c in by_median.cells}  # the load hides it from some medians
+
+
+def test_turn_pairs_need_the_same_launches(tmp_path):
+    """Cells not timed in turns (turns: cell, or an env arm in launches of its own) are judged by
+    their launches, never matched turn by turn."""
+    base, cur, paired = split_arms(_turns_run(tmp_path, 1.3, turns=None), "base", "cand")
+    assert not any("turn by turn" in c.reason for c in gate(base, cur, GateOptions(paired=paired)).cells)
+
+
+def test_confirmation_re_measures_only_the_flagged_cells(tmp_path):
+    """``ab --confirm``: the suite again, restricted by ``select:`` to the collectives and sizes of
+    the cells that look regressed (every implementation and arm of them)."""
+    from bench.cli.ab_cmd import confirm_suite
+
+    slow = _arm_run(tmp_path, {"base": 1.0, "cand": 1.3})
+    result = gate(*split_arms(slow, "base", "cand")[:2], GateOptions(paired=True))
+    for flagged in result.cells:
+        flagged.verdict = "regressed" if flagged.row["bytes_total"] == 4096 else "unchanged"
+    path = confirm_suite(SUITE, result, tmp_path / "confirm.yaml")
+    again = parse_suite(yaml.safe_load(path.read_text()), str(path))
+    cells = [c for launch in expand(again) for c in launch.cells]
+    assert {c.bytes_total for c in cells} == {4096} and {c.collective for c in cells} == {"allreduce"}
+    assert {c.arm for c in cells} == {"base", "cand", "nodev", "flat"}
+    assert len(expand(again)) == len(expand(parse_suite(SUITE, "test")))  # every launch pair again

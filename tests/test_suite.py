@@ -124,6 +124,9 @@ def test_scalars_become_lists_and_sizes_are_parsed():
         ({"timing": {"warmup": -1}}, ["timing.warmup", "-1"]),
         ({"timeout_s": 0}, ["timeout_s", "0"]),
         ({"env": {"FOO": [1, 2]}}, ["env.FOO"]),
+        ({"select": [{"colour": "red"}]}, ["select.0", "colour"]),
+        ({"select": [{"bytes_total": "lots"}]}, ["select.0", "lots"]),
+        ({"select": [{}]}, ["select.0"]),
     ],
 )
 def test_bad_suite_names_file_field_and_value(change, needles):
@@ -509,3 +512,24 @@ def test_smoke_suite_plan():
     result = run_cli("suites", "validate", "smoke")
     assert result.returncode == 0, describe(result)
     assert f"{total} cells in {len(launches)} launches" in result.stdout
+
+
+def test_select_measures_only_the_matching_cells():
+    everything = [c for launch in expand(suite_of()) for c in launch.cells]
+    assert len({c.collective for c in everything}) > 1 or len({c.bytes_total for c in everything}) > 1
+    first = everything[0]
+    chosen = suite_of(select=[{"collective": first.collective, "bytes_total": f"{first.bytes_total}B"}])
+    kept = [c for launch in expand(chosen) for c in launch.cells]
+    assert kept and all(c.collective == first.collective and c.bytes_total == first.bytes_total for c in kept)
+    assert {c.impl for c in kept} == {c.impl for c in everything if c.collective == first.collective
+                                       and c.bytes_total == first.bytes_total}
+
+
+def test_select_that_matches_nothing_is_refused(tmp_path):
+    raw = {**copy.deepcopy(BASE), "select": [{"bytes_total": "3GiB"}]}
+    path = tmp_path / "none.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    done = run_cli("run", "sweep", path, "--out", tmp_path / "run")
+    assert done.returncode == 2, describe(done)
+    assert "matches no cell" in done.stderr and "Traceback" not in done.stderr, describe(done)
+    assert not (tmp_path / "run").exists()

@@ -3,8 +3,9 @@
 The suite's ``arms`` are measured in one run (cells of arms that share an environment take turns
 inside each launch; an arm with its own environment alternates launch by launch), then gated arm
 against arm pair by pair (``gate --arms``). Cells that look regressed are re-measured: the suite
-runs again (``--confirm`` times) and those cells are judged on every run together; a cell stays
-regressed only if the pooled pairs still say so (asv's rerun of suspicious benchmarks).
+runs again (``--confirm`` times), restricted by ``select:`` to those cells' collectives and sizes
+(every implementation and arm of them), and those cells are judged on every run together; a cell
+stays regressed only if the pooled pairs still say so (asv's rerun of suspicious benchmarks).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
+import yaml
 from rich.console import Console
 
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_OK, BadInput
@@ -29,6 +32,27 @@ def _measure(path: Path, out: Path, overrides: list[str], console: Console) -> N
     code = run_sweep(SweepOptions(path, out=out, overrides=overrides), console)
     if code not in (EXIT_OK, EXIT_CHECK_FAILED, EXIT_CELLS_FAILED):
         raise typer.Exit(code)
+
+
+#: the columns of a flagged cell that its re-measurement selects (not the implementation fields,
+#: which an arm may set: every implementation of a flagged collective and size is measured again)
+CONFIRM_COLUMNS = ("collective", "nranks", "ranks_per_node", "dtype", "op", "placement", "count_per_rank")
+
+
+def confirm_suite(raw: dict, result: GateResult, path: Path) -> Path:
+    """The suite restricted to the cells that look regressed, written to ``path``."""
+    flagged = [{name: _plain(cell.row[name]) for name in CONFIRM_COLUMNS} for cell in result.cells
+               if cell.verdict == "regressed"]
+    flagged = [dict(entry) for entry in {tuple(sorted(entry.items())) for entry in flagged}]
+    select = [{**before, **entry} for before in (raw.get("select") or [{}]) for entry in flagged]
+    path.write_text(yaml.safe_dump({**raw, "select": sorted(select, key=lambda e: sorted(map(str, e.items())))},
+                                   sort_keys=False))
+    return path
+
+
+def _plain(value: object) -> int | str:
+    """A table value as YAML writes it (numpy integers as int)."""
+    return int(value) if isinstance(value, int | np.integer) else str(value)
 
 
 def judge_arms(runs: list[Path], arms: tuple[str, str], options: GateOptions) -> GateResult:
@@ -66,7 +90,8 @@ def ab_command(
         = None,
     confirm: Annotated[int, typer.Option(help="Re-measurements of the suite when a cell looks regressed.")] = 1,
     threshold: Annotated[float, typer.Option(help="Relative slowdown that is a regression.")] = rules.THRESHOLD,
-    small_threshold: Annotated[float, typer.Option(help="The same below 64 KiB.")] = rules.SMALL_THRESHOLD,
+    small_threshold: Annotated[float, typer.Option(help="The same below 64 KiB (arms measured together do "
+                                                        "not drift between runs).")] = rules.SAME_JOB_SMALL_THRESHOLD,
     allow_insufficient: Annotated[bool, typer.Option("--allow-insufficient")] = False,
     allow: Annotated[Path | None, typer.Option(help="YAML allow-list of known regressions.")] = None,
     markdown_out: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown summary here.")] = None,
@@ -81,7 +106,7 @@ def ab_command(
     alternating and `gate --paired`. Exit codes as `gate`.
     """
     path = resolve_suite_path(suite)
-    definition, _ = load_suite(path, overrides or [])
+    definition, raw = load_suite(path, overrides or [])
     names = [arm.name for arm in definition.arms]
     if len(names) < 2:
         raise BadInput(str(path), "the suite has no `arms:` (at least two) to compare; see docs/GATE.md")
@@ -100,7 +125,7 @@ def ab_command(
         console.print(f"{sum(c.verdict == 'regressed' for c in result.cells)} cells look regressed: "
                       f"re-measuring (run {index})", highlight=False)
         runs.append(out / f"run-{index}")
-        _measure(path, runs[-1], overrides or [], console)
+        _measure(confirm_suite(raw, result, out / f"confirm-{index}.yaml"), runs[-1], [], console)
         result = confirmed(result, judge_arms(runs, arms, GateOptions(**{**options.__dict__})))
     for file, render in ((markdown_out, markdown), (junit_out, junit), (json_out, benchmark_json)):
         if file is not None:

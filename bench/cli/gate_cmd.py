@@ -55,8 +55,9 @@ def gate_command(
         metavar="BASELINE... CURRENT")],
     threshold: Annotated[float, typer.Option(help="Relative slowdown that is a regression (0.1 = 10%).")]
         = rules.THRESHOLD,
-    small_threshold: Annotated[float, typer.Option(help="The same below --small-below (noisier).")]
-        = rules.SMALL_THRESHOLD,
+    small_threshold: Annotated[float | None, typer.Option(
+        help=f"The same below --small-below (noisier between runs) [default: {rules.SMALL_THRESHOLD:g}; "
+             f"{rules.SAME_JOB_SMALL_THRESHOLD:g} with --arms]", show_default=False)] = None,
     small_below: Annotated[str, typer.Option(help=f"Size (bytes_total) under which --small-threshold "
                                                   f"applies; {SIZE_HELP}.")] = "64KiB",
     confidence: Annotated[float, typer.Option(help="Two-sided confidence of the bootstrap interval.")]
@@ -105,6 +106,8 @@ def gate_command(
     """
     if len(runs) < (1 if arms else 2):
         raise BadInput("gate", "give at least one BASELINE and the CURRENT run (or --arms A B RUN)")
+    if small_threshold is None:
+        small_threshold = rules.SAME_JOB_SMALL_THRESHOLD if arms else rules.SMALL_THRESHOLD
     options = _check(GateOptions(
         threshold=threshold, small_threshold=small_threshold, small_below_bytes=_size(small_below, "--small-below"),
         confidence=confidence, min_samples=min_samples, resamples=resamples, seed=seed, paired=paired,

@@ -28,7 +28,7 @@ from bench.judge.allowlist import AllowEntry, apply_allowlist
 from bench.plan.cells import ARM_FIELDS, CELL_KEY
 from bench.results.labels import cell_label
 from bench.results.runset import RunSet
-from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio
+from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio, turn_ratio
 
 VERDICTS = ("regressed", "failed", "missing", "insufficient", "new", "improved", "unchanged")
 #: verdicts that fail the gate unless allowed (insufficient and missing unless the options opt out)
@@ -43,6 +43,9 @@ INT_KEYS = ("nranks", "nnodes", "ranks_per_node", "count_per_rank")
 #: default thresholds, calibrated with scripts/evaluate_gate.py (docs/GATE.md)
 THRESHOLD = 0.10
 SMALL_THRESHOLD = 0.15
+#: same-job arms (gate --arms, pccl-bench ab) are measured together, so the run-to-run drift of
+#: latency-bound cells that SMALL_THRESHOLD allows for is not in their ratios
+SAME_JOB_SMALL_THRESHOLD = 0.10
 SMALL_BELOW_BYTES = 64 << 10
 MIN_SAMPLES = 20
 CONFIDENCE = 0.95
@@ -79,6 +82,9 @@ class GateOptions:
     normalise: str = ""
     #: paired: the pairs are fixed strata (same-job arms in one launch), not drawn with replacement
     pair_strata: bool = False
+    #: same-job arms timed in turns in the same launches (turns: iteration) are judged turn by turn
+    #: (bench.results.stats.turn_ratio); False: by their launches' medians, like any other pair
+    turn_pairs: bool = True
 
     def failing(self) -> tuple[str, ...]:
         """The verdicts that fail the gate under these options."""
@@ -197,22 +203,43 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _sample_groups(samples: pd.DataFrame) -> dict[tuple, dict[str, list[np.ndarray]]]:
+#: per cell key, run id and launch id: the launch's iteration times, in iteration order
+Groups = dict[tuple, dict[str, dict[str, np.ndarray]]]
+
+
+def _sample_groups(samples: pd.DataFrame) -> Groups:
     """Per cell key and run id, one array of iteration times per launch."""
     if samples.empty:
         return {}
-    groups: dict[tuple, dict[str, list[np.ndarray]]] = {}
-    for values, launch in samples.groupby([*CELL_KEY, "run_id", "launch_id"], sort=False):
+    groups: Groups = {}
+    ordered = samples.sort_values("iteration", kind="stable") if "iteration" in samples else samples
+    for values, launch in ordered.groupby([*CELL_KEY, "run_id", "launch_id"], sort=False):
         times = launch["time_us"].to_numpy(dtype=np.float64)
         times = times[np.isfinite(times)]
         if len(times):
             runs = groups.setdefault(tuple(values[: len(CELL_KEY)]), {})
-            runs.setdefault(str(values[len(CELL_KEY)]), []).append(times)
+            runs.setdefault(str(values[len(CELL_KEY)]), {})[str(values[len(CELL_KEY) + 1])] = times
     return groups
 
 
-def _launches(runs: dict[str, list[np.ndarray]]) -> list[np.ndarray]:
-    return [times for launches in runs.values() for times in launches]
+def _launches(runs: dict[str, dict[str, np.ndarray]]) -> list[np.ndarray]:
+    return [times for launches in runs.values() for times in launches.values()]
+
+
+def _turn_launches(current_rows: pd.DataFrame, baseline_rows: pd.DataFrame, current: dict,
+                   baseline: dict) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """(current, baseline) times per launch, aligned turn by turn, when both sides are two arms of
+    one cell timed in turns in the same launches; else None."""
+    if "turns" not in current_rows or "turns" not in baseline_rows:
+        return None
+    if not (current_rows["turns"].eq("iteration").all() and baseline_rows["turns"].eq("iteration").all()):
+        return None
+    if set(current) != set(baseline) or any(set(current[run]) != set(baseline[run]) for run in current):
+        return None
+    pairs = [(current[run][launch], baseline[run][launch]) for run in current for launch in current[run]]
+    if not pairs or any(len(cur) != len(base) for cur, base in pairs):
+        return None
+    return pairs
 
 
 def _status_reason(rows: pd.DataFrame) -> str:
@@ -233,23 +260,27 @@ def _good(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _estimate(current: dict, baseline: dict, pairing: list[tuple[str, str]] | None,
-              options: GateOptions) -> RatioEstimate | None:
-    """Pooled (or, with a pairing of run ids, paired) ratio; None when a pair has no samples."""
+              options: GateOptions, turns: list[tuple[np.ndarray, np.ndarray]] | None = None) -> RatioEstimate | None:
+    """Turn by turn (arms timed in turns), pooled, or, with a pairing of run ids, paired ratio;
+    None when a pair has no samples."""
+    if turns is not None:
+        return turn_ratio(turns, options.confidence, options.resamples, options.seed)
     if pairing is None:
         return median_ratio(_launches(current), _launches(baseline), options.confidence, options.resamples,
                             options.seed)
-    pairs = [(current[c], baseline[b]) for c, b in pairing if c in current and b in baseline]
+    pairs = [(list(current[c].values()), list(baseline[b].values())) for c, b in pairing
+             if c in current and b in baseline]
     if len(pairs) < len(pairing):
         return None
     return paired_ratio(pairs, options.confidence, options.resamples, options.seed, options.pair_strata)
 
 
 def _judge_pair(cell: CellVerdict, current: dict, baseline: dict, pairing: list | None,
-                options: GateOptions) -> None:
+                options: GateOptions, turns: list | None = None) -> None:
     n_current = sum(map(len, _launches(current)))
     n_baseline = sum(map(len, _launches(baseline)))
-    estimate = _estimate(current, baseline, pairing, options) if min(n_current, n_baseline) >= options.min_samples \
-        else None
+    estimate = _estimate(current, baseline, pairing, options, turns) \
+        if min(n_current, n_baseline) >= options.min_samples else None
     if estimate is None:
         cell.verdict = "insufficient"
         cell.reason = f"{n_current} current / {n_baseline} baseline samples (>= {options.min_samples}" + \
@@ -284,7 +315,11 @@ def _judge(key: tuple, current: pd.DataFrame, baseline: pd.DataFrame, groups: tu
         cell.verdict = "new"
         cell.reason = "not in the baseline" if baseline.empty else "the baseline has no good measurement"
     else:
-        _judge_pair(cell, groups[0].get(key, {}), groups[1].get(key, {}), pairing, options)
+        current_runs, baseline_runs = groups[0].get(key, {}), groups[1].get(key, {})
+        turns = _turn_launches(current, baseline, current_runs, baseline_runs) if options.turn_pairs else None
+        _judge_pair(cell, current_runs, baseline_runs, pairing, options, turns)
+        if turns is not None and cell.estimate is not None:
+            cell.reason = ", ".join(filter(None, [cell.reason, "judged turn by turn"]))
     return cell
 
 

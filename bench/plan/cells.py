@@ -190,7 +190,9 @@ def expand(suite: Suite) -> list[Launch]:
                                         timing_mode=suite.timing.mode, repeat=repeat,
                                     ))
         # Entries may overlap (a default algorithm listed again): each cell is measured once.
-        cells = list({cell.key: cell for cell in launch.cells}.values())
+        cells = [cell for cell in {cell.key: cell for cell in launch.cells}.values() if selected(cell, suite.select)]
+        if not cells:
+            continue
         # Implementations take turns at each size, so slow drift of the machine (or of the MPI
         # library's internal state) lands on all of them alike: side by side means adjacent in time.
         position = {cell.key: index for index, cell in enumerate(cells)}
@@ -198,6 +200,12 @@ def expand(suite: Suite) -> list[Launch]:
                                                     position[c.key]))
         launches += with_arms(launch, suite)
     return launches
+
+
+def selected(cell: Cell, select: list[dict[str, tuple]]) -> bool:
+    """Whether one of the suite's ``select:`` entries matches the cell (no entries: every cell)."""
+    return not select or any(all(getattr(cell, name) in values for name, values in entry.items())
+                             for entry in select)
 
 
 def with_arms(launch: Launch, suite: Suite) -> list[Launch]:

@@ -216,6 +216,34 @@ def _impl_entry(value: Any) -> Any:
     return {"impl": value} if isinstance(value, str) else value
 
 
+#: cell columns a ``select:`` entry may name (before arms: an arm's impl fields are not selectable)
+SELECTABLE = ("collective", "impl", "algorithm", "intra", "inter", "nranks", "ranks_per_node", "dtype", "op",
+              "placement", "count_per_rank", "bytes_per_rank", "bytes_total")
+_SELECT_SIZES = ("count_per_rank", "bytes_per_rank", "bytes_total")
+_SELECT_INTS = ("nranks", "ranks_per_node")
+
+
+def _selection(entry: Any) -> dict[str, tuple]:
+    """One ``select:`` entry: column -> the values it may take (sizes with units, counts as numbers)."""
+    if not isinstance(entry, dict) or not entry:
+        raise ValueError("each entry maps cell columns to a value or a list of values")
+    out = {}
+    for name, value in entry.items():
+        if name not in SELECTABLE:
+            raise ValueError(f"unknown column {name!r}; an entry takes {', '.join(SELECTABLE)}")
+        values = value if isinstance(value, list) else [value]
+        if not values or any(v is None or isinstance(v, (dict, list, bool)) for v in values):
+            raise ValueError(f"{name}: a value or a list of values, got {value!r}")
+        if name in _SELECT_SIZES:
+            values = [v if isinstance(v, int) else parse_size(str(v)) for v in values]
+        elif name in _SELECT_INTS:
+            values = [int(v) for v in values]
+        else:
+            values = [str(v) for v in values]
+        out[name] = tuple(values)
+    return out
+
+
 class Suite(Strict):
     #: names the run folder: letters, digits, ".", "_" and "-"
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
@@ -247,6 +275,9 @@ class Suite(Strict):
     #: same-job comparison: two (or more) arms measured in alternation in the same run
     #: (docs/GATE.md, "Same-job comparison"); every cell is measured once per arm
     arms: list[Arm] = Field(default_factory=list)
+    #: measure only the cells that one of these entries matches (column: value or list of values),
+    #: e.g. the re-measurement of the cells a gate flagged (``pccl-bench ab --confirm``); empty: all
+    select: list[Annotated[dict[str, tuple], BeforeValidator(_selection)]] = Field(default_factory=list)
     #: Slurm requests for ``--launcher srun|sbatch``
     slurm: Slurm = Slurm()
     #: GPU suites: hand device buffers to MPI (yes), stage them through pinned host memory (no), or

@@ -5,6 +5,7 @@ Timings of one launch share its placement, its neighbours' load and its warm cac
 differ more than iterations do (Hunold & Carpen-Amarie). The interval therefore comes from a
 two-level bootstrap: draw launches with replacement, then iterations within each drawn launch.
 A cell that was slow in one launch only gets a wide interval, not a false verdict.
+Two arms timed in turns in the same launches are compared turn by turn instead (``turn_ratio``).
 Numpy only; a fixed seed makes every verdict reproducible.
 """
 
@@ -108,4 +109,40 @@ def paired_ratio(pairs: list[tuple[list[np.ndarray], list[np.ndarray]]], confide
         baseline_us=baseline_us, n_current=int(sum(len(a) for c, _ in pairs for a in c)),
         n_baseline=int(sum(len(a) for _, b in pairs for a in b)),
         launches_current=sum(len(c) for c, _ in pairs), launches_baseline=sum(len(b) for _, b in pairs),
+    )
+
+
+def turn_ratio(launches: list[tuple[np.ndarray, np.ndarray]], confidence: float = 0.95,
+               resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> RatioEstimate | None:
+    """Two arms timed in turns in the same launches (``timing.turns: iteration``): the median of
+    the ratios of blocks of two turns, with a two-level bootstrap interval (launches, then blocks).
+
+    ``launches`` holds (current, baseline) per launch, aligned: element i of both was timed in the
+    same turn, one right after the other. Turns are taken in blocks of two (the arms go ABBA, so a
+    block has each arm once first and once second), and a block's ratio is the sum of its current
+    times over the sum of its baseline times. Whatever slowed the machine during a block slowed both
+    arms, so it cancels in the ratio instead of widening the interval, as it does when the medians
+    of the two arms are compared. None when no launch has a whole block.
+    """
+    logs = []
+    for current, baseline in launches:
+        blocks = min(len(current), len(baseline)) // 2
+        if blocks:
+            cur = current[0:2 * blocks:2] + current[1:2 * blocks:2]
+            base = baseline[0:2 * blocks:2] + baseline[1:2 * blocks:2]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratios = np.log(cur / base)
+            if np.isfinite(ratios).any():
+                logs.append(ratios[np.isfinite(ratios)])
+    if not logs:
+        return None
+    rng = np.random.default_rng(seed)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.exp(np.percentile(bootstrap_medians(logs, resamples, rng), [tail, 100.0 - tail]))
+    return RatioEstimate(
+        ratio=float(np.exp(np.median(np.concatenate(logs)))), low=float(low), high=float(high),
+        current_us=float(np.median(np.concatenate([c for c, _ in launches]))),
+        baseline_us=float(np.median(np.concatenate([b for _, b in launches]))),
+        n_current=int(sum(len(c) for c, _ in launches)), n_baseline=int(sum(len(b) for _, b in launches)),
+        launches_current=len(launches), launches_baseline=len(launches),
     )
