@@ -95,7 +95,10 @@ def load_for(options: SweepOptions) -> tuple[Suite, dict]:
         if isinstance(raw, dict):
             raw = apply_overrides(raw, list(options.overrides), where)
     raw = _with_slurm_flags(raw, options.slurm_flags)
-    return parse_suite(raw, where), raw
+    suite = parse_suite(raw, where)
+    if suite.select and not expand(suite):
+        raise BadInput(where, f"select: {raw.get('select')!r} matches no cell of the suite")
+    return suite, raw
 
 
 def _open_run(options: SweepOptions) -> tuple[Suite, dict, Path, str]:
@@ -162,8 +165,6 @@ def _check_fits(suite: Suite, raw: dict, launcher: Launcher, where: str) -> None
     """Refuse sizes whose buffers exceed this host's memory before anything is written.
 
     Under srun the ranks run on compute nodes, whose memory this host cannot see."""
-    if suite.select and not expand(suite):
-        raise BadInput(where, f"select: {suite.select!r} matches no cell of the suite")
     if launcher.kind == "srun":
         return
     sizes = raw.get("sizes") if isinstance(raw, dict) else None
