@@ -56,7 +56,7 @@ def settings_text(result: GateResult) -> str:
     kind = "median ratio of alternating run pairs" if o.paired else "median ratio"
     turned = sum("turn by turn" in cell.reason for cell in result.cells)
     if turned:
-        kind += f" ({turned} cells of arms timed in turns: of their turns)"
+        kind += f"; {turned} cells of arms timed in turns judged turn by turn"
     return (f"threshold {o.threshold:.0%} (below {o.small_below_bytes // 1024} KiB: {o.small_threshold:.0%}), "
             f"{o.confidence:.0%} bootstrap interval of the {kind}, >= {o.min_samples} samples per side")
 

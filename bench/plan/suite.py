@@ -216,7 +216,8 @@ def _impl_entry(value: Any) -> Any:
     return {"impl": value} if isinstance(value, str) else value
 
 
-#: cell columns a ``select:`` entry may name (before arms: an arm's impl fields are not selectable)
+#: cell columns a ``select:`` entry may name; matched before arms, so impl/algorithm/intra/inter
+#: are the suite entry's (an arm that sets them measures the same selected cells)
 SELECTABLE = ("collective", "impl", "algorithm", "intra", "inter", "nranks", "ranks_per_node", "dtype", "op",
               "placement", "count_per_rank", "bytes_per_rank", "bytes_total")
 _SELECT_SIZES = ("count_per_rank", "bytes_per_rank", "bytes_total")
