@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,12 @@ TINY_SUITE = {
     "sizes": {"min": "8B", "max": "64B"},
     "timing": {"warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0},
 }
+
+def sigint_default() -> None:
+    """``preexec_fn`` of a sweep a test interrupts: SIGINT as Ctrl-C delivers it, also when the tests
+    run in a background job (a shell starts those with SIGINT ignored, and children inherit it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 
 #: every run of the CLI or of mpiexec is killed after this long unless a test says otherwise
 DEFAULT_TIMEOUT_S = 120

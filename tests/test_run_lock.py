@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, TINY_SUITE, describe, run_cli, subprocess_env
+from conftest import ROOT, TINY_SUITE, describe, run_cli, sigint_default, subprocess_env
 
 from bench.errors import BadInput
 from bench.plan.cells import expand
@@ -43,7 +43,8 @@ def _held(path: Path) -> bool:
 def _start_sweep(suite: Path, out: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "bench", "run", "sweep", str(suite), "--out", str(out)],
                             cwd=ROOT, env=subprocess_env(1), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=sigint_default)
 
 
 def _wait_until_running(first: subprocess.Popen, out: Path, timeout_s: float = 60) -> None:

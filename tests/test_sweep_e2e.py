@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, describe, find_mpiexec, run_cli, subprocess_env
+from conftest import ROOT, describe, find_mpiexec, run_cli, sigint_default, subprocess_env
 
 from bench.plan.cells import expand
 from bench.plan.suite import load_suite
@@ -413,6 +413,7 @@ def interrupted_run(tmp_path_factory):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_default,
     )
     deadline = time.monotonic() + 60
     part = out / "parts" / "n2-rpn2-host.jsonl"
