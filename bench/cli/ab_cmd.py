@@ -41,12 +41,10 @@ CONFIRM_COLUMNS = ("collective", "nranks", "ranks_per_node", "dtype", "op", "pla
 
 def confirm_suite(raw: dict, result: GateResult, path: Path) -> Path:
     """The suite restricted to the cells that look regressed, written to ``path``."""
-    flagged = [{name: _plain(cell.row[name]) for name in CONFIRM_COLUMNS} for cell in result.cells
-               if cell.verdict == "regressed"]
-    flagged = [dict(entry) for entry in {tuple(sorted(entry.items())) for entry in flagged}]
-    select = [{**before, **entry} for before in (raw.get("select") or [{}]) for entry in flagged]
-    path.write_text(yaml.safe_dump({**raw, "select": sorted(select, key=lambda e: sorted(map(str, e.items())))},
-                                   sort_keys=False))
+    flagged = sorted({tuple((name, _plain(cell.row[name])) for name in CONFIRM_COLUMNS) for cell in result.cells
+                      if cell.verdict == "regressed"})
+    select = [{**before, **dict(entry)} for before in (raw.get("select") or [{}]) for entry in flagged]
+    path.write_text(yaml.safe_dump({**raw, "select": select}, sort_keys=False))
     return path
 
 

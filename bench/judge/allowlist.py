@@ -19,12 +19,9 @@ from pathlib import Path
 import yaml
 
 from bench.errors import BadInput
-from bench.plan.cells import CELL_KEY
-from bench.plan.sizes import parse_size
+from bench.plan.cells import CELL_KEY, cell_value
 
 MATCHABLE = (*CELL_KEY, "bytes_per_rank", "bytes_total")
-SIZE_FIELDS = ("bytes_per_rank", "bytes_total", "count_per_rank")
-INT_FIELDS = ("nranks", "nnodes", "ranks_per_node")
 ALLOWABLE = ("regressed", "failed", "missing", "insufficient")
 
 
@@ -37,15 +34,7 @@ class AllowEntry:
     def covers(self, row: dict, verdict: str) -> bool:
         if verdict not in self.verdicts:
             return False
-        return all(_normal(name, row.get(name)) in values for name, values in self.match.items())
-
-
-def _normal(name: str, value) -> object:
-    if name in SIZE_FIELDS:
-        return parse_size(value if isinstance(value, int) else str(value))
-    if name in INT_FIELDS:
-        return int(value)
-    return "" if value is None else str(value)
+        return all(cell_value(name, row.get(name)) in values for name, values in self.match.items())
 
 
 def _entry(raw: object, where: str) -> AllowEntry:
@@ -62,7 +51,7 @@ def _entry(raw: object, where: str) -> AllowEntry:
     if not set(verdicts) <= set(ALLOWABLE):
         raise BadInput(where, f"verdicts must be among {', '.join(ALLOWABLE)}")
     try:
-        values = {name: tuple(_normal(name, v) for v in (value if isinstance(value, list) else [value]))
+        values = {name: tuple(cell_value(name, v) for v in (value if isinstance(value, list) else [value]))
                   for name, value in match.items()}
     except ValueError as error:
         raise BadInput(where, str(error)) from None

@@ -105,6 +105,8 @@ class CellVerdict:
     threshold: float = 0.0
     reason: str = ""
     allowed: str = ""  # the allow-list's reason, when it names this cell
+    #: judged on the ratios of its turns (two arms timed in turns in the same launches)
+    by_turns: bool = False
     #: the verdicts that fail the gate (GateOptions.failing())
     failing: tuple[str, ...] = FAILING
 
@@ -319,6 +321,7 @@ def _judge(key: tuple, current: pd.DataFrame, baseline: pd.DataFrame, groups: tu
         turns = _turn_launches(current, baseline, current_runs, baseline_runs) if options.turn_pairs else None
         _judge_pair(cell, current_runs, baseline_runs, pairing, options, turns)
         if turns is not None and cell.estimate is not None:
+            cell.by_turns = True
             cell.reason = ", ".join(filter(None, [cell.reason, "judged turn by turn"]))
     return cell
 

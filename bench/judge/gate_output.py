@@ -54,7 +54,7 @@ def headline(result: GateResult) -> str:
 def settings_text(result: GateResult) -> str:
     o = result.options
     kind = "median ratio of alternating run pairs" if o.paired else "median ratio"
-    turned = sum("turn by turn" in cell.reason for cell in result.cells)
+    turned = sum(cell.by_turns for cell in result.cells)
     if turned:
         kind += f"; {turned} cells of arms timed in turns judged turn by turn"
     return (f"threshold {o.threshold:.0%} (below {o.small_below_bytes // 1024} KiB: {o.small_threshold:.0%}), "

@@ -8,7 +8,7 @@ from hashlib import sha1
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.plan.sizes import geometric
+from bench.plan.sizes import geometric, parse_size
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
 from collectives.spec import total_count
@@ -200,6 +200,21 @@ def expand(suite: Suite) -> list[Launch]:
                                                     position[c.key]))
         launches += with_arms(launch, suite)
     return launches
+
+
+#: cell columns that hold sizes (given with units in YAML) and counts
+SIZE_COLUMNS = ("count_per_rank", "bytes_per_rank", "bytes_total")
+INT_COLUMNS = ("nranks", "nnodes", "ranks_per_node")
+
+
+def cell_value(name: str, value: object) -> int | str:
+    """A value of cell column ``name`` as cells and tables hold it, from YAML or a table row (sizes
+    take units; ValueError when it is none)."""
+    if name in SIZE_COLUMNS:
+        return parse_size(value if isinstance(value, int) else str(value))
+    if name in INT_COLUMNS:
+        return int(value)
+    return "" if value is None else str(value)
 
 
 def selected(cell: Cell, select: list[dict[str, tuple]]) -> bool:

@@ -25,6 +25,7 @@ from pydantic import (
 from bench.errors import BadInput
 from bench.files import project_folder
 from bench.plan import safe_yaml
+from bench.plan.cells import cell_value
 from bench.plan.sizes import SIZE_HELP, parse_size
 from collectives import algorithms, hier, tuning
 from collectives.dtypes import DTYPES, OPS
@@ -220,8 +221,6 @@ def _impl_entry(value: Any) -> Any:
 #: are the suite entry's (an arm that sets them measures the same selected cells)
 SELECTABLE = ("collective", "impl", "algorithm", "intra", "inter", "nranks", "ranks_per_node", "dtype", "op",
               "placement", "count_per_rank", "bytes_per_rank", "bytes_total")
-_SELECT_SIZES = ("count_per_rank", "bytes_per_rank", "bytes_total")
-_SELECT_INTS = ("nranks", "ranks_per_node")
 
 
 def _selection(entry: Any) -> dict[str, tuple]:
@@ -235,13 +234,7 @@ def _selection(entry: Any) -> dict[str, tuple]:
         values = value if isinstance(value, list) else [value]
         if not values or any(v is None or isinstance(v, (dict, list, bool)) for v in values):
             raise ValueError(f"{name}: a value or a list of values, got {value!r}")
-        if name in _SELECT_SIZES:
-            values = [v if isinstance(v, int) else parse_size(str(v)) for v in values]
-        elif name in _SELECT_INTS:
-            values = [int(v) for v in values]
-        else:
-            values = [str(v) for v in values]
-        out[name] = tuple(values)
+        out[name] = tuple(cell_value(name, v) for v in values)
     return out
 
 
