@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+#: what launchers say about the ranks on this host (hydra, Open MPI, Cray PALS)
+LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PALS_LOCAL_SIZE")
+#: set by the sweep: the ranks of the job on the busiest physical machine (namespace hosts or
+#: containers on one machine each see only their own ranks, yet share its cores)
+MACHINE_RANKS_VARIABLE = "PCCL_BENCH_MACHINE_RANKS"
+
+
+def machine_ranks(node_size: int, env: Mapping[str, str]) -> int:
+    """The ranks that share this machine's cores: the node communicator's (a virtual node may be
+    part of a host), the launcher's count of ranks on the host, the sweep's count per machine;
+    the largest wins."""
+    named = (*LOCAL_SIZE_VARIABLES, MACHINE_RANKS_VARIABLE)
+    return max([node_size, *(int(env[name]) for name in named if env.get(name, "").isdigit())])
+
 
 def env_number(env: Mapping[str, str], name: str, kind: type, default, error: type[Exception],
                allow_zero: bool = False):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collectives.dtypes import dtype_code, itemsize, op_code
-from collectives.envsettings import env_number
+from collectives.envsettings import env_number, machine_ranks
 from collectives.spec import even_blocks
 
 ENV_TIMEOUT = "PCCL_RDMA_TIMEOUT_S"  # bound on every wait for a peer (default 30 s)
@@ -131,7 +131,7 @@ def _oversubscribed(comm) -> bool:
 
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
-        return node.Get_size() > (os.cpu_count() or 1)
+        return machine_ranks(node.Get_size(), os.environ) > (os.cpu_count() or 1)
     finally:
         node.Free()
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from collectives.device import host_address
 from collectives.dtypes import dtype_code, itemsize, op_code
-from collectives.envsettings import env_choice, env_number
+from collectives.envsettings import env_choice, env_number, machine_ranks
 from collectives.schedule import COMM_WORLD
 from collectives.spec import even_blocks
 
@@ -154,15 +154,9 @@ _CMA_REASONS: dict[int, str] = {}
 _LAST_PATH = ""
 
 
-#: what launchers say about the ranks on this host (hydra, Open MPI, Cray PALS)
-LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PALS_LOCAL_SIZE")
-
-
 def _oversubscribed(node_size: int, env=os.environ) -> bool:
-    """Whether this host runs more ranks than it has cores. A node communicator may be a virtual
-    node, a part of the host's ranks: the launcher's count of ranks on the host wins when larger."""
-    ranks = [node_size, *(int(env[name]) for name in LOCAL_SIZE_VARIABLES if env.get(name, "").isdigit())]
-    return max(ranks) > (os.cpu_count() or 1)
+    """Whether this machine runs more ranks than it has cores (envsettings.machine_ranks)."""
+    return machine_ranks(node_size, env) > (os.cpu_count() or 1)
 
 
 def segment(comm):

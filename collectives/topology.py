@@ -59,6 +59,8 @@ class Topology:
     grid: Grid
     virtual_nodes: bool
     hosts: tuple[str, ...]
+    #: ranks on each real node (the shared-memory split), whatever the virtual nodes
+    ranks_per_host: int = 0
 
     @property
     def comms(self) -> list:
@@ -101,7 +103,7 @@ def topology(comm, ranks_per_node: int | None = None) -> Topology:
     rank = comm.Get_rank()
     node_comm = comm.Split(grid.node(rank), rank)
     rail_comm = comm.Split(grid.local(rank), rank)
-    result = Topology(comm, node_comm, rail_comm, grid, per_node < real, hosts)
+    result = Topology(comm, node_comm, rail_comm, grid, per_node < real, hosts, real)
     _CACHE[key] = result
     return result
 

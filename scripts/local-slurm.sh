@@ -1,36 +1,46 @@
 #!/usr/bin/env bash
-# A private single-host Slurm cluster for tests: two fake nodes n1, n2 on 127.0.0.1.
+# A private Slurm cluster for tests, on real (namespace) nodes: the lab "slurm" of pccl-bench
+# (docs/LAB.md) with two hosts n1, n2, each with its own hostname, address, IPC, PID and mount
+# namespaces; slurmctld and munged on its login host, one slurmd on each node.
 #
-#   scripts/local-slurm.sh up       install slurm-wlm + munge if missing (Debian/Ubuntu, root),
-#                                   start munged, slurmctld and two slurmd; wait until both nodes are idle
-#   scripts/local-slurm.sh status   sinfo of the cluster; exit 0 when both nodes answer
-#   scripts/local-slurm.sh down     cancel its jobs, stop every daemon it started (by pid file)
-#   scripts/local-slurm.sh env      the line that points Slurm's commands at this cluster
-#   scripts/local-slurm.sh run CMD  best effort: up unless a cluster already answers, run CMD,
-#                                   down again if this call brought it up; exits with CMD's status
+#   scripts/local-slurm.sh up        install slurm-wlm + munge if missing (Debian/Ubuntu, root),
+#                                    bring up the lab and the daemons; wait until both nodes are idle
+#   scripts/local-slurm.sh status    sinfo of the cluster; exit 0 when both nodes answer
+#   scripts/local-slurm.sh exec CMD  run CMD on the login host, pointed at this cluster (srun, sbatch,
+#                                    salloc, pccl-bench run sweep --launcher srun ...)
+#   scripts/local-slurm.sh down      cancel its jobs, stop every process of the lab (by pid), the lab
+#   scripts/local-slurm.sh run CMD   best effort: up unless the cluster already answers, run CMD (here,
+#                                    in this namespace: tests reach the cluster through `exec`), down
+#                                    again if this call brought it up; exits with CMD's status
 #
-# No systemd: the daemons run from this script (proctrack/linuxproc, task/none, munge with
-# its own key and socket). Everything binds to 127.0.0.1 (CommunicationParameters=NoInAddrAny,
-# NodeAddr/SlurmctldHost 127.0.0.1) and lives in $PCCL_SLURM_STATE (/var/lib/pccl-slurm).
+# No systemd: the daemons run from this script (proctrack/linuxproc, task/none, munge with its own
+# key and socket). Nothing listens outside the lab's namespaces, and /etc/slurm is never touched:
+# every Slurm command gets SLURM_CONF. State lives in $PCCL_SLURM_STATE (/var/lib/pccl-slurm).
 # The cluster is named "pccl-local"; the test suite runs its Slurm tests only against it.
-# /etc/slurm/slurm.conf is linked to this cluster's file only when no slurm.conf is there yet,
-# so a machine with a real Slurm is never touched ("up" refuses instead).
 set -euo pipefail
 
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STATE=${PCCL_SLURM_STATE:-/var/lib/pccl-slurm}
 CONF=$STATE/slurm.conf
-SYSTEM_CONF=/etc/slurm/slurm.conf
 MUNGE_SOCKET=$STATE/munge/munge.socket.2
 CLUSTER=pccl-local
+LAB=slurm
 NODES=(n1 n2)
-CTLD_PORT=16817
-FIRST_SLURMD_PORT=16818
 READY_TIMEOUT_S=60
+PY=${PCCL_PYTHON:-$ROOT/.venv/bin/python}
+[ -x "$PY" ] || PY=python3
 
 say() { echo "local-slurm: $*"; }
 fail() { say "$*" >&2; exit 1; }
 
-slurm_env() { export SLURM_CONF=$CONF; }
+lab() { PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m bench lab "$@" --lab "$LAB"; }
+# CMD on a lab host (login, n1, n2) with this cluster's configuration
+on() {
+    local host=$1
+    shift
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m bench lab exec --lab "$LAB" "$host" -- \
+        env SLURM_CONF="$CONF" "$@"
+}
 
 installed() {
     command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v srun >/dev/null \
@@ -51,12 +61,6 @@ install_packages() {
     fi
 }
 
-hostname_is_loopback() {
-    local address
-    address=$(getent hosts "$(hostname)" | awk '{print $1; exit}')
-    case $address in 127.*) return 0 ;; *) return 1 ;; esac
-}
-
 write_munge_key() {
     mkdir -p "$STATE/munge"
     chmod 755 "$STATE/munge"
@@ -66,26 +70,25 @@ write_munge_key() {
     chmod 400 "$STATE/munge/munge.key"
 }
 
+# the lab's addresses (bench/lab/state.py): login 10.77.0.2, the nodes from 10.77.0.11
 node_lines() {
     local index=0 node
     for node in "${NODES[@]}"; do
-        # CPUs: slots, not cores (config_overrides): room for a few ranks per fake node
-        echo "NodeName=$node NodeHostname=$(hostname -s) NodeAddr=127.0.0.1" \
-            "Port=$((FIRST_SLURMD_PORT + index)) CPUs=8 RealMemory=1000 State=UNKNOWN"
+        # CPUs: slots, not cores (config_overrides): room for a few ranks per node
+        echo "NodeName=$node NodeHostname=$node NodeAddr=10.77.0.$((11 + index)) CPUs=8 RealMemory=1000 State=UNKNOWN"
         index=$((index + 1))
     done
 }
 
 write_conf() {
+    rm -rf "$STATE/ctld" "$STATE/spool"
     mkdir -p "$STATE/ctld" "$STATE/log"
     local node
     for node in "${NODES[@]}"; do mkdir -p "$STATE/spool/$node"; done
     cat >"$CONF" <<EOF
-# Written by scripts/local-slurm.sh: a private test cluster on 127.0.0.1 (see that script).
+# Written by scripts/local-slurm.sh: a private test cluster on the namespace nodes of the lab "$LAB".
 ClusterName=$CLUSTER
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=$CTLD_PORT
-CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
+SlurmctldHost=login(10.77.0.2)
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$MUNGE_SOCKET
@@ -119,42 +122,20 @@ PartitionName=debug Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFIN
 EOF
 }
 
-link_system_conf() {
-    if [ -L "$SYSTEM_CONF" ] && [ "$(readlink "$SYSTEM_CONF")" = "$CONF" ]; then
-        return 0
-    fi
-    [ -e "$SYSTEM_CONF" ] && return 0  # checked by refuse_foreign_conf
-    mkdir -p "$(dirname "$SYSTEM_CONF")"
-    ln -s "$CONF" "$SYSTEM_CONF"
-}
-
-refuse_foreign_conf() {
-    if [ -e "$SYSTEM_CONF" ] && ! { [ -L "$SYSTEM_CONF" ] && [ "$(readlink "$SYSTEM_CONF")" = "$CONF" ]; }; then
-        fail "$SYSTEM_CONF exists and is not this script's: a real Slurm is configured here; not touching it"
-    fi
-}
-
-start_munge() {
-    if [ -S "$MUNGE_SOCKET" ] && munge --socket="$MUNGE_SOCKET" -n </dev/null >/dev/null 2>&1; then
-        return 0
-    fi
-    munged --force --socket="$MUNGE_SOCKET" --key-file="$STATE/munge/munge.key" \
-        --pid-file="$STATE/munge/munged.pid" --log-file="$STATE/log/munged.log" \
-        --seed-file="$STATE/munge/munged.seed" --origin=127.0.0.1
-}
-
 start_daemons() {
-    slurmctld -c -f "$CONF"
+    on login munged --force --socket="$MUNGE_SOCKET" --key-file="$STATE/munge/munge.key" \
+        --pid-file="$STATE/munge/munged.pid" --log-file="$STATE/log/munged.log" \
+        --seed-file="$STATE/munge/munged.seed"
+    on login slurmctld -c -f "$CONF"
     local node
     for node in "${NODES[@]}"; do
-        slurmd -c -f "$CONF" -N "$node"
+        on "$node" slurmd -c -f "$CONF"
     done
 }
 
 nodes_ready() {
-    local states
-    states=$(sinfo -h -N -o '%N %T' 2>/dev/null) || return 1
-    local node
+    local states node
+    states=$(on login sinfo -h -N -o '%N %T' 2>/dev/null) || return 1
     for node in "${NODES[@]}"; do
         echo "$states" | grep -Eq "^$node (idle|allocated|mixed|completing)" || return 1
     done
@@ -169,79 +150,38 @@ wait_ready() {
     done
 }
 
+lab_up() { lab status >/dev/null 2>&1; }
+
 up() {
-    [ "$(id -u)" = 0 ] || fail "needs root (packages, daemons, $STATE)"
+    [ "$(id -u)" = 0 ] || fail "needs root (packages, namespaces, daemons, $STATE)"
     install_packages
-    slurm_env
-    if [ -f "$CONF" ] && ctld_alive && nodes_ready; then
-        say "already up ($CLUSTER: ${NODES[*]} on 127.0.0.1)"
+    if [ -f "$CONF" ] && lab_up && nodes_ready; then
+        say "already up ($CLUSTER: ${NODES[*]} in the lab $LAB)"
         return 0
     fi
-    refuse_foreign_conf
-    hostname_is_loopback || fail "$(hostname) does not resolve to a 127.* address; refusing to bind off loopback"
-    stop_daemons
+    lab down >/dev/null 2>&1 || true
+    lab up "${#NODES[@]}" --prefix n >/dev/null || fail "the lab did not come up (pccl-bench lab up)"
     write_munge_key
     write_conf
-    link_system_conf
-    if ! { start_munge && start_daemons && wait_ready; }; then
+    if ! { start_daemons && wait_ready; }; then
         down >/dev/null
         fail "the cluster did not come up within ${READY_TIMEOUT_S} s; logs in $STATE/log"
     fi
-    say "up ($CLUSTER: ${NODES[*]} on 127.0.0.1; SLURM_CONF=$CONF)"
-}
-
-pid_files() {
-    local node
-    for node in "${NODES[@]}"; do echo "$STATE/slurmd-$node.pid"; done
-    echo "$STATE/slurmctld.pid"
-    echo "$STATE/munge/munged.pid"
-}
-
-# The pid recorded in a pid file, if that process still runs and is one of ours (its command line
-# names $STATE), so a stale pid file never points this script at someone else's process.
-live_pid() {
-    local pid
-    pid=$(cat "$1" 2>/dev/null || true)
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$STATE" \
-        && echo "$pid"
-}
-
-ctld_alive() { live_pid "$STATE/slurmctld.pid" >/dev/null; }
-
-# Only the daemons this script started (their pid files): TERM all, KILL what is left after 10 s.
-stop_daemons() {
-    local file pid pids=() waited=0
-    for file in $(pid_files); do
-        pid=$(live_pid "$file") && pids+=("$pid") && kill -TERM "$pid" 2>/dev/null
-    done
-    while [ "${#pids[@]}" -gt 0 ] && [ "$waited" -lt 40 ]; do
-        local alive=()
-        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
-        pids=("${alive[@]+"${alive[@]}"}")
-        [ "${#pids[@]}" -gt 0 ] && sleep 0.25
-        waited=$((waited + 1))
-    done
-    for pid in "${pids[@]+"${pids[@]}"}"; do kill -KILL "$pid" 2>/dev/null || true; done
-    for file in $(pid_files); do rm -f "$file"; done
+    say "up ($CLUSTER: ${NODES[*]} in the lab $LAB; scripts/local-slurm.sh exec CMD reaches it)"
 }
 
 down() {
-    slurm_env
-    if [ -f "$CONF" ] && ctld_alive; then
-        timeout 10 scancel --partition=debug >/dev/null 2>&1 || true
+    if [ -f "$CONF" ] && lab_up; then
+        timeout 10 "$0" exec scancel --partition=debug >/dev/null 2>&1 || true
     fi
-    stop_daemons
-    if [ -L "$SYSTEM_CONF" ] && [ "$(readlink "$SYSTEM_CONF")" = "$CONF" ]; then
-        rm -f "$SYSTEM_CONF"
-    fi
+    lab down >/dev/null 2>&1 || true
     say "down"
 }
 
 status() {
     [ -f "$CONF" ] || { say "not set up (no $CONF)"; return 1; }
-    slurm_env
-    ctld_alive || { say "down (no slurmctld running)"; return 1; }
-    sinfo -N -o '%N %T %c %P' 2>&1 || return 1
+    lab_up || { say "down (the lab $LAB is not up)"; return 1; }
+    on login sinfo -N -o '%N %T %c %P' 2>&1 || return 1
     nodes_ready
 }
 
@@ -260,7 +200,7 @@ case ${1:-} in
     up) up ;;
     down) down ;;
     status) status ;;
-    env) echo "export SLURM_CONF=$CONF" ;;
+    exec) shift; [ "$#" -gt 0 ] || { echo "usage: $0 exec CMD [ARGS...]" >&2; exit 2; }; on login "$@" ;;
     run) shift; [ "$#" -gt 0 ] || { echo "usage: $0 run CMD [ARGS...]" >&2; exit 2; }; run_with_cluster "$@" ;;
-    *) echo "usage: $0 up|down|status|env|run CMD..." >&2; exit 2 ;;
+    *) echo "usage: $0 up|down|status|exec CMD...|run CMD..." >&2; exit 2 ;;
 esac

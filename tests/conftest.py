@@ -61,9 +61,9 @@ def subprocess_env(nranks: int = 1, extra: dict[str, str] | None = None) -> dict
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     # The same settings the sweep launcher gives its jobs (oversubscription aids only when ranks
     # outnumber cores; harmful otherwise).
-    from bench.run.launch import Launcher, mpi_flavour
+    from bench.run.launch import Launcher, MachineLoad, mpi_flavour
 
-    env.update(Launcher("mpiexec", mpi_flavour()).job_env(nranks, {}))
+    env.update(Launcher("mpiexec", mpi_flavour()).job_env(MachineLoad.here(nranks), {}))
     # Open MPI refuses root and oversubscription unless told (harmless for MPICH).
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -113,9 +113,11 @@ def run_cli(
     timeout: float = DEFAULT_TIMEOUT_S,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """``python -m bench args...`` from the repository root (or ``cwd``)."""
-    argv = [sys.executable, "-m", "bench", *map(str, args)]
+    """``python -m bench args...`` from the repository root (or ``cwd``); ``prefix``: what runs it
+    elsewhere (``pccl-bench lab exec login --``, ``scripts/local-slurm.sh exec``)."""
+    argv = [*(prefix or []), sys.executable, "-m", "bench", *map(str, args)]
     return _run(argv, timeout=timeout, cwd=cwd or ROOT, env=subprocess_env(1, env))
 
 

@@ -17,6 +17,7 @@ from conftest import describe, run_cli
 
 from bench.errors import BadInput
 from bench.plan.cells import expand
+from bench.plan.hosts import HostPlan, Placement
 from bench.plan.suite import Slurm, parse_suite
 from bench.run import slurm
 from bench.run.launch import PMI_PLUGIN, Launcher, choose_launcher, mpi_flavour, pmi_plugin
@@ -31,6 +32,12 @@ BASE = {
     "timeout_s": 100,
 }
 WORKER = ["/tmp/plan.json"]
+#: whole nodes of srun's own job, as outside an allocation
+SRUN_NODES = HostPlan(source="srun", launcher_nodes=True)
+
+
+def nodes(count: int, per_node: int) -> Placement:
+    return Placement(count, per_node)
 
 
 def suite_of(**changes):
@@ -71,7 +78,7 @@ def fake_slurm_bin(tmp_path, monkeypatch) -> Path:
 
 
 def test_srun_shape_pmi_timeout_and_worker(outside_allocation):
-    argv = srun().command(8, {"A": "1"}, WORKER, ranks_per_node=4, timeout_s=100)
+    argv = srun().command(8, {"A": "1"}, WORKER, nodes(2, 4), timeout_s=100)
     options = options_before(argv)
     assert options[0] == "/usr/bin/srun"
     assert {"--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--mpi=pmi2", "--kill-on-bad-exit=1",
@@ -81,7 +88,7 @@ def test_srun_shape_pmi_timeout_and_worker(outside_allocation):
 
 @pytest.mark.parametrize(("flavour", "plugin"), [("mpich", "--mpi=pmi2"), ("openmpi", "--mpi=pmix"), ("other", None)])
 def test_srun_pmi_plugin_follows_the_mpi(outside_allocation, flavour, plugin):
-    options = options_before(srun(flavour).command(2, {}, WORKER, 2, 10))
+    options = options_before(srun(flavour).command(2, {}, WORKER, nodes(1, 2), 10))
     mpi = [arg for arg in options if arg.startswith("--mpi=")]
     assert mpi == ([plugin] if plugin else [])
 
@@ -93,14 +100,15 @@ def test_pmi_plugin_of_the_loaded_mpi():
 
 
 def test_suite_srun_args_come_last_and_may_choose_the_pmi(outside_allocation):
-    options = options_before(srun(srun_args=("--mpi=pmix_v4", "--cpu-bind=cores")).command(2, {}, WORKER, 1, 10))
+    launcher = srun(srun_args=("--mpi=pmix_v4", "--cpu-bind=cores"))
+    options = options_before(launcher.command(2, {}, WORKER, nodes(2, 1), 10))
     assert options[-2:] == ["--mpi=pmix_v4", "--cpu-bind=cores"]
     assert [arg for arg in options if arg.startswith("--mpi=")] == ["--mpi=pmix_v4"]
 
 
 def test_srun_exports_the_job_environment(outside_allocation):
     env = {"MALLOC_TRIM_THRESHOLD_": "67108864", "UCX_TLS": "rc,sm,self", "X": "a b"}
-    argv = srun().command(2, env, WORKER, 2, 10)
+    argv = srun().command(2, env, WORKER, nodes(1, 2), 10)
     assert "--export=ALL,MALLOC_TRIM_THRESHOLD_=67108864,X=a b" in argv
     # srun cannot escape a comma: such a value rides in srun's own environment, named in the argv
     assert argv[0].endswith("env") and argv[1] == "UCX_TLS=rc,sm,self" and argv[2] == "/usr/bin/srun"
@@ -108,15 +116,15 @@ def test_srun_exports_the_job_environment(outside_allocation):
 
 def test_partition_and_account_only_for_a_job_of_its_own(outside_allocation, monkeypatch):
     launcher = srun(partition="debug", account="proj1")
-    assert {"--partition=debug", "--account=proj1"} <= set(launcher.command(2, {}, WORKER, 2, 10))
+    assert {"--partition=debug", "--account=proj1"} <= set(launcher.command(2, {}, WORKER, nodes(1, 2), 10))
     monkeypatch.setenv("SLURM_JOB_ID", "42")
-    assert not any(arg.startswith(("--partition", "--account")) for arg in launcher.command(2, {}, WORKER, 2, 10))
+    argv = launcher.command(2, {}, WORKER, nodes(1, 2), 10)
+    assert not any(arg.startswith(("--partition", "--account")) for arg in argv)
 
 
-def test_oversubscription_is_judged_per_node_under_srun():
-    cores = os.cpu_count() or 1
-    assert srun().ranks_per_host(4 * cores, cores) == cores
-    assert Launcher("mpiexec", "mpich").ranks_per_host(4 * cores, cores) == 4 * cores
+def test_srun_names_the_nodes_of_a_named_placement(outside_allocation):
+    options = options_before(srun().command(4, {}, WORKER, Placement(2, 2, ("n1", "n2")), 10))
+    assert {"--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--nodelist=n1,n2"} <= set(options)
 
 
 # ---------------------------------------------------------------- --launcher auto
@@ -147,16 +155,16 @@ def test_srun_must_be_on_path(tmp_path, monkeypatch):
 
 
 def test_batch_allocation_holds_every_launch():
-    assert slurm.allocation_shape(expand(suite_of())) == (2, 2)
-    assert slurm.allocation_shape(expand(suite_of(ranks=[2, 6], ranks_per_node=None))) == (1, 6)
-    assert slurm.allocation_shape(expand(suite_of(ranks=[1, 4], ranks_per_node=1))) == (4, 1)
+    assert slurm.allocation_shape(expand(suite_of(), SRUN_NODES)) == (2, 2)
+    assert slurm.allocation_shape(expand(suite_of(ranks=[2, 6], ranks_per_node=None), SRUN_NODES)) == (1, 6)
+    assert slurm.allocation_shape(expand(suite_of(ranks=[1, 4], ranks_per_node=1), SRUN_NODES)) == (4, 1)
 
 
 def test_batch_script(tmp_path):
     suite = suite_of(slurm={"time": 30, "partition": "debug", "account": "proj1",
                             "sbatch_args": ["--exclusive", "--comment=two words"]})
     folder = tmp_path / "run dir"
-    text = slurm.batch_script("tiny-1", suite.slurm, expand(suite), folder)
+    text = slurm.batch_script("tiny-1", suite.slurm, expand(suite, SRUN_NODES), folder)
     lines = text.splitlines()
     assert lines[0] == "#!/bin/bash"
     directives = [shlex.split(line)[1] for line in lines if line.startswith("#SBATCH ")]

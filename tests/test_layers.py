@@ -1,7 +1,7 @@
 """The data flow runs one way: suite -> plan -> run -> results -> judge -> present.
 
 A module imports only modules of its own stage or earlier ones; the library (collectives,
-cython_ext) never imports the harness; the drivers (bench/sweep.py, bench/cli) sit on top.
+cython_ext) never imports the harness; the drivers (bench/sweep/, bench/cli) sit on top.
 docs/ARCHITECTURE.md draws it.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: stage of each bench package (modules not listed: bench/errors.py, bench/files.py, the base)
-STAGES = {"plan": 1, "run": 2, "results": 3, "importers": 4, "model": 4, "judge": 5, "present": 6,
+STAGES = {"plan": 1, "run": 2, "lab": 2, "results": 3, "importers": 4, "model": 4, "judge": 5, "present": 6,
           "sweep": 7, "cli": 8, "__main__": 9}
 
 

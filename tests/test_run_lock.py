@@ -145,25 +145,27 @@ def test_size_beyond_the_memory_is_refused_before_anything_is_written(tmp_path: 
     assert not out.exists(), "nothing may be created"
 
 
-def test_memory_check_names_both_figures(monkeypatch):
+def room(mebibytes: int, ranks: int | None = None):
+    """A machine with ``mebibytes`` available, holding ``ranks`` (default: all) of a launch."""
+    return lambda launch: (ranks or launch.nranks, (mebibytes * 2**20, "MemAvailable"), "this host")
+
+
+def test_memory_check_names_both_figures():
     suite = parse_suite({**GATHER_4MIB, "ranks": [4]}, "s.yaml")
-    monkeypatch.setattr(memory, "available_memory", lambda: (10 * 2**20, "MemAvailable"))
     with pytest.raises(BadInput) as info:
-        memory.check_memory(expand(suite), lambda nranks, per_node: nranks, "4MiB", "s.yaml")
+        memory.check_memory(expand(suite), room(10), "4MiB", "s.yaml")
     # all-gather of 4 MiB total on 4 ranks: 1 MiB send + 4 MiB receive per rank, 4 ranks here
     assert str(info.value) == ("s.yaml: sizes.max: '4MiB' needs 5.0 MiB of buffers per rank (allgather, float32, "
                                "4 ranks) x 4 ranks on this host = 20.0 MiB; this host has 10.0 MiB available "
                                "(MemAvailable)")
-    monkeypatch.setattr(memory, "available_memory", lambda: (21 * 2**20, "MemAvailable"))
-    memory.check_memory(expand(suite), lambda nranks, per_node: nranks, "4MiB", "s.yaml")
+    memory.check_memory(expand(suite), room(21), "4MiB", "s.yaml")
 
 
-def test_memory_check_counts_the_ranks_per_host(monkeypatch):
+def test_memory_check_counts_the_ranks_of_one_machine():
     suite = parse_suite({**GATHER_4MIB, "ranks": [4], "ranks_per_node": 2}, "s.yaml")
-    monkeypatch.setattr(memory, "available_memory", lambda: (11 * 2**20, "MemAvailable"))
-    memory.check_memory(expand(suite), lambda nranks, per_node: per_node, "4MiB", "s.yaml")  # srun-like: 2 here
+    memory.check_memory(expand(suite), room(11, ranks=2), "4MiB", "s.yaml")  # two machines of two ranks
     with pytest.raises(BadInput, match="x 4 ranks on this host"):
-        memory.check_memory(expand(suite), lambda nranks, per_node: nranks, "4MiB", "s.yaml")
+        memory.check_memory(expand(suite), room(11), "4MiB", "s.yaml")
 
 
 def test_available_memory_is_read_here():

@@ -1,9 +1,11 @@
 """Sweeps through a real Slurm: ``--launcher srun``, ``--launcher sbatch`` with and without ``--wait``,
 and the resilience paths (a crashed rank, a hung job) under srun.
 
-They run against the local test cluster of ``scripts/local-slurm.sh up`` (two fake nodes n1, n2 on
-127.0.0.1; ``make test`` brings it up where it can) and skip with the reason where no Slurm answers.
-Another cluster is used only when PCCL_BENCH_SLURM_TESTS=1 says so.
+They run against the local test cluster of ``scripts/local-slurm.sh up`` (two namespace nodes n1, n2
+of the lab "slurm", each its own host on the lab's network; ``make test`` brings it up where it can),
+every Slurm command and sweep through ``scripts/local-slurm.sh exec`` (the cluster's login host), and
+skip with the reason where no Slurm answers. Another cluster (reached from here, without the prefix)
+is used only when PCCL_BENCH_SLURM_TESTS=1 says so.
 """
 
 from __future__ import annotations
@@ -37,8 +39,22 @@ SUITE = {
 PLANNED = 4  # 2 implementations x 2 sizes
 
 
+LOCAL_SLURM = Path(__file__).resolve().parent.parent / "scripts" / "local-slurm.sh"
+
+
+def on_cluster() -> list[str]:
+    """What runs a command where the cluster answers: the local cluster's login host, or here."""
+    return [] if os.environ.get("PCCL_BENCH_SLURM_TESTS") == "1" else ["bash", str(LOCAL_SLURM), "exec"]
+
+
 def _run(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    return subprocess.run([*on_cluster(), *argv], capture_output=True, text=True, timeout=30,
+                          stdin=subprocess.DEVNULL)
+
+
+def cluster_cli(*args: object, **options) -> subprocess.CompletedProcess:
+    """``run_cli`` on the cluster's login host."""
+    return run_cli(*args, prefix=on_cluster(), **options)
 
 
 @functools.cache
@@ -115,7 +131,7 @@ def wait_until_gone(job_id: str, timeout_s: float = 90) -> None:
         if not _run(["squeue", "-h", "-j", job_id]).stdout.strip():
             return
         time.sleep(0.5)
-    subprocess.run(["scancel", job_id], check=False)
+    _run(["scancel", job_id])
     pytest.fail(f"batch job {job_id} still queued or running after {timeout_s} s")
 
 
@@ -128,7 +144,7 @@ def srun_run(tmp_path_factory):
         pytest.skip(slurm_missing())
     base = tmp_path_factory.mktemp("srun")
     out = base / "run"
-    result = run_cli("run", "sweep", write_suite(base), "--launcher", "srun", "--out", out, timeout=120)
+    result = cluster_cli("run", "sweep", write_suite(base), "--launcher", "srun", "--out", out, timeout=120)
     return result, out
 
 
@@ -140,6 +156,32 @@ def test_srun_sweep(srun_run):
     assert_all_ok(frame, meta)
     assert meta["launcher_requested"] == "srun"
     assert (frame["nnodes"] == 2).all() and (frame["ranks_per_node"] == 1).all()
+
+
+def test_srun_ranks_run_on_two_hosts_of_their_own(srun_run):
+    _, out = srun_run
+    frame, meta = read_run(out)
+    # two real hosts: each rank on a node with its own hostname, address and shared memory
+    assert set(frame["hosts"]) == {"n1,n2"} and not frame["virtual_nodes"].any()
+    (launch,) = meta["launches"].values()
+    assert [host["hostname"] for host in launch["placement"]] == ["n1", "n2"]
+
+
+def test_srun_spreads_the_ranks_over_the_allocation_without_ranks_per_node(tmp_path):
+    suite = {key: value for key, value in SUITE.items() if key != "ranks_per_node"}
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    out = tmp_path / "run"
+    inside = [*on_cluster(), "salloc", "--nodes=2", "--ntasks-per-node=1", "--time=5"]
+    result = run_cli("run", "sweep", path, "--out", out, prefix=inside, timeout=120)
+    assert result.returncode == 0, describe(result)
+    frame, meta = read_run(out)
+    assert_all_ok(frame, meta)
+    assert (frame["nnodes"] == 2).all() and (frame["ranks_per_node"] == 1).all(), frame[["nnodes", "hosts"]]
+    assert meta["hosts"]["source"].startswith("Slurm allocation")
+    assert [host["name"] for host in meta["hosts"]["hosts"]] == ["n1", "n2"]
+    (launch_id, launch), = meta["launches"].items()
+    assert launch_id == "n2-rpn1-h2x1-host" and "--nodelist=n1,n2" in launch["argv"]
 
 
 def test_srun_launch_command_is_recorded(srun_run):
@@ -156,7 +198,7 @@ def test_srun_launch_command_is_recorded(srun_run):
 
 def test_srun_crashed_rank_fails_the_rest_of_its_launch(tmp_path):
     suite = write_suite(tmp_path, sizes={"min": "8B", "max": "512B", "factor": 4})
-    result = run_cli("run", "sweep", suite, "--launcher", "srun", "--out", tmp_path / "run",
+    result = cluster_cli("run", "sweep", suite, "--launcher", "srun", "--out", tmp_path / "run",
                      env={"PCCL_BENCH_FAULT": "crash:rank=1:cell=2"}, timeout=120)
     assert result.returncode == 3, describe(result)
     frame, _ = read_run(tmp_path / "run")
@@ -168,7 +210,7 @@ def test_srun_hung_job_is_killed_at_its_timeout(tmp_path):
     # long enough for srun, two Pythons and the first cell on a loaded 2-core runner
     suite = write_suite(tmp_path, timeout_s=10)
     started = time.monotonic()
-    result = run_cli("run", "sweep", suite, "--launcher", "srun", "--out", tmp_path / "run",
+    result = cluster_cli("run", "sweep", suite, "--launcher", "srun", "--out", tmp_path / "run",
                      env={"PCCL_BENCH_FAULT": "hang:rank=0:cell=1"}, timeout=120)
     assert result.returncode == 3, describe(result)
     frame, _ = read_run(tmp_path / "run")
@@ -186,7 +228,7 @@ def test_srun_hung_job_is_killed_at_its_timeout(tmp_path):
 
 def test_sbatch_wait_sweep(tmp_path):
     out = tmp_path / "run"
-    result = run_cli("run", "sweep", write_suite(tmp_path), "--launcher", "sbatch", "--wait", "--out", out,
+    result = cluster_cli("run", "sweep", write_suite(tmp_path), "--launcher", "sbatch", "--wait", "--out", out,
                      timeout=150)
     assert result.returncode == 0, describe(result)
     job_id = job_id_of(result.stdout)
@@ -203,7 +245,7 @@ def test_sbatch_wait_sweep(tmp_path):
 
 def test_sbatch_returns_the_job_id_and_the_job_fills_the_folder(tmp_path):
     out = tmp_path / "run"
-    result = run_cli("run", "sweep", write_suite(tmp_path), "--launcher", "sbatch", "--out", out, timeout=60)
+    result = cluster_cli("run", "sweep", write_suite(tmp_path), "--launcher", "sbatch", "--out", out, timeout=60)
     assert result.returncode == 0, describe(result)
     job_id = job_id_of(result.stdout)
     assert json.loads((out / "slurm.json").read_text())["job_id"] == job_id
@@ -215,7 +257,7 @@ def test_sbatch_returns_the_job_id_and_the_job_fills_the_folder(tmp_path):
 
 def test_sbatch_refusal_is_bad_input(tmp_path):
     out = tmp_path / "run"
-    result = run_cli("run", "sweep", write_suite(tmp_path), "--launcher", "sbatch", "--partition", "nosuch",
+    result = cluster_cli("run", "sweep", write_suite(tmp_path), "--launcher", "sbatch", "--partition", "nosuch",
                      "--out", out, timeout=60)
     assert result.returncode == 2, describe(result)
     lines = result.stderr.splitlines()

@@ -12,6 +12,7 @@ from bench.cli import (
     env_cmd,
     gate_cmd,
     import_cmd,
+    lab_cmd,
     model_cmd,
     plot_cmd,
     report_cmd,
@@ -44,6 +45,7 @@ app.command("plot")(plot_cmd.plot)
 app.command("report")(report_cmd.report)
 app.command("import")(import_cmd.import_results)
 app.add_typer(baseline_cmd.app, name="baseline")
+app.add_typer(lab_cmd.app, name="lab")
 
 
 def main(argv: list[str] | None = None) -> None:

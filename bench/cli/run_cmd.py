@@ -23,12 +23,18 @@ def _console() -> Console:
 Out = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: results/<run_id>).")]
 Launcher = Annotated[str, typer.Option("--launcher", help=(
     "auto (srun inside a Slurm allocation, else mpiexec) | mpiexec | srun (one job step per launch) | "
-    "sbatch (submit the sweep as one batch job) | none (run the worker directly)."))]
+    "sbatch (submit the sweep as one batch job) | none (run in this process, or on every rank of the mpiexec/srun "
+    "job it was started in)."))]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the exact launch commands (or batch script) and exit.")]
 Wait = Annotated[bool, typer.Option("--wait", help="--launcher sbatch: wait for the job, then print the summary.")]
 Partition = Annotated[str | None, typer.Option("--partition", help="Slurm partition (suite: slurm.partition).")]
 Account = Annotated[str | None, typer.Option("--account", help="Slurm account (suite: slurm.account).")]
 Time = Annotated[str | None, typer.Option("--time", help="Batch job time limit, e.g. 30 or 1:00:00 (slurm.time).")]
+Hosts = Annotated[str | None, typer.Option("--hosts", help=(
+    "Hosts to run on, h1,h2 or h1:4,h2:4 (slots); a launch takes as many as it has nodes, the same number "
+    "of ranks on each (suite: hosts)."))]
+Hostfile = Annotated[Path | None, typer.Option("--hostfile", help=(
+    "A hostfile (MPICH host:slots or Open MPI host slots=N) instead of --hosts (suite: hostfile)."))]
 
 
 def _slurm_flags(partition: str | None, account: str | None, time: str | None) -> dict[str, str]:
@@ -50,6 +56,8 @@ def sweep(
     partition: Partition = None,
     account: Account = None,
     time: Time = None,
+    hosts: Hosts = None,
+    hostfile: Hostfile = None,
 ) -> None:
     """Run every cell of a suite: one MPI job per rank count, a tidy table at the end.
 
@@ -57,7 +65,8 @@ def sweep(
     With --launcher sbatch the sweep runs as one batch job (srun inside) into the same folder.
     """
     options = SweepOptions(resolve_suite_path(suite), out, launcher, resume, dry_run, overrides or [],
-                           wait=wait, slurm_flags=_slurm_flags(partition, account, time))
+                           wait=wait, slurm_flags=_slurm_flags(partition, account, time), hosts=hosts,
+                           hostfile=hostfile)
     raise typer.Exit(run_sweep(options, _console()))
 
 
@@ -88,6 +97,8 @@ def point(
     partition: Partition = None,
     account: Account = None,
     time: Time = None,
+    hosts: Hosts = None,
+    hostfile: Hostfile = None,
 ) -> None:
     """One ad-hoc sweep with nccl-tests-style flags (sizes are totals, as nccl-tests' -b/-e)."""
     raw = {
@@ -103,5 +114,5 @@ def point(
         raw["implementations"] = [name if name == "mpi" else {"impl": name, "algorithms": [algorithm]}
                                   for name in raw["implementations"]]
     options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_raw=raw, wait=wait,
-                           slurm_flags=_slurm_flags(partition, account, time))
+                           slurm_flags=_slurm_flags(partition, account, time), hosts=hosts, hostfile=hostfile)
     raise typer.Exit(run_sweep(options, _console()))

@@ -8,6 +8,8 @@ from hashlib import sha1
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.errors import BadInput
+from bench.plan.hosts import HostPlan, Placement, place, suite_host_plan
 from bench.plan.sizes import geometric, parse_size
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
@@ -104,18 +106,29 @@ class LaunchPlan:
     row_extra: dict = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    #: the hosts the launcher was told to use ([]: this host, or the launcher's choice) and how
+    #: many ranks each must hold; the worker checks the real placement against them
+    hosts: list[str] = field(default_factory=list)
+    ranks_per_host: int = 0
 
-    def write(self, path: Path) -> None:
+    def to_dict(self) -> dict:
         values = asdict(self)
         values["cells"] = [cell.to_dict() for cell in self.cells]
-        path.write_text(json.dumps(values))
+        return values
 
     @classmethod
-    def read(cls, path: Path | str) -> LaunchPlan:
-        values = json.loads(Path(path).read_text())
+    def from_dict(cls, values: dict) -> LaunchPlan:
+        values = dict(values)
         values["timing"] = TimingPlan(**values["timing"])
         values["cells"] = [Cell.from_dict(cell) for cell in values["cells"]]
         return cls(**values)
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_dict()))
+
+    @classmethod
+    def read(cls, path: Path | str) -> LaunchPlan:
+        return cls.from_dict(json.loads(Path(path).read_text()))
 
 
 @dataclass
@@ -129,6 +142,12 @@ class Launch:
     cells: list[Cell] = field(default_factory=list)
     #: environment of this launch on top of the suite's (an arm's ``env``)
     env: dict[str, str] = field(default_factory=dict)
+    #: where its ranks go (None: all on this host)
+    placement: Placement | None = None
+
+    @property
+    def where(self) -> Placement:
+        return self.placement or Placement(1, self.nranks)
 
 
 def counts_for(collective: str, nranks: int, dtype: str, sizes: list[int], semantics: str) -> list[int]:
@@ -155,16 +174,24 @@ def node_shapes(suite: Suite, nranks: int) -> list[int | None]:
     return [per_node for per_node in suite.ranks_per_node if nranks % per_node == 0]
 
 
-def expand(suite: Suite) -> list[Launch]:
+def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
+    """The suite's launches and their cells; ``hosts``: where launches go (default: the suite's
+    ``hosts``/``hostfile``, else this host). A rank count the hosts cannot hold evenly is BadInput."""
+    hosts = hosts if hosts is not None else suite_host_plan(suite)
     sizes = geometric(suite.sizes.min, suite.sizes.max, suite.sizes.factor)
     launches: list[Launch] = []
-    # One launch per (rank count, node shape that divides it); the id names both.
+    # One launch per (rank count, node shape that divides it); the id names both, and the hosts.
     for repeat, nranks, requested in ((r, n, shape) for r in range(suite.repeats) for n in suite.ranks
                                       for shape in node_shapes(suite, n)):
-        per_node = requested or nranks
+        try:
+            spread = place(nranks, requested, hosts)
+        except ValueError as error:
+            raise BadInput(hosts.source, f"ranks {nranks}: {error}") from None
+        per_node = requested or (spread.ranks_per_host if spread.named else nranks)
         suffix = f"-r{repeat}" if suite.repeats > 1 else ""
-        launch = Launch(f"n{nranks}-rpn{per_node}-{suite.device}{suffix}", nranks, per_node, suite.device,
-                        requested)
+        on_hosts = f"-{spread.label()}" if spread.named else ""
+        launch = Launch(f"n{nranks}-rpn{per_node}{on_hosts}-{suite.device}{suffix}", nranks, per_node, suite.device,
+                        requested, placement=spread)
         for collective in suite.collectives:
             for entry in suite.implementations:
                 if entry.collectives and collective not in entry.collectives:
@@ -183,7 +210,7 @@ def expand(suite: Suite) -> list[Launch]:
                                         intra=intra, inter=inter,
                                         device=suite.device, nranks=nranks, nnodes=nranks // per_node,
                                         ranks_per_node=per_node,
-                                        virtual_nodes=requested is not None and per_node < nranks,
+                                        virtual_nodes=per_node < spread.ranks_per_host,
                                         dtype=dtype, op=op, placement=placement, count_per_rank=count,
                                         bytes_per_rank=count * itemsize(dtype),
                                         bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
@@ -245,5 +272,6 @@ def with_arms(launch: Launch, suite: Suite) -> list[Launch]:
                                                  if getattr(arm, name) is not None})
                  for cell in launch.cells for arm in members]
         out.append(Launch(launch.launch_id + suffix, launch.nranks, launch.ranks_per_node, launch.device,
-                          launch.requested_ranks_per_node, list({cell.key: cell for cell in cells}.values()), env))
+                          launch.requested_ranks_per_node, list({cell.key: cell for cell in cells}.values()), env,
+                          launch.placement))
     return out

@@ -26,6 +26,7 @@ from bench.errors import BadInput
 from bench.files import project_folder
 from bench.plan import safe_yaml
 from bench.plan.cells import cell_value
+from bench.plan.hosts import parse_host
 from bench.plan.sizes import SIZE_HELP, parse_size
 from collectives import algorithms, hier, tuning
 from collectives.dtypes import DTYPES, OPS
@@ -208,6 +209,12 @@ class Arm(Strict):
         return name
 
 
+def _host(value: Any) -> Any:
+    if isinstance(value, str):
+        parse_host(value)
+    return value
+
+
 def _yes_no(value: Any) -> Any:
     """YAML reads a bare yes/no as a boolean."""
     return {True: "yes", False: "no"}.get(value, value) if isinstance(value, bool) else value
@@ -252,6 +259,13 @@ class Suite(Strict):
     #: runs with every rank count it divides (and is skipped for the others)
     ranks_per_node: Annotated[list[Annotated[int, Field(ge=1)]] | None,
                               BeforeValidator(_none_or_many)] = Field(None, min_length=1)
+    #: the hosts the launches go to, ``name`` or ``name:slots`` (MPICH's form); a launch takes as
+    #: many as it has nodes, the same number of ranks on each, in blocks. Empty (and no hostfile):
+    #: this host, or the Slurm allocation under srun (docs/LAB.md, "Named hosts")
+    hosts: Annotated[list[Annotated[str, AfterValidator(_host)]], BeforeValidator(_one_or_many)] = Field(
+        default_factory=list)
+    #: instead of ``hosts``: an MPICH (host:slots) or Open MPI (host slots=N) hostfile
+    hostfile: str | None = Field(None, min_length=1, max_length=4096)
     device: Literal["host", "cuda", "rocm"] = "host"
     sizes: SizeSweep
     dtype: Annotated[list[Dtype], BeforeValidator(_one_or_many)] = ["float32"]
@@ -280,6 +294,12 @@ class Suite(Strict):
     #: GPU suites: each rank's GPU, "local" (local rank modulo the visible GPUs) or one device index;
     #: every rank gets it as PCCL_BENCH_GPU
     gpu_bind: Literal["local"] | Annotated[int, Field(ge=0)] = "local"
+
+    @model_validator(mode="after")
+    def _hosts_or_hostfile(self) -> Suite:
+        if self.hosts and self.hostfile:
+            raise ValueError("give hosts or hostfile, not both")
+        return self
 
     @model_validator(mode="after")
     def _distinct_arms(self) -> Suite:

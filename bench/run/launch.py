@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
 from bench.files import PACKAGE_ROOT
+from collectives.envsettings import MACHINE_RANKS_VARIABLE
 
 if TYPE_CHECKING:
+    from bench.plan.hosts import Placement
     from bench.plan.suite import Slurm
 
 LAUNCHERS = ("auto", "mpiexec", "srun", "sbatch", "none")
@@ -45,6 +47,22 @@ PACKAGE_HOME = str(PACKAGE_ROOT)
 
 #: srun --time is a backstop behind run_job's own kill: the job's timeout plus this, in minutes
 SRUN_TIME_MARGIN_S = 60
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """The ranks on the busiest machine of a launch and that machine's cores."""
+
+    ranks: int
+    cores: int
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.ranks > self.cores
+
+    @classmethod
+    def here(cls, ranks: int) -> MachineLoad:
+        return cls(ranks, os.cpu_count() or 1)
 
 
 def mpi_flavour() -> str:
@@ -108,17 +126,11 @@ class Launcher:
     partition: str | None = None
     account: str | None = None
 
-    def ranks_per_host(self, nranks: int, ranks_per_node: int) -> int:
-        """Ranks that share one host's cores: all of them under mpiexec, one node's worth under srun."""
-        return ranks_per_node if self.kind == "srun" else nranks
-
-    def job_env(self, nranks: int, suite_env: dict) -> dict[str, str]:
-        """Environment every rank gets: base settings, oversubscription aids, the suite's own.
-
-        ``nranks``: the ranks sharing this host's cores (see ``ranks_per_host``).
-        """
+    def job_env(self, load: MachineLoad, suite_env: dict) -> dict[str, str]:
+        """Environment every rank gets: base settings, oversubscription aids, the suite's own."""
         env = dict(BASE_ENV)
-        if nranks > (os.cpu_count() or 1):
+        env[MACHINE_RANKS_VARIABLE] = str(load.ranks)
+        if load.oversubscribed:
             # Ranks outnumber cores: a rank spinning in the progress loop holds the core its
             # peer needs until the scheduler tick (4 ms here). usleep(1) after a few empty
             # polls gave 12-34 us small all-reduces on 4 ranks / 2 cores where
@@ -132,33 +144,42 @@ class Launcher:
         env.update({key: str(value) for key, value in suite_env.items()})
         return env
 
-    def command(self, nranks: int, env: dict[str, str], worker_args: list[str],
-                ranks_per_node: int | None = None, timeout_s: float | None = None) -> list[str]:
-        program = [sys.executable, "-m", "bench.run.worker", *worker_args]
+    def command(self, nranks: int, env: dict[str, str], worker_args: list[str], placement: Placement,
+                timeout_s: float | None = None, oversubscribed: bool = False,
+                program: list[str] | None = None) -> list[str]:
+        """The argv of one job: ``program`` (default: the worker on ``worker_args``) on ``nranks``
+        ranks placed as ``placement`` says."""
+        program = program or [sys.executable, "-m", "bench.run.worker", *worker_args]
         if self.kind == "none":
             return program
         if self.kind == "srun":
-            return self._srun_argv(nranks, ranks_per_node or nranks, env, timeout_s) + program
-        return self._mpiexec_argv(nranks, env) + program
+            return self._srun_argv(nranks, placement, env, timeout_s) + program
+        return self._mpiexec_argv(nranks, env, placement, oversubscribed) + program
 
-    def _mpiexec_argv(self, nranks: int, env: dict[str, str]) -> list[str]:
+    def _mpiexec_argv(self, nranks: int, env: dict[str, str], placement: Placement, oversubscribed: bool) -> list[str]:
         argv = [self.program or "mpiexec"]
+        # host:count for every host, in order: block placement without relying on slot counts
+        # of a hostfile (hydra places round-robin without them)
+        hosts = ",".join(f"{name}:{placement.ranks_per_host}" for name in placement.names)
         if self.flavour == "openmpi":
             if hasattr(os, "geteuid") and os.geteuid() == 0:
                 argv.append("--allow-run-as-root")
-            if nranks > (os.cpu_count() or 1):
+            if oversubscribed:
                 argv.append("--oversubscribe")
+            argv += ["--host", hosts] if hosts else []
             for key, value in env.items():
                 argv += ["-x", f"{key}={value}"]
         else:
+            argv += ["-hosts", hosts] if hosts else []
             for key, value in env.items():
                 argv += ["-genv", key, value]
         return argv + ["-n", str(nranks)]
 
-    def _srun_argv(self, nranks: int, ranks_per_node: int, env: dict[str, str], timeout_s: float | None) -> list[str]:
-        argv = [*_env_prefix(env), self.program or "srun", f"--nodes={nranks // ranks_per_node}",
-                f"--ntasks={nranks}", f"--ntasks-per-node={ranks_per_node}", "--kill-on-bad-exit=1",
+    def _srun_argv(self, nranks: int, placement: Placement, env: dict[str, str], timeout_s: float | None) -> list[str]:
+        argv = [*_env_prefix(env), self.program or "srun", f"--nodes={placement.nhosts}",
+                f"--ntasks={nranks}", f"--ntasks-per-node={placement.ranks_per_host}", "--kill-on-bad-exit=1",
                 _srun_export(env)]
+        argv += [f"--nodelist={','.join(placement.names)}"] if placement.named else []
         if self.pmi and not any(arg.startswith("--mpi=") for arg in self.srun_args):
             argv.append(f"--mpi={self.pmi}")
         if timeout_s is not None:

@@ -13,7 +13,7 @@ from bench import __version__
 from bench.files import PACKAGE_ROOT
 
 #: environment that changes collective performance (recorded, never secrets)
-ENV_PREFIXES = ("MPICH_", "MPIR_CVAR_", "FI_", "NCCL_", "RCCL_", "UCX_", "OMPI_", "PMIX_", "PRTE_", "HSA_",
+ENV_PREFIXES = ("MPICH_", "MPIR_CVAR_", "HYDRA_", "FI_", "NCCL_", "RCCL_", "UCX_", "OMPI_", "PMIX_", "PRTE_", "HSA_",
                 "HIP_", "ROCR_", "CUDA_", "SLURM_JOB_", "MALLOC_", "PCCL_BENCH_", "PCCL_RDMA_", "I_MPI_", "MV2_")
 
 

@@ -36,8 +36,21 @@ ALLOCATION_ENV = {"job_id": "SLURM_JOB_ID", "job_name": "SLURM_JOB_NAME", "clust
 
 def allocation_shape(launches: list[Launch]) -> tuple[int, int]:
     """(nodes, tasks per node) that hold every launch of the sweep, one after another."""
-    nodes = max(launch.nranks // launch.ranks_per_node for launch in launches)
-    return nodes, max(launch.ranks_per_node for launch in launches)
+    return (max(launch.where.nhosts for launch in launches),
+            max(launch.where.ranks_per_host for launch in launches))
+
+
+def allocation_hosts() -> list[str]:
+    """The node names of the allocation this process runs in (``scontrol show hostnames``)."""
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST") or ""
+    if not nodelist:
+        return []
+    try:
+        result = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                                timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return result.stdout.split() if result.returncode == 0 else []
 
 
 def _directive(option: str) -> str:
@@ -47,7 +60,9 @@ def _directive(option: str) -> str:
 def batch_options(slurm: Slurm, launches: list[Launch], folder: Path) -> list[str]:
     """The sbatch options of the sweep's batch job, then the suite's extras."""
     nodes, per_node = allocation_shape(launches)
+    names = list(dict.fromkeys(name for launch in launches for name in launch.where.names))
     options = ["--job-name=pccl-bench", f"--nodes={nodes}", f"--ntasks-per-node={per_node}", "--export=ALL",
+               *([f"--nodelist={','.join(names)}"] if names else []),
                f"--output={folder.resolve()}/logs/sbatch-%j.log", f"--chdir={Path.cwd()}"]
     options += [f"--time={slurm.time}"] if slurm.time else []
     options += [f"--partition={slurm.partition}"] if slurm.partition else []

@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from bench.plan.cells import LaunchPlan  # noqa: E402
+from bench.run import hostfacts  # noqa: E402
 from bench.run.cell import close_contexts, run_cell, run_turns, turn_partners  # noqa: E402
 from bench.run.parts import append_rows, sync_file  # noqa: E402
 from bench.run.probe import Probe  # noqa: E402
@@ -42,8 +43,10 @@ def _disable_numpy_hugepages() -> None:
         pass
 
 
-def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None) -> tuple[Topology | None, dict]:
-    """The topology and the row fields it decides, or None and the reason the launch cannot run."""
+def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None,
+                 plan: LaunchPlan | None = None) -> tuple[Topology | None, dict]:
+    """The topology and the row fields it decides, or None and the reason the launch cannot run
+    (also where the ranks are not where ``plan`` put them)."""
     facts = {"mpi_thread_level": THREAD_LEVELS.get(MPI.Query_thread(), "unknown")}
     failed = {"status": "failed", "n_wrong": 0, "iters": 0, "samples_us": []}
     # Before any compiled MPI call: with two MPI libraries in the process the first one aborts.
@@ -54,18 +57,33 @@ def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None) -> tuple[
         topo = topology(comm, requested_ranks_per_node)
     except ShapeError as error:
         return None, {**facts, **failed, "error": f"placement: {error}"}
+    misplaced = hostfacts.placement_problem(plan, topo) if plan is not None else None
+    if misplaced:
+        return None, {**facts, **failed, "error": f"placement: {misplaced}"}
     return topo, {**facts, "hosts": ",".join(topo.hosts), "virtual_nodes": topo.virtual_nodes,
                   "nnodes": topo.grid.nnodes, "ranks_per_node": topo.grid.ranks_per_node}
 
 
-def main(plan_path: str) -> int:
-    plan = LaunchPlan.read(plan_path)
-    comm = MPI.COMM_WORLD
-    if comm.size != plan.nranks:
-        raise SystemExit(f"worker: launched on {comm.size} ranks, plan wants {plan.nranks}")
+def record_placement(comm: MPI.Comm, part: Path) -> None:
+    """``parts/<launch>.placement.json``: each host of the job, its machine and its ranks (gathered
+    to rank 0 only: O(p) there, nothing on the others)."""
+    here = (MPI.Get_processor_name(), hostfacts.boot_id())
+    placed = comm.gather(here, root=0)
+    if comm.rank != 0:
+        return
+    hosts: dict[str, dict] = {}
+    for rank, (name, boot_id) in enumerate(placed):
+        entry = hosts.setdefault(name, {"hostname": name, "boot_id": boot_id, "first_rank": rank, "ranks": 0})
+        entry["ranks"] += 1
+    part.with_suffix(".placement.json").write_text(json.dumps(list(hosts.values())))
+
+
+def run_plan(plan: LaunchPlan, comm: MPI.Comm) -> None:
+    """Check then time every cell of one launch; rank 0 appends the rows to the launch's part file."""
     _disable_numpy_hugepages()
-    topo, facts = launch_facts(comm, plan.requested_ranks_per_node)
     part = Path(plan.part)
+    record_placement(comm, part)
+    topo, facts = launch_facts(comm, plan.requested_ranks_per_node, plan)
     # the machine-speed reference, measured after every cell (bench/run/probe.py)
     probe = Probe(topo) if topo is not None and plan.timing.probe else None
     index = 0
@@ -96,6 +114,14 @@ def main(plan_path: str) -> int:
     if comm.rank == 0:
         sync_file(part)
     close_contexts()  # NCCL/RCCL communicators of GPU cells, before MPI finalizes
+
+
+def main(plan_path: str) -> int:
+    plan = LaunchPlan.read(plan_path)
+    comm = MPI.COMM_WORLD
+    if comm.size != plan.nranks:
+        raise SystemExit(f"worker: launched on {comm.size} ranks, plan wants {plan.nranks}")
+    run_plan(plan, comm)
     return 0
 
 

@@ -1,0 +1,84 @@
+"""``--launcher sbatch``: the sweep submitted as one batch job that runs it with srun inside."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench.plan.cells import expand
+from bench.plan.hosts import HostPlan, suite_host_plan
+from bench.run import slurm
+from bench.run.launch import find_slurm_tool
+from bench.sweep.options import SweepOptions, lock_folder, open_run, start_folder
+from bench.sweep.run import exit_code, print_summary
+
+
+def submit_sweep(options: SweepOptions, out: Console) -> int:
+    """Submit the sweep as one batch job; with --wait, wait for it and print its summary."""
+    run = open_run(options)
+    suite, folder = run.suite, run.folder
+    # The allocation asked for: the suite's hosts by name, else whole nodes as srun takes them.
+    hosts = suite_host_plan(suite)
+    launches = expand(suite, hosts if hosts.hosts else HostPlan(source="sbatch", launcher_nodes=True))
+    script = folder / slurm.BATCH_SCRIPT
+    if options.dry_run:
+        out.print(f"# {script}", highlight=False)
+        out.print(slurm.batch_script(run.run_id, suite.slurm, launches, folder), highlight=False, soft_wrap=True,
+                  end="")
+        out.print(shlex.join(slurm.sbatch_argv("sbatch", script, options.wait)), highlight=False, soft_wrap=True)
+        return EXIT_OK
+    sbatch = find_slurm_tool("sbatch")
+    created = not folder.exists()
+    # Locked while the folder is set up; released before submitting, because the batch job's
+    # own sweep (--resume) locks it, and the job record now refuses a second new run here.
+    lock = lock_folder(options, folder, out)
+    try:
+        start_folder(folder, run.raw, run.run_id, "--out" if options.out else "results")
+        script.write_text(slurm.batch_script(run.run_id, suite.slurm, launches, folder))
+        script.chmod(0o755)
+        argv = slurm.sbatch_argv(sbatch, script, options.wait)
+        record = slurm.submission_record(argv, script)
+        slurm.write_record(folder, record)
+    finally:
+        lock.release()
+
+    def submitted(job_id: str) -> None:
+        slurm.write_record(folder, {**record, "job_id": job_id})
+        waiting = "; waiting for it" if options.wait else ""
+        out.print(f"submitted batch job {job_id}: run {run.run_id} -> {folder}{waiting}", highlight=False,
+                  soft_wrap=True)
+
+    outcome = slurm.submit(argv, submitted)
+    if outcome.job_id is None and not outcome.interrupted:
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise slurm.refusal(outcome)
+    return _after_submission(outcome, folder, options.wait, out)
+
+
+def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: Console) -> int:
+    log = folder / "logs" / f"sbatch-{outcome.job_id}.log"
+    if outcome.interrupted:
+        job = (f"batch job {outcome.job_id} runs on (scancel {outcome.job_id} stops it) and writes {folder}"
+               if outcome.job_id else "sbatch had not answered yet: see squeue")
+        out.print(f"[yellow]stopped waiting; {job}[/yellow]", highlight=False, soft_wrap=True)
+        return EXIT_INTERRUPTED
+    if not wait:
+        out.print(f"job output: {log}; the table appears in {folder}/results.parquet", highlight=False, soft_wrap=True)
+        return EXIT_OK
+    path = folder / "results.parquet"
+    if not path.exists():
+        tail = log.read_text().splitlines()[-5:] if log.exists() else []
+        out.print(f"[red]batch job {outcome.job_id} ended (exit {outcome.returncode}) without writing a table; "
+                  f"see {log}[/red]", highlight=False, soft_wrap=True)
+        for line in tail:
+            out.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
+        return EXIT_CELLS_FAILED
+    results = pd.read_parquet(path)
+    print_summary(results, folder, out)
+    return exit_code(results, outcome.returncode == EXIT_INTERRUPTED)

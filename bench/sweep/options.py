@@ -1,0 +1,189 @@
+"""What a sweep was asked for and the run folder it goes to: the suite with --set, --hosts and the
+Slurm flags applied, a new folder or a resumed one, locked for this sweep."""
+
+from __future__ import annotations
+
+import copy
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+
+from bench.errors import BadInput
+from bench.plan.cells import expand
+from bench.plan.hosts import host_list, split_flag
+from bench.plan.suite import Slurm, Suite, apply_overrides, parse_suite, read_yaml
+from bench.run import slurm
+from bench.run.runlock import RunLock
+
+
+@dataclass
+class SweepOptions:
+    suite_path: Path
+    out: Path | None = None
+    launcher: str = "auto"
+    resume: Path | None = None
+    dry_run: bool = False
+    overrides: list[str] = field(default_factory=list)
+    #: an in-memory suite (``run point``) instead of a file
+    suite_raw: dict | None = None
+    suite_where: str = "run point"
+    #: ``--launcher sbatch``: wait for the batch job and print its summary
+    wait: bool = False
+    #: --partition/--account/--time: the suite's ``slurm`` block, overridden
+    slurm_flags: dict[str, str] = field(default_factory=dict)
+    #: --hosts h1,h2 / --hostfile FILE: the suite's hosts, overridden (also on --resume: where the
+    #: cells run may change, what is measured may not)
+    hosts: str | None = None
+    hostfile: Path | None = None
+
+
+@dataclass
+class Run:
+    """The suite of a sweep and its folder."""
+
+    suite: Suite
+    raw: dict
+    folder: Path
+    run_id: str
+
+
+def _new_run_id(suite_name: str) -> str:
+    return f"{suite_name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def prepare_folder(folder: Path, where: str) -> None:
+    try:
+        (folder / "parts").mkdir(parents=True, exist_ok=True)
+        (folder / "plans").mkdir(exist_ok=True)
+        (folder / "logs").mkdir(exist_ok=True)
+        probe = folder / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise BadInput(where, f"cannot write results to {folder}: {error.strerror or error}") from None
+
+
+def start_folder(folder: Path, raw: dict, run_id: str, where: str) -> None:
+    prepare_folder(folder, where)
+    (folder / "suite.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    (folder / "run.json").write_text(json.dumps({"run_id": run_id}))
+
+
+def _with_slurm_flags(raw: object, flags: dict[str, str]) -> object:
+    """The suite with --partition/--account/--time written into its ``slurm`` block."""
+    if not flags or not isinstance(raw, dict):
+        return raw
+    for name, value in flags.items():
+        try:
+            Slurm.model_validate({name: value})
+        except ValidationError as error:
+            message = error.errors()[0]["msg"].removeprefix("Value error, ")
+            raise BadInput(f"--{name}", f"{value!r}: {message}" if repr(value) not in message else message) from None
+    block = raw.get("slurm") if isinstance(raw.get("slurm"), dict) else {}
+    return {**raw, "slurm": {**block, **flags}}
+
+
+def _with_host_flags(raw: object, options: SweepOptions) -> object:
+    """The suite with --hosts or --hostfile in place of its own hosts."""
+    if not isinstance(raw, dict) or (options.hosts is None and options.hostfile is None):
+        return raw
+    if options.hosts is not None and options.hostfile is not None:
+        raise BadInput("--hosts", "give --hosts or --hostfile, not both")
+    raw = {key: value for key, value in raw.items() if key not in ("hosts", "hostfile")}
+    if options.hosts is not None:
+        names = split_flag(options.hosts)
+        if not names:
+            raise BadInput("--hosts", f"{options.hosts!r} names no host (e.g. --hosts h1,h2 or h1:2,h2:2)")
+        host_list(names, "--hosts")
+        return {**raw, "hosts": names}
+    return {**raw, "hostfile": str(options.hostfile.resolve())}  # a resume may run from elsewhere
+
+
+def load_for(options: SweepOptions) -> tuple[Suite, dict]:
+    """The suite of a new run: the file (or ``run point``'s mapping) with --set, the host flags and
+    the Slurm flags applied."""
+    if options.suite_raw is not None:
+        raw, where = copy.deepcopy(options.suite_raw), options.suite_where
+    else:
+        where = str(options.suite_path)
+        raw = read_yaml(options.suite_path)
+        if isinstance(raw, dict):
+            raw = apply_overrides(raw, list(options.overrides), where)
+    raw = _with_host_flags(_with_slurm_flags(raw, options.slurm_flags), options)
+    suite = parse_suite(raw, where)
+    if suite.select and not expand(suite):
+        raise BadInput(where, f"select: {raw.get('select')!r} matches no cell of the suite")
+    return suite, raw
+
+
+def open_run(options: SweepOptions) -> Run:
+    """The suite, its raw form, the run folder and the run id (new or resumed)."""
+    if options.resume is not None and options.overrides:
+        raise BadInput("--set", "a resumed run keeps the suite it started with; --set cannot change it")
+    if options.resume is not None:
+        folder = options.resume
+        saved = folder / "suite.yaml"
+        if not saved.exists():
+            raise BadInput("--resume", f"{folder} is not a pccl-bench run folder (no suite.yaml)")
+        # Where and how long Slurm runs it may change, and on which hosts; what is measured may not.
+        raw = _with_host_flags(_with_slurm_flags(read_yaml(saved, "saved suite"), options.slurm_flags), options)
+        suite = parse_suite(raw, str(saved))
+        return Run(suite, raw, folder, _saved_run_id(folder))
+    suite, raw = load_for(options)
+    run_id = _new_run_id(suite.name)
+    folder = options.out if options.out is not None else Path("results") / run_id
+    _refuse_used_out(options, folder)
+    return Run(suite, raw, folder, run_id)
+
+
+def _saved_run_id(folder: Path) -> str:
+    path = folder / "run.json"
+    if not path.exists():
+        return folder.name
+    try:
+        return str(json.loads(path.read_text())["run_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise BadInput("--resume", f"{path}: not the run record a sweep writes ({{\"run_id\": ...}})") from None
+
+
+def _refuse_used_out(options: SweepOptions, folder: Path) -> None:
+    """A new run never goes into a folder that holds another (checked again once it is locked)."""
+    if options.out is None or options.resume is not None:
+        return
+    if (folder / "results.parquet").exists():
+        raise BadInput("--out", f"{folder} already holds a run; pass --resume {folder} or another --out")
+    if (folder / slurm.JOB_RECORD).exists():
+        raise BadInput("--out", f"{folder} belongs to a batch job ({slurm.JOB_RECORD}); pass --resume {folder} "
+                       "or another --out")
+
+
+def folder_flag(options: SweepOptions) -> str:
+    return "--resume" if options.resume is not None else "--out" if options.out is not None else "results"
+
+
+def where_of(options: SweepOptions) -> str:
+    """What to name in a bad-input line about the suite."""
+    if options.resume is not None:
+        return str(options.resume / "suite.yaml")
+    return options.suite_where if options.suite_raw is not None else str(options.suite_path)
+
+
+def lock_folder(options: SweepOptions, folder: Path, out: Console) -> RunLock:
+    """Hold the run folder for this sweep; a second sweep on it is refused (exit 2)."""
+    lock = RunLock(folder)
+    lock.acquire(folder_flag(options))
+    try:
+        _refuse_used_out(options, folder)  # another sweep may have finished here while this one started
+    except BadInput:
+        lock.abandon()
+        raise
+    if lock.unsupported:
+        out.print(f"[yellow]warning: {folder} cannot be locked ({lock.unsupported}): nothing stops a second "
+                  "sweep on it[/yellow]", highlight=False, soft_wrap=True)
+    return lock

@@ -1,0 +1,139 @@
+"""The lab's links as MPI sees them: 8 B one-way latency and 1 MiB bandwidth between two namespace
+hosts, for each link setting, interleaved round by round (docs/LAB.md, "Measured links").
+
+    python benchmarks/lab_links.py [--rounds 5] [--json docs/lab/links.json]   # as root
+
+Brings up a lab of its own (``links``: h1, h2), and in every round runs, in a rotated order, each
+setting: the kernel bridge; the emulator with 1 us (its floor), 50 us and 200 us of delay; 1 Gbit/s;
+50 us + 1 Gbit/s. For each, tests/mpi_scripts/pingpong.py (mpiexec -hosts h1:1,h2:1, MPI_Send/Recv
+round trips, one way = half) gives the median one-way time of 8 B (300 round trips) and of 1 MiB
+(30), and the emulator's own figures: how late frames left against their due time (p50 and p90,
+as the bound of its power-of-two histogram bucket) and the CPU it used per second of the run.
+Quoted: the median over rounds, and the range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.lab import lab as lab_ops  # noqa: E402
+from bench.lab import links  # noqa: E402
+from bench.lab.state import Link  # noqa: E402
+from bench.run.launch import find_mpiexec  # noqa: E402
+
+LAB = "links"
+SETTINGS = {
+    "bridge": Link(),
+    "emulated, 1 us": Link(delay_us=1),
+    "50 us": Link(delay_us=50),
+    "200 us": Link(delay_us=200),
+    "1 Gbit/s": Link(rate_gbit=1),
+    "50 us + 1 Gbit/s": Link(delay_us=50, rate_gbit=1),
+}
+SMALL, LARGE = 8, 1 << 20
+
+
+def pingpong(size: int, repeats: int) -> dict:
+    prefix, env = lab_ops.exec_prefix(LAB, "login", str(ROOT))
+    argv = [*prefix, find_mpiexec() or "mpiexec", "-hosts", "h1:1,h2:1", "-n", "2", sys.executable,
+            str(ROOT / "tests" / "mpi_scripts" / "pingpong.py"), str(size), str(repeats)]
+    result = subprocess.run(argv, env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    if result.returncode != 0:
+        raise SystemExit(f"pingpong failed: {result.stderr[-1000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])[str(size)]
+
+
+def measure(name: str, link: Link) -> dict:
+    lab_ops.set_link(LAB, link)
+    started = time.monotonic()
+    small = pingpong(SMALL, 300)
+    large = pingpong(LARGE, 30)
+    wall = time.monotonic() - started
+    figures = {"small_us": small["p50_us"], "small_min_us": small["min_us"], "large_gbps": large["gbps"]}
+    if link.emulated:
+        lab = lab_ops.load(LAB)
+        links.stop_emulator(lab)  # it writes its last figures as it ends
+        stats = json.loads((lab.path / "switch.json").read_text())
+        figures["late_p50_us"] = bucket_bound(stats["late_hist_us"], 0.5)
+        figures["late_p90_us"] = bucket_bound(stats["late_hist_us"], 0.9)
+        figures["cpu_share"] = stats["cpu_s"] / wall
+        figures["spin_us"] = stats["spin_us"]
+    return figures
+
+
+def bucket_bound(counts: list[int], share: float) -> float:
+    """The upper bound (us) of the histogram bucket holding the ``share`` quantile (buckets < 1 us,
+    [1, 2), [2, 4) ...)."""
+    total, seen = sum(counts), 0
+    for index, count in enumerate(counts):
+        seen += count
+        if total and seen >= share * total:
+            return float(2 ** index)
+    return float("inf")
+
+
+def summary(rounds: list[dict]) -> dict:
+    out = {}
+    for name in SETTINGS:
+        runs = [one[name] for one in rounds]
+        out[name] = {key: {"median": statistics.median(run[key] for run in runs),
+                           "low": min(run[key] for run in runs), "high": max(run[key] for run in runs)}
+                     for key in runs[0]}
+    return out
+
+
+def table(result: dict) -> str:
+    base = result["bridge"]["small_us"]["median"]
+    lines = ["| link | 8 B one way, us (range) | bridge + delay | 1 MiB, GB/s (range) | set rate, GB/s | "
+             "frames late, p50 / p90 | emulator CPU |", "|---|---|---|---|---|---|---|"]
+    for name, link in SETTINGS.items():
+        row = result[name]
+        small, large = row["small_us"], row["large_gbps"]
+        emulator = (f"< {row['late_p50_us']['median']:g} / < {row['late_p90_us']['median']:g} us | "
+                    f"{row['cpu_share']['median']:.0%}" if "cpu_share" in row else "- | -")
+        rate = f"{link.rate_gbit / 8:.3f}" if link.rate_gbit else "-"
+        lines.append(f"| {name} | {small['median']:.1f} ({small['low']:.1f}-{small['high']:.1f}) | "
+                     f"{base + link.delay_us:.1f} | {large['median']:.3f} ({large['low']:.3f}-{large['high']:.3f}) | "
+                     f"{rate} | {emulator} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the per-round figures here")
+    args = parser.parse_args()
+    reason = lab_ops.unavailable()
+    if reason:
+        raise SystemExit(f"no lab here: {reason}")
+    lab_ops.down(LAB)
+    lab_ops.up(LAB, 2)
+    rounds = []
+    try:
+        names = list(SETTINGS)
+        for index in range(args.rounds):
+            order = names[index % len(names):] + names[:index % len(names)]  # rotated: drift lands on all
+            rounds.append({name: measure(name, SETTINGS[name]) for name in order})
+            print(f"round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    finally:
+        lab_ops.down(LAB)
+    result = summary(rounds)
+    print(table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"rounds": rounds, "summary": result}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
