@@ -108,7 +108,7 @@ def mpi_extensions(mpicc: str) -> list[Extension]:
     ]
 
 
-MODULES = ["core", "reduce", "native", "executor", "timing", "shm"]
+MODULES = ["core", "reduce", "native", "executor", "clock", "timing", "shm"]
 mpicc = find_mpicc()
 if mpicc is None and os.environ.get(REQUIRES_QUERY):
     # buildsys/pccl_backend.py only asks for the build requirements, and adds the MPICH wheel

@@ -14,22 +14,17 @@ Quoted: the median over rounds, and the range.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from in_lab import ROOT, arguments, on_login, own_lab  # beside this script
 
-from bench.lab import lab as lab_ops  # noqa: E402
-from bench.lab import links  # noqa: E402
-from bench.lab.state import Link  # noqa: E402
-from bench.run.launch import find_mpiexec  # noqa: E402
+from bench.lab import lab as lab_ops
+from bench.lab import links
+from bench.lab.state import Link
+from bench.run.launch import find_mpiexec
 
 LAB = "links"
 SETTINGS = {
@@ -44,11 +39,9 @@ SMALL, LARGE = 8, 1 << 20
 
 
 def pingpong(size: int, repeats: int) -> dict:
-    prefix, env = lab_ops.exec_prefix(LAB, "login", str(ROOT))
-    argv = [*prefix, find_mpiexec() or "mpiexec", "-hosts", "h1:1,h2:1", "-n", "2", sys.executable,
+    argv = [find_mpiexec() or "mpiexec", "-hosts", "h1:1,h2:1", "-n", "2", sys.executable,
             str(ROOT / "tests" / "mpi_scripts" / "pingpong.py"), str(size), str(repeats)]
-    result = subprocess.run(argv, env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
-                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    result = on_login(LAB, argv, 300)
     if result.returncode != 0:
         raise SystemExit(f"pingpong failed: {result.stderr[-1000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])[str(size)]
@@ -110,24 +103,14 @@ def table(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", type=Path, help="also write the per-round figures here")
-    args = parser.parse_args()
-    reason = lab_ops.unavailable()
-    if reason:
-        raise SystemExit(f"no lab here: {reason}")
-    lab_ops.down(LAB)
-    lab_ops.up(LAB, 2)
+    args = arguments(__doc__, rounds=5)
     rounds = []
-    try:
+    with own_lab(LAB, 2):
         names = list(SETTINGS)
         for index in range(args.rounds):
             order = names[index % len(names):] + names[:index % len(names)]  # rotated: drift lands on all
             rounds.append({name: measure(name, SETTINGS[name]) for name in order})
             print(f"round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-    finally:
-        lab_ops.down(LAB)
     result = summary(rounds)
     print(table(result))
     if args.json:

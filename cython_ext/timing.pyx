@@ -1,81 +1,204 @@
-"""The timing loop: warm-up, then per-iteration timing, all in C.
+"""The timing loop: warm-up, then per-iteration timing, all in C. One loop for one op (a cell)
+and for two ops timed in turns (two arms of a cell); every mode is an option of it.
 
-sync mode (default, OSU/IMB style): barrier, MPI_Wtime, the call, MPI_Wtime.
-pipelined mode: the calls back to back, each timed locally, no barrier.
-An iteration's time is the maximum over ranks (the honest cross-rank reduction).
+How each timed call starts (``mode``):
 
-``time_cell`` adds, without the GIL in the loop:
+* ``sync`` (default, OSU/IMB style): a barrier, then the call; its time is its own span.
+* ``pipelined``: the calls back to back, each timed locally, no barrier.
+* ``window`` (ReproMPI style): every rank starts call k at the same common time, first + k x
+  window, on clocks synchronised before the cell (cython_ext/clock.pyx); the call's time is the
+  latest finish over ranks minus that start. A barrier lets ranks go at different times (up to
+  about one link latency across a slow link), which can hide a one-step difference between
+  schedules; a common start does not. A window holds three median warm-up calls (at least the
+  median and 50 us); a call some rank began later than its window allowed (the previous call
+  overran, a rank was descheduled) is dropped and counted, and when more than half of a batch
+  are, the windows double (to at most 16 times their first length).
+
+An iteration's time is the maximum over ranks (the honest cross-rank reduction). With a common
+clock (always in window mode; in the others when the caller passes one) each iteration's start
+skew, the latest start minus the earliest over ranks, is measured too.
+
+``time_cell``/``time_turns`` add, without the GIL in the loop:
 
 * warm-up until stable: after the fixed warm-up, timed warm-up batches until a batch's median
   is within ``warm_tol`` of the previous one (at most ``max_warmup`` iterations, at most the
   time budget); what was discarded (iterations, the slowest of them) is reported;
 * an adaptive stop (hyperfine/asv style): timed batches until the distribution-free 95%
   interval of the median is within +-``target_ci`` of it, the time budget (the sum of the
-  samples) is spent, or ``iters`` is reached, never below ``min_iters``; why it stopped is
-  reported.
+  samples; in window mode, of the windows) is spent, or ``iters`` is reached, never below
+  ``min_iters``; why it stopped is reported.
 
-Every decision is taken from samples already reduced over ranks (max), so every rank reaches
-the same one with no extra synchronisation.
+Every decision is taken from samples already reduced over ranks, so every rank reaches the same
+one with no extra synchronisation.
 """
-from libc.math cimport ceil, floor, sqrt
+from libc.math cimport NAN, ceil, floor, sqrt
 from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memcpy
+from posix.time cimport nanosleep, timespec
+
+cdef extern from "<sched.h>" nogil:
+    int sched_yield()
 from mpi4py.libmpi cimport *
 from mpi4py.MPI cimport Comm
 
 import numpy as np
 
+from cython_ext.clock cimport ClockModel, SyncedClock, global_now
 from cython_ext.core cimport CollOp, check_mpi
 
-MODES = ("sync", "pipelined")
+MODES = ("sync", "pipelined", "window")
 #: why a cell's timed loop stopped
 STOP_REASONS = ("precision", "budget", "iters", "fixed")
 #: why the warm-up stopped: "fixed" (warm-up count only), "stable", "max_warmup", "budget"
 WARMUP_REASONS = ("fixed", "stable", "max_warmup", "budget")
 #: 97.5% normal quantile: the order-statistic interval of the median is two-sided 95%
 cdef double Z95 = 1.959964
+cdef enum:
+    SYNC = 0
+    PIPELINED = 1
+    WINDOW = 2
+    # the most ops timed in turns
+    MAX_OPS = 2
 
 
-def time_op(CollOp op, Comm comm, str mode="sync", int warmup=5, int iters=20,
-            int min_iters=1, double budget_s=0.0):
-    """Per-iteration seconds (max over ranks), shape (n,), with n <= iters.
+cdef struct Starts:
+    # how each timed call of a batch begins
+    int mode
+    ClockModel *clock     # NULL: no common clock, no skew measured (sync and pipelined only)
+    double first          # window: when the batch's first window opens (common time)
+    double window         # window: the length of each call's window (s)
+    double tolerance      # window: a call that began later than this after its window opened missed it
+    double lead           # window: from the decision to the first window (the broadcast's time)
+    double clock_error    # the clocks' synchronisation error bound (s)
+    double initial        # window: the first length of the windows (they grow to at most 16 times it)
 
-    With a time budget, n is chosen after the warm-up from its slowest rank so
-    that n * iteration time stays within the budget, but never below min_iters.
-    Every rank reaches the same n, so no extra synchronisation enters the loop.
-    """
+
+cdef int _mode(str mode) except -1:
     if mode not in MODES:
         raise ValueError(f"timing mode must be one of {MODES}, got {mode!r}")
-    cdef bint sync = mode == "sync"
-    cdef MPI_Comm c = comm.ob_mpi
-    cdef int i, n = iters
-    cdef double t0, warm_s = 0.0, per_iter
-    with nogil:
+    return MODES.index(mode)
+
+
+cdef inline double _now(Starts *s) noexcept nogil:
+    return global_now(s.clock) if s.clock != NULL else MPI_Wtime()
+
+
+cdef inline double _begin(MPI_Comm c, Starts *s, int k) except? -1.0 nogil:
+    """Wait for call number ``k`` of the batch to be due (a barrier, or its window opening), and
+    the time it begins. A wait of milliseconds sleeps first, then polls the clock, yielding the
+    core between reads: a rank that spins would hold a core that a peer of an oversubscribed
+    machine needs to reach its own start (sched_yield returns at once where nothing else waits)."""
+    cdef double due, left
+    cdef timespec pause
+    if s.mode == SYNC:
         check_mpi(MPI_Barrier(c))
-        t0 = MPI_Wtime()
-        for i in range(warmup):
-            if sync:
-                check_mpi(MPI_Barrier(c))
-            op.run()
-        warm_s = MPI_Wtime() - t0
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, &warm_s, 1, MPI_DOUBLE, MPI_MAX, c))
-    if budget_s > 0 and warmup > 0:
-        per_iter = warm_s / warmup
-        if per_iter > 0:
-            n = <int>min(<double>iters, max(<double>min_iters, ceil(budget_s / per_iter)))
-    n = max(n, 1)
-    samples = np.empty(n, dtype=np.float64)
-    cdef double[::1] t = samples
-    with nogil:
+    elif s.mode == WINDOW:
+        due = s.first + k * s.window
+        left = due - global_now(s.clock)
+        if left > 2e-3:
+            left -= 1e-3
+            pause.tv_sec = <long>left
+            pause.tv_nsec = <long>((left - pause.tv_sec) * 1e9)
+            nanosleep(&pause, NULL)
+        while global_now(s.clock) < due:
+            sched_yield()
+    return _now(s)
+
+
+cdef void _size_windows(Starts *s, double call_s) noexcept nogil:
+    """Window mode: each call's window holds three median calls (``call_s``), at least the
+    median and 50 us, and room for the clocks' error; the first window opens after the
+    broadcast has reached everyone."""
+    s.window = max(3 * call_s, call_s + 50e-6) + 4 * s.clock_error
+    s.initial = s.window
+    s.tolerance = 0.05 * s.window + 1e-6
+    s.lead = 2 * s.window + 1e-3
+
+
+cdef void _resize_windows(Starts *s, int kept, int missed) noexcept nogil:
+    """After a batch: when more than half of its calls missed their windows, the windows double
+    (at most to 16 times their first length, 1 s)."""
+    if missed * 2 > kept + missed and s.window < min(16 * s.initial, 1.0):
+        s.window *= 2
+        s.tolerance = 0.05 * s.window + 1e-6
+        s.lead = 2 * s.window + 1e-3
+
+
+cdef inline int _call(CollOp a, CollOp b, int j) except -1 nogil:
+    if j == 0:
+        return a.run()
+    return b.run()
+
+
+cdef int _open_windows(MPI_Comm c, Starts *s) except -1 nogil:
+    """Window mode: rank 0 picks when the batch's first window opens; everyone learns it."""
+    if s.mode != WINDOW:
         check_mpi(MPI_Barrier(c))
-        for i in range(n):
-            if sync:
-                check_mpi(MPI_Barrier(c))
-            t0 = MPI_Wtime()
-            op.run()
-            t[i] = MPI_Wtime() - t0
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, &t[0], n, MPI_DOUBLE, MPI_MAX, c))
-    return samples
+        return 0
+    s.first = global_now(s.clock) + s.lead
+    check_mpi(MPI_Bcast(&s.first, 1, MPI_DOUBLE, 0, c))
+    return 0
+
+
+cdef int _batch(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, double **t, double **skew, int at,
+                double *work, int count) except -1 nogil:
+    """``count`` turns of the ``nops`` ops (a, then b; ABBA...: neither always goes first) into
+    t[j][at + i], the time of op j's i-th call (max over ranks; -1 where its window was missed),
+    and skew[j][at + i], its start skew (nan without a clock). ``work``: 2 x nops x count doubles.
+    """
+    cdef int i, j, k, slot, calls = nops * count
+    cdef double start, end, due
+    cdef double *late = work             # per call: the start (window: after the due time)
+    cdef double *early = work + calls    # per call: minus the start, for the minimum
+    _open_windows(c, s)
+    for i in range(count):
+        for k in range(nops):
+            j = (i + k) % nops
+            slot = i * nops + k
+            start = _begin(c, s, slot)
+            _call(a, b, j)
+            end = _now(s)
+            # window: the finish; its max over ranks, minus the common start, is the call's time
+            t[j][at + i] = end if s.mode == WINDOW else end - start
+            late[slot] = start
+            early[slot] = -start
+    for j in range(nops):
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, t[j] + at, count, MPI_DOUBLE, MPI_MAX, c))
+    if s.clock == NULL:
+        for j in range(nops):
+            for i in range(count):
+                skew[j][at + i] = NAN
+        return 0
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, work, 2 * calls, MPI_DOUBLE, MPI_MAX, c))
+    for i in range(count):
+        for k in range(nops):
+            j = (i + k) % nops
+            slot = i * nops + k
+            skew[j][at + i] = late[slot] + early[slot]
+            if s.mode == WINDOW:
+                due = s.first + slot * s.window
+                t[j][at + i] -= due
+                if late[slot] - due > s.tolerance:
+                    t[j][at + i] = -1.0
+    return 0
+
+
+cdef int _drop_missed(double **t, double **skew, int nops, int start, int count) noexcept nogil:
+    """Keep the turns whose calls all met their windows, moved to the front of [start, start +
+    count); how many were kept."""
+    cdef int i, j, kept = start
+    cdef bint whole
+    for i in range(start, start + count):
+        whole = True
+        for j in range(nops):
+            if t[j][i] < 0:
+                whole = False
+        if whole:
+            for j in range(nops):
+                t[j][kept] = t[j][i]
+                skew[j][kept] = skew[j][i]
+            kept += 1
+    return kept - start
 
 
 cdef int _compare(const void *a, const void *b) noexcept nogil:
@@ -101,6 +224,8 @@ cdef double _median_ci_rel(double *x, int n, double *scratch) noexcept nogil:
     n/2 -+ z sqrt(n)/2), relative to the median; 1e300 when n is too small to bound it."""
     cdef int lo, hi
     cdef double med
+    if n < 1:
+        return 1e300
     memcpy(scratch, x, n * sizeof(double))
     qsort(scratch, n, sizeof(double), _compare)
     lo = <int>floor(0.5 * n - 0.5 * Z95 * sqrt(<double>n)) - 1
@@ -127,114 +252,244 @@ cdef inline double _account(const double *w, int count, double *slowest) noexcep
     return total
 
 
-cdef int _timed_batch(CollOp op, MPI_Comm c, bint sync, double *t, int count) except -1 nogil:
-    """``count`` timed iterations into t[0:count], then the max over ranks, in place."""
-    cdef int i
+cdef struct Plan:
+    # the rules of one cell's loop
+    int warmup, cap, lowest, max_warmup
+    double budget_s, target_ci, warm_tol
+
+
+cdef struct Outcome:
+    # what one cell's loop did
+    int n, warm_done, wreason, sreason, missed, attempted
+    double slowest
+
+
+cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Outcome *o, double **w,
+                  double **ws, double *work, double *scratch) except -1 nogil:
+    """The fixed warm-up, then warm-up batches until two agree (for every op)."""
+    cdef int i, j, batch, kept, wbatch = max(p.warmup, 5)
+    cdef double previous[MAX_OPS]
+    cdef double current, call_s, warm_spent = 0.0
+    cdef bint agreed
     cdef double t0
+    for j in range(nops):
+        previous[j] = -1.0
     check_mpi(MPI_Barrier(c))
-    for i in range(count):
-        if sync:
-            check_mpi(MPI_Barrier(c))
-        t0 = MPI_Wtime()
-        op.run()
-        t[i] = MPI_Wtime() - t0
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, t, count, MPI_DOUBLE, MPI_MAX, c))
+    for i in range(p.warmup):
+        for j in range(nops):
+            if s.mode != PIPELINED:
+                check_mpi(MPI_Barrier(c))
+            t0 = MPI_Wtime()
+            _call(a, b, j)
+            w[j][i] = MPI_Wtime() - t0
+    o.warm_done = p.warmup
+    # the windows start from the median warm-up call (the slowest rank's): the first calls of a
+    # cell can take 10^4 times a warm one
+    call_s = 0.0
+    for j in range(nops):
+        if p.warmup > 0:
+            call_s = max(call_s, _median(w[j], p.warmup, scratch))
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &call_s, 1, MPI_DOUBLE, MPI_MAX, c))
+    _size_windows(s, call_s)
+    # warm-up until two batches agree: the first calls of a cell (lazy set-up in the MPI library,
+    # page faults, a rank still arriving) can take 10^4 times a warm call
+    while p.max_warmup > 0:
+        batch = min(wbatch, p.max_warmup + p.warmup - o.warm_done)
+        if batch <= 0:
+            o.wreason = 2
+            break
+        _batch(a, b, nops, c, s, w, ws, 0, work, batch)
+        o.warm_done += batch
+        kept = batch
+        if s.mode == WINDOW:
+            kept = _drop_missed(w, ws, nops, 0, batch)
+            _resize_windows(s, kept, batch - kept)
+        agreed = kept > 0
+        for j in range(nops):
+            warm_spent += _account(w[j], kept, &o.slowest) if s.mode != WINDOW else batch * s.window
+            current = _median(w[j], kept, scratch) if kept > 0 else -1.0
+            agreed = agreed and _agrees(current, previous[j], p.warm_tol)
+            previous[j] = current
+        if agreed:
+            o.wreason = 1
+            break
+        if p.budget_s > 0 and warm_spent >= nops * p.budget_s:
+            o.wreason = 3
+            break
     return 0
 
 
+cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Outcome *o, double **t,
+                double **skew, double *work, double *scratch) except -1 nogil:
+    """Timed batches until the precision, the budget or the cap (for every op)."""
+    cdef int i, j, batch = p.lowest, kept, missed
+    cdef double spent = 0.0, rel
+    cdef bint precise
+    while True:
+        batch = min(batch, p.cap - o.attempted)
+        _batch(a, b, nops, c, s, t, skew, o.n, work, batch)
+        o.attempted += batch
+        if s.mode == WINDOW:
+            spent += nops * batch * s.window
+            kept = _drop_missed(t, skew, nops, o.n, batch)
+            missed = batch - kept
+            o.missed += missed
+            _resize_windows(s, kept, missed)
+            batch = kept
+        else:
+            for j in range(nops):
+                for i in range(batch):
+                    spent += t[j][o.n + i]
+        o.n += batch
+        precise = p.target_ci > 0 and o.n >= p.lowest
+        for j in range(nops):
+            rel = _median_ci_rel(t[j], o.n, scratch) if p.target_ci > 0 else 1e300
+            precise = precise and rel <= p.target_ci
+        if precise:
+            o.sreason = 0
+            break
+        if o.attempted >= p.cap:
+            o.sreason = 2
+            break
+        if p.budget_s > 0 and spent >= nops * p.budget_s and o.n >= p.lowest:
+            o.sreason = 1
+            break
+        if p.target_ci <= 0 and p.budget_s > 0 and o.n >= p.lowest and o.n > 0:
+            # no precision target: the count the budget allows from here
+            batch = <int>ceil((nops * p.budget_s - spent) / (spent / o.n))
+            if batch < 1:
+                o.sreason = 1
+                break
+        else:
+            batch = max(8, o.n // 4)
+    return 0
+
+
+cdef class _Loop:
+    """The buffers of one cell's loop (freed with it)."""
+    cdef double *block
+    cdef double *t[MAX_OPS]
+    cdef double *skew[MAX_OPS]
+    cdef double *w[MAX_OPS]
+    cdef double *ws[MAX_OPS]
+    cdef double *work
+    cdef double *scratch
+
+    def __cinit__(self, int nops, int cap, int wcap):
+        cdef int j, room = max(cap, wcap)
+        cdef size_t total = <size_t>(2 * nops * cap + 2 * nops * wcap + 2 * nops * room + room)
+        self.block = <double *>malloc(total * sizeof(double))
+        if self.block == NULL:
+            raise MemoryError("timing loop: buffers")
+        for j in range(nops):
+            self.t[j] = self.block + j * cap
+            self.skew[j] = self.block + (nops + j) * cap
+            self.w[j] = self.block + 2 * nops * cap + j * wcap
+            self.ws[j] = self.block + 2 * nops * cap + (nops + j) * wcap
+        self.work = self.block + 2 * nops * cap + 2 * nops * wcap
+        self.scratch = self.work + 2 * nops * room
+
+    def __dealloc__(self):
+        free(self.block)
+
+
+def _measure(CollOp a, CollOp b, Comm comm, str mode, int warmup, int iters, int min_iters, double budget_s,
+             double target_ci, int max_warmup, double warm_tol, SyncedClock clock, int rounds):
+    """The loop for op ``a`` (and ``b``, in turns, unless None): per op, (samples in s, start
+    skews in s); the info the ops share."""
+    cdef int j, nops = 1 if b is None else 2
+    cdef Starts s
+    cdef Plan p
+    cdef Outcome o
+    cdef MPI_Comm c = comm.ob_mpi
+    cdef _Loop buffers
+    s.mode = _mode(mode)
+    if s.mode == WINDOW and clock is None:
+        raise ValueError("window mode needs a SyncedClock")
+    if s.mode == WINDOW and warmup < 1:
+        raise ValueError("window mode needs a warm-up (its windows are sized from it)")
+    s.clock = &clock.model if clock is not None else NULL
+    s.clock_error = 0.0
+    p.warmup, p.cap, p.max_warmup = max(warmup, 0), max(iters, 1), max(max_warmup, 0)
+    p.lowest = max(min(min_iters, p.cap), 1)
+    p.budget_s, p.target_ci, p.warm_tol = budget_s, target_ci, warm_tol
+    o.n = o.warm_done = o.wreason = o.sreason = o.missed = o.attempted = 0
+    o.slowest = -1.0
+    buffers = _Loop(nops, p.cap, p.max_warmup + max(p.warmup, 5))
+    if clock is not None:
+        s.clock_error = clock.sync(comm, rounds)
+    with nogil:
+        _warm_up(a, b, nops, c, &s, &p, &o, buffers.w, buffers.ws, buffers.work, buffers.scratch)
+        _timed(a, b, nops, c, &s, &p, &o, buffers.t, buffers.skew, buffers.work, buffers.scratch)
+    out = []
+    for j in range(nops):
+        samples = np.asarray(<double[:o.n]>buffers.t[j]).copy() if o.n else np.empty(0)
+        skews = np.asarray(<double[:o.n]>buffers.skew[j]).copy() if o.n else np.empty(0)
+        out.append((samples, skews))
+    info = {"stop_reason": STOP_REASONS[o.sreason], "warmup_discarded": o.warm_done,
+            "warmup_slowest_us": o.slowest * 1e6 if o.slowest >= 0 else float("nan"),
+            "warmup_reason": WARMUP_REASONS[o.wreason] if p.max_warmup > 0 else "fixed"}
+    if clock is not None:
+        info["clock_error_us"] = s.clock_error * 1e6
+    if s.mode == WINDOW:
+        info["window_us"] = s.window * 1e6
+        info["window_missed"] = o.missed
+    return out, info
+
+
+def _skew_info(skews) -> dict:
+    valid = skews[~np.isnan(skews)] if len(skews) else skews
+    if not len(valid):
+        return {}
+    return {"start_skew_us_p50": float(np.median(valid)) * 1e6,
+            "start_skew_us_p95": float(np.quantile(valid, 0.95)) * 1e6}
+
+
+def time_op(CollOp op, Comm comm, str mode="sync", int warmup=5, int iters=20,
+            int min_iters=1, double budget_s=0.0, SyncedClock clock=None):
+    """Per-iteration seconds (max over ranks), shape (n,), with n <= iters: the loop with a fixed
+    warm-up and no precision target (with a time budget, the count the budget allows after the
+    warm-up, never below min_iters)."""
+    (samples, _), = _measure(op, None, comm, mode, warmup, iters, min_iters, budget_s, 0.0, 0, 0.1, clock, 10)[0]
+    return samples
+
+
 def time_cell(CollOp op, Comm comm, str mode="sync", int warmup=5, int iters=20, int min_iters=1,
-              double budget_s=0.0, double target_ci=0.0, int max_warmup=0, double warm_tol=0.1):
+              double budget_s=0.0, double target_ci=0.0, int max_warmup=0, double warm_tol=0.1,
+              SyncedClock clock=None, int clock_rounds=10):
     """(per-iteration seconds, max over ranks; info dict) of one cell.
 
-    ``target_ci`` 0 and ``max_warmup`` 0: exactly ``time_op`` (a number of iterations fixed
-    after the warm-up from the budget). Otherwise see the module's doc. ``info`` holds
-    ``stop_reason``, ``ci_rel`` (the half-width reached, relative; nan when unbounded),
-    ``warmup_discarded`` (iterations run before the samples, all ranks alike),
-    ``warmup_slowest_us`` (the slowest timed warm-up iteration; nan when none was timed) and
-    ``warmup_reason``.
+    ``info`` holds ``stop_reason`` ("fixed" without a precision target or a warm-up until stable),
+    ``ci_rel`` (the half-width reached, relative; nan when unbounded), ``warmup_discarded``
+    (iterations run before the samples, all ranks alike), ``warmup_slowest_us`` (the slowest timed
+    warm-up iteration; nan when none was timed) and ``warmup_reason``; with a clock,
+    ``clock_error_us`` and ``start_skew_us_p50``/``_p95``; in window mode ``window_us`` and
+    ``window_missed``.
     """
-    if mode not in MODES:
-        raise ValueError(f"timing mode must be one of {MODES}, got {mode!r}")
+    out, common = _measure(op, None, comm, mode, warmup, iters, min_iters, budget_s, target_ci, max_warmup,
+                           warm_tol, clock, clock_rounds)
+    (samples, skews), = out
+    return samples, {**common, **_measure_info(samples, skews, target_ci, max_warmup)}
+
+
+def time_turns(CollOp a, CollOp b, Comm comm, str mode="sync", int warmup=5, int iters=20, int min_iters=1,
+               double budget_s=0.0, double target_ci=0.0, int max_warmup=0, double warm_tol=0.1,
+               SyncedClock clock=None, int clock_rounds=10):
+    """Two arms of one cell timed in turns, iteration by iteration (same-job comparison): every
+    change of the machine's speed lands on both alike. (samples of a, samples of b, infos); the
+    rules of ``time_cell``, applied to both (precision: both intervals narrow enough; the budget
+    is per arm)."""
+    out, common = _measure(a, b, comm, mode, warmup, iters, min_iters, budget_s, target_ci, max_warmup,
+                           warm_tol, clock, clock_rounds)
+    infos = [{**common, **_measure_info(samples, skews, target_ci, max_warmup)} for samples, skews in out]
+    return out[0][0], out[1][0], infos
+
+
+def _measure_info(samples, skews, double target_ci, int max_warmup) -> dict:
+    info = {"ci_rel": _ci_of(samples), **_skew_info(skews)}
     if target_ci <= 0 and max_warmup <= 0:
-        samples = time_op(op, comm, mode, warmup, iters, min_iters, budget_s)
-        return samples, {"stop_reason": "fixed", "ci_rel": _ci_of(samples), "warmup_discarded": max(warmup, 0),
-                         "warmup_slowest_us": float("nan"), "warmup_reason": "fixed"}
-    cdef bint sync = mode == "sync"
-    cdef MPI_Comm c = comm.ob_mpi
-    cdef int i, n = 0, batch, wbatch, warm_done = 0, wreason = 0, sreason = 0, cap = max(iters, 1)
-    cdef int lowest = max(min(min_iters, cap), 1)
-    cdef double spent = 0.0, warm_spent = 0.0, previous = -1.0, current, slowest = -1.0, rel = 1e300
-    wbatch = max(warmup, 5)
-    cdef int wcap = max(max_warmup, 0) + wbatch
-    cdef double *w = <double *>malloc(wcap * sizeof(double))
-    cdef double *scratch = <double *>malloc(max(cap, wcap) * sizeof(double))
-    samples = np.empty(cap, dtype=np.float64)
-    cdef double[::1] t = samples
-    if w == NULL or scratch == NULL:
-        free(w)
-        free(scratch)
-        raise MemoryError("time_cell: scratch buffers")
-    try:
-        with nogil:
-            check_mpi(MPI_Barrier(c))
-            for i in range(warmup):
-                if sync:
-                    check_mpi(MPI_Barrier(c))
-                op.run()
-            warm_done = warmup
-            # warm-up until two batches agree: the first calls of a cell (lazy set-up in the MPI
-            # library, page faults, a rank still arriving) can take 10^4 times a warm call
-            while max_warmup > 0:
-                batch = min(wbatch, max_warmup + warmup - warm_done)
-                if batch <= 0:
-                    wreason = 2
-                    break
-                _timed_batch(op, c, sync, w, batch)
-                warm_done += batch
-                warm_spent += _account(w, batch, &slowest)
-                current = _median(w, batch, scratch)
-                if _agrees(current, previous, warm_tol):
-                    wreason = 1
-                    break
-                previous = current
-                if budget_s > 0 and warm_spent >= budget_s:
-                    wreason = 3
-                    break
-            # the timed batches: the first reaches min_iters, the later ones grow by a quarter
-            batch = lowest
-            while True:
-                batch = min(batch, cap - n)
-                _timed_batch(op, c, sync, &t[n], batch)
-                for i in range(batch):
-                    spent += t[n + i]
-                n += batch
-                if target_ci > 0:
-                    rel = _median_ci_rel(&t[0], n, scratch)
-                if n >= lowest and target_ci > 0 and rel <= target_ci:
-                    sreason = 0
-                    break
-                if n >= cap:
-                    sreason = 2
-                    break
-                if budget_s > 0 and spent >= budget_s and n >= lowest:
-                    sreason = 1
-                    break
-                if target_ci <= 0 and budget_s > 0 and n >= lowest:
-                    # no precision target: as time_op, the count the budget allows from here
-                    batch = <int>ceil((budget_s - spent) / (spent / n))
-                    if batch < 1:
-                        sreason = 1
-                        break
-                else:
-                    batch = max(8, n // 4)
-    finally:
-        free(w)
-        free(scratch)
-    samples = samples[:n].copy()
-    info = {"stop_reason": STOP_REASONS[sreason], "ci_rel": _ci_of(samples), "warmup_discarded": warm_done,
-            "warmup_slowest_us": slowest * 1e6 if slowest >= 0 else float("nan"),
-            "warmup_reason": WARMUP_REASONS[wreason] if max_warmup > 0 else "fixed"}
-    return samples, info
+        info["stop_reason"] = "fixed"
+    return info
 
 
 def _ci_of(samples) -> float:
@@ -247,114 +502,3 @@ def _ci_of(samples) -> float:
     cdef double[::1] s = scratch
     cdef double rel = _median_ci_rel(&x[0], n, &s[0])
     return float("nan") if rel >= 1e299 else float(rel)
-
-
-cdef int _timed_turns(CollOp a, CollOp b, MPI_Comm c, bint sync, double *ta, double *tb, int count) except -1 nogil:
-    """``count`` turns of both ops, timed each (order ABBA...: neither arm always goes first), then
-    the max over ranks of both arrays."""
-    cdef int i, j
-    cdef double t0
-    check_mpi(MPI_Barrier(c))
-    for i in range(count):
-        for j in range(2):
-            if sync:
-                check_mpi(MPI_Barrier(c))
-            t0 = MPI_Wtime()
-            if (i + j) % 2 == 0:
-                a.run()
-                ta[i] = MPI_Wtime() - t0
-            else:
-                b.run()
-                tb[i] = MPI_Wtime() - t0
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, ta, count, MPI_DOUBLE, MPI_MAX, c))
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, tb, count, MPI_DOUBLE, MPI_MAX, c))
-    return 0
-
-
-def time_turns(CollOp a, CollOp b, Comm comm, str mode="sync", int warmup=5, int iters=20, int min_iters=1,
-               double budget_s=0.0, double target_ci=0.0, int max_warmup=0, double warm_tol=0.1):
-    """Two arms of one cell timed in turns, iteration by iteration (same-job comparison): every
-    change of the machine's speed lands on both alike. (samples of a, samples of b, info); the
-    rules of ``time_cell``, applied to both (precision: both intervals narrow enough; the budget
-    is per arm)."""
-    if mode not in MODES:
-        raise ValueError(f"timing mode must be one of {MODES}, got {mode!r}")
-    cdef bint sync = mode == "sync"
-    cdef MPI_Comm c = comm.ob_mpi
-    cdef int i, n = 0, batch, warm_done = 0, wreason = 0, sreason = 0, cap = max(iters, 1)
-    cdef int lowest = max(min(min_iters, cap), 1)
-    cdef int wbatch = max(warmup, 5)
-    cdef int wcap = max(max_warmup, 0) + wbatch
-    cdef double spent = 0.0, warm_spent = 0.0, pa = -1.0, pb = -1.0, ca, cb, slowest = -1.0
-    cdef double ra = 1e300, rb = 1e300
-    cdef double *wa = <double *>malloc(wcap * sizeof(double))
-    cdef double *wb = <double *>malloc(wcap * sizeof(double))
-    cdef double *scratch = <double *>malloc(max(cap, wcap) * sizeof(double))
-    first = np.empty(cap, dtype=np.float64)
-    second = np.empty(cap, dtype=np.float64)
-    cdef double[::1] ta = first
-    cdef double[::1] tb = second
-    if wa == NULL or wb == NULL or scratch == NULL:
-        free(wa)
-        free(wb)
-        free(scratch)
-        raise MemoryError("time_turns: scratch buffers")
-    try:
-        with nogil:
-            check_mpi(MPI_Barrier(c))
-            for i in range(warmup):
-                if sync:
-                    check_mpi(MPI_Barrier(c))
-                a.run()
-                if sync:
-                    check_mpi(MPI_Barrier(c))
-                b.run()
-            warm_done = warmup
-            while max_warmup > 0:
-                batch = min(wbatch, max_warmup + warmup - warm_done)
-                if batch <= 0:
-                    wreason = 2
-                    break
-                _timed_turns(a, b, c, sync, wa, wb, batch)
-                warm_done += batch
-                warm_spent += _account(wa, batch, &slowest) + _account(wb, batch, &slowest)
-                ca = _median(wa, batch, scratch)
-                cb = _median(wb, batch, scratch)
-                if _agrees(ca, pa, warm_tol) and _agrees(cb, pb, warm_tol):
-                    wreason = 1
-                    break
-                pa = ca
-                pb = cb
-                if budget_s > 0 and warm_spent >= 2 * budget_s:
-                    wreason = 3
-                    break
-            batch = lowest
-            while True:
-                batch = min(batch, cap - n)
-                _timed_turns(a, b, c, sync, &ta[n], &tb[n], batch)
-                for i in range(batch):
-                    spent += ta[n + i] + tb[n + i]
-                n += batch
-                if target_ci > 0:
-                    ra = _median_ci_rel(&ta[0], n, scratch)
-                    rb = _median_ci_rel(&tb[0], n, scratch)
-                if n >= lowest and target_ci > 0 and ra <= target_ci and rb <= target_ci:
-                    sreason = 0
-                    break
-                if n >= cap:
-                    sreason = 2
-                    break
-                if budget_s > 0 and spent >= 2 * budget_s and n >= lowest:
-                    sreason = 1
-                    break
-                batch = max(8, n // 4)
-    finally:
-        free(wa)
-        free(wb)
-        free(scratch)
-    first = first[:n].copy()
-    second = second[:n].copy()
-    common = {"stop_reason": STOP_REASONS[sreason], "warmup_discarded": warm_done,
-              "warmup_slowest_us": slowest * 1e6 if slowest >= 0 else float("nan"),
-              "warmup_reason": WARMUP_REASONS[wreason] if max_warmup > 0 else "fixed"}
-    return first, second, [{**common, "ci_rel": _ci_of(first)}, {**common, "ci_rel": _ci_of(second)}]

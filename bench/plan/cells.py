@@ -86,6 +86,7 @@ class TimingPlan:
     warm_tol: float = 0.1
     probe: bool = False
     turns: str = "iteration"
+    clock_sync: bool = False
 
 
 @dataclass

@@ -74,8 +74,10 @@ class SizeSweep(Strict):
 
 
 class Timing(Strict):
-    #: sync: barrier before every timed call (OSU/IMB); pipelined: calls back to back
-    mode: Literal["sync", "pipelined"] = "sync"
+    #: sync: barrier before every timed call (OSU/IMB); pipelined: calls back to back; window:
+    #: every call started at the same time on clocks synchronised before the cell (ReproMPI),
+    #: its time the latest finish minus that start (cython_ext/timing.pyx)
+    mode: Literal["sync", "pipelined", "window"] = "sync"
     warmup: int = Field(5, ge=0)
     #: the most timed iterations per cell
     iters: int = Field(20, ge=1)
@@ -97,6 +99,9 @@ class Timing(Strict):
     #: same-job arms that share a launch: "iteration" (two arms of a cell timed in turns, iteration
     #: by iteration: every change of the machine lands on both) or "cell" (one cell after the other)
     turns: Literal["iteration", "cell"] = "iteration"
+    #: synchronise the ranks' clocks before every cell in sync and pipelined mode too, and report
+    #: each cell's start skew (start_skew_us_p50/_p95; window mode always does)
+    clock_sync: bool = False
 
 
 class ImplEntry(Strict):
@@ -411,6 +416,8 @@ def _check_consistency(path: str, suite: Suite) -> None:
     _check_env(path, suite)
     if suite.sizes.min > suite.sizes.max:
         raise BadInput(path, f"sizes: min ({suite.sizes.min} B) is larger than max ({suite.sizes.max} B)")
+    if suite.timing.mode == "window" and suite.timing.warmup < 1:
+        raise BadInput(path, "timing.warmup: window mode sizes its windows from the warm-up; give at least 1")
     if suite.timing.min_iters > suite.timing.iters:
         raise BadInput(path, f"timing.min_iters ({suite.timing.min_iters}) exceeds timing.iters ({suite.timing.iters})")
     _check_shapes(path, suite)

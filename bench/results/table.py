@@ -117,6 +117,17 @@ class Row:
     probe_memcpy_us: float | None = None
     #: same-job arms: "iteration" when this cell was timed in turns with its partner arm
     turns: str | None = None
+    # synchronised clocks (timing.mode window, or timing.clock_sync; cython_ext/clock.pyx)
+    #: the start skew of an iteration: its latest start over ranks minus its earliest, on the
+    #: synchronised clocks, us (median and 95th percentile over the cell's iterations)
+    start_skew_us_p50: float | None = None
+    start_skew_us_p95: float | None = None
+    #: the bound of the clocks' synchronisation error (half the shortest round trip), us
+    clock_error_us: float | None = None
+    #: window mode: the length of each call's window, us, and the iterations dropped because a
+    #: rank began after its window allowed
+    window_us: float | None = None
+    window_missed: int | None = None
 
 
 COLUMNS = [f.name for f in fields(Row)]

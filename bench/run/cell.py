@@ -8,6 +8,7 @@ without a usable GPU reports every GPU cell ``unsupported`` with the reason, and
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from bench.plan.cells import ARM_FIELDS, Cell, TimingPlan
@@ -18,6 +19,9 @@ from collectives.context import HOST
 from collectives.impls import get
 
 _CONTEXTS: dict[tuple[int, str], object] = {}
+_CLOCKS: dict[int, object] = {}
+#: a synthetic clock skew per rank, for tests on machines whose ranks share one clock
+FAKE_CLOCK_VARIABLE = "PCCL_BENCH_FAKE_CLOCK"
 #: the fields an arm may set, blanked to compare two arms' cells
 ARM_BLANK = dict.fromkeys(ARM_FIELDS, "")
 
@@ -32,6 +36,18 @@ def context_for(topo, device: str):
 
         _CONTEXTS[key] = open_device(topo, device)
     return _CONTEXTS[key]
+
+
+def clock_for(topo, timing: TimingPlan):
+    """The rank's synchronised clock for window mode (or ``clock_sync``): one per job, so the
+    drift is fitted over its cells; None where the cell needs none."""
+    if timing.mode != "window" and not timing.clock_sync:
+        return None
+    if id(topo) not in _CLOCKS:
+        from cython_ext.clock import SyncedClock, fake_skew
+
+        _CLOCKS[id(topo)] = SyncedClock(*fake_skew(os.environ.get(FAKE_CLOCK_VARIABLE, ""), topo.comm.rank))
+    return _CLOCKS[id(topo)]
 
 
 def close_contexts() -> None:
@@ -99,6 +115,9 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple
 
 
 def _timed(row: dict, samples, info: dict) -> dict:
+    if not len(samples):  # window mode: every iteration missed its window
+        return _not_run({**row, **info}, "failed", f"timing: every one of the cell's calls missed its window "
+                                                   f"({info.get('window_missed', 0)} missed)")
     return {**row, **info, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
 
 
@@ -111,7 +130,8 @@ def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int
     if op is None:
         return row
     samples, info = time_cell(op, topo.comm, timing.mode, timing.warmup, timing.iters, timing.min_iters,
-                              timing.budget_s, timing.target_ci, timing.max_warmup, timing.warm_tol)
+                              timing.budget_s, timing.target_ci, timing.max_warmup, timing.warm_tol,
+                              clock_for(topo, timing))
     return _timed(row, samples, info)
 
 
@@ -134,12 +154,13 @@ def run_turns(topo, cells: tuple[Cell, Cell], timing: TimingPlan, check: bool,
         for row, op in prepared:
             if op is not None:
                 samples, info = time_cell(op, topo.comm, timing.mode, timing.warmup, timing.iters, timing.min_iters,
-                                          timing.budget_s, timing.target_ci, timing.max_warmup, timing.warm_tol)
+                                          timing.budget_s, timing.target_ci, timing.max_warmup, timing.warm_tol,
+                                          clock_for(topo, timing))
                 row = _timed(row, samples, info)
             out.append(row)
         return out
     first, second, infos = time_turns(op_a, op_b, topo.comm, timing.mode, timing.warmup, timing.iters,
                                       timing.min_iters, timing.budget_s, timing.target_ci, timing.max_warmup,
-                                      timing.warm_tol)
+                                      timing.warm_tol, clock_for(topo, timing))
     return [_timed(row_a, first, {**infos[0], "turns": "iteration"}),
             _timed(row_b, second, {**infos[1], "turns": "iteration"})]

@@ -1,0 +1,45 @@
+"""What the lab benchmarks share: a lab of their own for the run, commands on its login host, and
+their command line (``--rounds``, ``--json``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.lab import lab as lab_ops  # noqa: E402
+
+
+def arguments(doc: str, rounds: int) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--json", type=Path, help="also write the per-round figures here")
+    return parser.parse_args()
+
+
+@contextmanager
+def own_lab(name: str, hosts: int) -> Iterator[None]:
+    """A fresh lab ``name`` of ``hosts`` hosts for the benchmark, taken down after it."""
+    reason = lab_ops.unavailable()
+    if reason:
+        raise SystemExit(f"no lab here: {reason}")
+    lab_ops.down(name)
+    lab_ops.up(name, hosts)
+    try:
+        yield
+    finally:
+        lab_ops.down(name)
+
+
+def on_login(name: str, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """``argv`` on the lab's login host, in the checkout, with the checkout importable."""
+    prefix, env = lab_ops.exec_prefix(name, "login", str(ROOT))
+    return subprocess.run([*prefix, *argv], env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)

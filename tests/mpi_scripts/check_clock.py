@@ -1,0 +1,50 @@
+"""Synchronised clocks under a synthetic skew (PCCL_BENCH_FAKE_CLOCK): every rank's view of the
+common time must match rank 0's real clock, the drift must be found, and the window timing mode
+must start the ranks together.
+
+    PCCL_BENCH_FAKE_CLOCK=1:20000:40,... mpiexec -n N python check_clock.py
+
+The ranks of one machine share MPI_Wtime, so the truth is known: the common time is rank 0's
+clock, MPI_Wtime() (rank 0 is given no skew). Prints one JSON line per rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import mpi4py
+
+mpi4py.rc.thread_level = "single"
+from cython_ext.clock import SyncedClock, fake_skew  # noqa: E402
+from cython_ext.timing import time_cell  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+from collectives.call import CallSpec  # noqa: E402
+from collectives.impls import get  # noqa: E402
+from collectives.spec import make_buffers  # noqa: E402
+from collectives.topology import topology  # noqa: E402
+
+
+def main() -> None:
+    comm = MPI.COMM_WORLD
+    fake_offset, fake_drift = fake_skew(os.environ.get("PCCL_BENCH_FAKE_CLOCK", ""), comm.rank)
+    clock = SyncedClock(fake_offset, fake_drift)
+    errors, bounds = [], []
+    for _ in range(12):  # syncs over more than a second: the drift is fitted
+        comm.Barrier()
+        bounds.append(clock.sync(comm))
+        errors.append(abs(clock.now() - clock.true_now()))
+        time.sleep(0.1)
+    call = CallSpec("allreduce", comm.size, 16)
+    send, recv = make_buffers(call, comm.rank)
+    op = get("mpi").build(topology(comm), call, send, recv)
+    samples, info = time_cell(op, comm, "window", 5, 60, 20, 0.0, 0.0, 0, 0.1, clock)
+    print(json.dumps({"rank": comm.rank, "fake_offset_s": fake_offset, "fake_drift": fake_drift,
+                      "worst_error_s": max(errors), "last_error_s": errors[-1], "bound_s": max(bounds),
+                      "drift": clock.drift, "samples": len(samples), "info": info}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
