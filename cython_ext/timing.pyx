@@ -262,6 +262,8 @@ cdef struct Outcome:
     # what one cell's loop did
     int n, warm_done, wreason, sreason, missed, attempted
     double slowest
+    # the fixed warm-up's time per call, the slowest rank's (first calls included)
+    double warm_call_s
 
 
 cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Outcome *o, double **w,
@@ -271,10 +273,11 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
     cdef double previous[MAX_OPS]
     cdef double current, call_s, warm_spent = 0.0
     cdef bint agreed
-    cdef double t0
+    cdef double t0, began
     for j in range(nops):
         previous[j] = -1.0
     check_mpi(MPI_Barrier(c))
+    began = MPI_Wtime()
     for i in range(p.warmup):
         for j in range(nops):
             if s.mode != PIPELINED:
@@ -283,6 +286,8 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
             _call(a, b, j)
             w[j][i] = MPI_Wtime() - t0
     o.warm_done = p.warmup
+    o.warm_call_s = (MPI_Wtime() - began) / p.warmup if p.warmup > 0 else 0.0
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, &o.warm_call_s, 1, MPI_DOUBLE, MPI_MAX, c))
     # the windows start from the median warm-up call (the slowest rank's): the first calls of a
     # cell can take 10^4 times a warm one
     call_s = 0.0
@@ -321,10 +326,16 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
 
 cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Outcome *o, double **t,
                 double **skew, double *work, double *scratch) except -1 nogil:
-    """Timed batches until the precision, the budget or the cap (for every op)."""
+    """Timed batches until the precision, the budget or the cap (for every op). Without a precision
+    target or a warm-up until stable, one batch of a count fixed after the warm-up: as many as
+    the budget allows at the warm-up's pace, never below ``min_iters``."""
     cdef int i, j, batch = p.lowest, kept, missed
     cdef double spent = 0.0, rel
-    cdef bint precise
+    cdef bint precise, fixed = p.target_ci <= 0 and p.max_warmup <= 0
+    if fixed:
+        batch = p.cap
+        if p.budget_s > 0 and o.warm_call_s > 0:
+            batch = <int>min(<double>p.cap, max(<double>p.lowest, ceil(p.budget_s / (nops * o.warm_call_s))))
     while True:
         batch = min(batch, p.cap - o.attempted)
         _batch(a, b, nops, c, s, t, skew, o.n, work, batch)
@@ -341,6 +352,9 @@ cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Ou
                 for i in range(batch):
                     spent += t[j][o.n + i]
         o.n += batch
+        if fixed:
+            o.sreason = 3
+            break
         precise = p.target_ci > 0 and o.n >= p.lowest
         for j in range(nops):
             rel = _median_ci_rel(t[j], o.n, scratch) if p.target_ci > 0 else 1e300
