@@ -10,9 +10,9 @@ How each timed call starts (``mode``):
   latest finish over ranks minus that start. A barrier lets ranks go at different times (up to
   about one link latency across a slow link), which can hide a one-step difference between
   schedules; a common start does not. A window holds three median warm-up calls (at least the
-  median and 50 us); a call some rank began later than its window allowed (the previous call
-  overran, a rank was descheduled) is dropped and counted, and when more than half of a batch
-  are, the windows double (to at most 16 times their first length).
+  median and 50 us); a call some rank began later than its window allowed (5% of it, at least
+  10 us: the previous call overran, a rank was descheduled) is dropped and counted, and when more
+  than half of a batch are, the windows double (to at most 16 times their first length).
 
 An iteration's time is the maximum over ranks (the honest cross-rank reduction). With a common
 clock (always in window mode; in the others when the caller passes one) each iteration's start
@@ -111,8 +111,7 @@ cdef void _size_windows(Starts *s, double call_s) noexcept nogil:
     broadcast has reached everyone."""
     s.window = max(3 * call_s, call_s + 50e-6) + 4 * s.clock_error
     s.initial = s.window
-    s.tolerance = 0.05 * s.window + 1e-6
-    s.lead = 2 * s.window + 1e-3
+    _set_tolerance(s)
 
 
 cdef void _resize_windows(Starts *s, int kept, int missed) noexcept nogil:
@@ -120,8 +119,15 @@ cdef void _resize_windows(Starts *s, int kept, int missed) noexcept nogil:
     (at most to 16 times their first length, 1 s)."""
     if missed * 2 > kept + missed and s.window < min(16 * s.initial, 1.0):
         s.window *= 2
-        s.tolerance = 0.05 * s.window + 1e-6
-        s.lead = 2 * s.window + 1e-3
+        _set_tolerance(s)
+
+
+cdef void _set_tolerance(Starts *s) noexcept nogil:
+    """A call may begin up to 5% of its window after it opened (at least 10 us: an interrupt or a
+    wake-up, far below the link latencies a common start is for); the first window opens after
+    the broadcast of its time has reached every rank."""
+    s.tolerance = max(0.05 * s.window, 10e-6)
+    s.lead = 2 * s.window + 1e-3
 
 
 cdef inline int _call(CollOp a, CollOp b, int j) except -1 nogil:
@@ -328,10 +334,11 @@ cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Ou
                 double **skew, double *work, double *scratch) except -1 nogil:
     """Timed batches until the precision, the budget or the cap (for every op). Without a precision
     target or a warm-up until stable, one batch of a count fixed after the warm-up: as many as
-    the budget allows at the warm-up's pace, never below ``min_iters``."""
+    the budget allows at the warm-up's pace, never below ``min_iters`` (not in window mode, whose
+    windows are sized batch by batch)."""
     cdef int i, j, batch = p.lowest, kept, missed
     cdef double spent = 0.0, rel
-    cdef bint precise, fixed = p.target_ci <= 0 and p.max_warmup <= 0
+    cdef bint precise, fixed = p.target_ci <= 0 and p.max_warmup <= 0 and s.mode != WINDOW
     if fixed:
         batch = p.cap
         if p.budget_s > 0 and o.warm_call_s > 0:
