@@ -7,7 +7,7 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,10 +17,14 @@ sys.path.insert(0, str(ROOT))
 from bench.lab import lab as lab_ops  # noqa: E402
 
 
-def arguments(doc: str, rounds: int) -> argparse.Namespace:
+def arguments(doc: str, rounds: int, extra: Callable[[argparse.ArgumentParser], None] | None = None
+              ) -> argparse.Namespace:
+    """``--rounds``, ``--json`` and what ``extra`` adds to the parser."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--json", type=Path, help="also write the per-round figures here")
+    if extra:
+        extra(parser)
     return parser.parse_args()
 
 

@@ -5,14 +5,20 @@ rank of every node), then intra-node phase; the phases read and write the final
 positions through strided blocks, so no permutation pass is needed.
 Reduce-scatter: intra-node phase on strided source blocks (the "local permute"
 folded into the messages) into a contiguous partial, then inter-node phase on
-the rail into the result. All-reduce: both, plus a flat ring for the last
-``count % p`` elements. A phase run by the MPI library (``mpi``) needs
+the rail into the result. All-reduce: both, plus a flat whole-buffer recursive doubling
+for the last ``count % p`` elements. A phase run by the MPI library (``mpi``) needs
 contiguous buffers, so it costs the packing copies that PCCL itself does.
 
 Phase names: any registered algorithm, any transport of collectives/transports (``mpi``,
 ``xccl``: NCCL/RCCL, GPU buffers only; ``rdma``: the rail phase by one-sided puts), whose
 phases are library rows the transport runs (collectives/compose.py), or ``rs+ag`` pairs;
 ``rd`` for a reduce-scatter phase means its mirror ``rh`` (recursive halving) and vice versa.
+
+Whole-buffer phases (an algorithm with an all-reduce schedule of its own, ``rdfull``) cut the
+steps across the slow link for small all-reduces: ``inter: rdfull`` runs intra reduce-scatter,
+one all-reduce of the node's partial on the rail (log2 nodes steps instead of twice that), intra
+all-gather; ``intra: rdfull`` with ``inter: rdfull`` runs the whole buffer through both levels (the
+intra phases fused: log2 ranks-per-node + log2 nodes steps, as many as MPI's own small all-reduce).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from collectives.schedule import (
     StepList,
     StridedLayout,
 )
-from collectives.spec import even_blocks, phases
+from collectives.spec import phases
 from collectives.topology import Grid
 from collectives.transports import TRANSPORTS
 
@@ -48,6 +54,34 @@ def schedule_algorithm(spec: str, phase: str) -> str:
     """The algorithm whose rows ``spec`` generates for ``phase``: library phases all give MPI_PHASE rows."""
     name = phase_algorithm(spec, phase)
     return MPI_PHASE if name in TRANSPORTS else name
+
+
+def whole_buffer(spec: str) -> bool:
+    """Whether ``spec`` names an algorithm that all-reduces a whole buffer in one phase."""
+    return "+" not in spec and supports(spec, "allreduce")
+
+
+def spec_problem(collective: str, spec: str) -> str | None:
+    """Why ``spec`` cannot be a phase of ``collective`` (None: it can)."""
+    if collective == "allreduce" and whole_buffer(spec):
+        return None
+    for phase in phases_needed(collective):
+        problem = phase_problem(spec, phase)
+        if problem:
+            return problem
+    return None
+
+
+def composition_problem(collective: str, intra: str, inter: str) -> str | None:
+    """Why (intra, inter) cannot compose ``collective`` (None: they can), naming the role at fault."""
+    for role, spec in (("intra", intra), ("inter", inter)):
+        problem = spec_problem(collective, spec)
+        if problem:
+            return f"{role} phase: {problem}"
+    if collective == "allreduce" and whole_buffer(intra) and not whole_buffer(inter):
+        # every rail would all-reduce the same whole buffer: q times the bytes over the link
+        return f"intra phase {intra!r} (whole buffer) needs a whole-buffer inter phase too, not {inter!r}"
+    return None
 
 
 def phase_problem(spec: str, phase: str) -> str | None:
@@ -66,6 +100,8 @@ def phases_needed(collective: str) -> tuple[str, ...]:
 
 
 def _merge(parts: list[Schedule]) -> Schedule:
+    if not parts:
+        return StepList().build()
     result = parts[0]
     for part in parts[1:]:
         result = result.then(part)
@@ -80,8 +116,6 @@ def allgather_phases(grid: Grid, rank: int, chunk: int, own: Block | None, intra
     nnodes, per_node = grid.nnodes, grid.ranks_per_node
     node, local = grid.node(rank), grid.local(rank)
     final_own = Block(RECV, rank * chunk, chunk)
-    # Where each node's chunk of this rail lands in the final buffer.
-    rail_final = Block(RECV, local * chunk, chunk, nnodes, per_node * chunk)
     inter_name, intra_name = schedule_algorithm(inter, "allgather"), schedule_algorithm(intra, "allgather")
     parts: list[Schedule] = []
     contiguous_rail = intra_name == MPI_PHASE or inter_name == MPI_PHASE
@@ -101,31 +135,55 @@ def allgather_phases(grid: Grid, rank: int, chunk: int, own: Block | None, intra
     else:
         layout = StridedLayout(RECV, local * chunk, chunk, per_node * chunk)
         parts.append(ALGORITHMS[inter_name].allgather(nnodes, node, layout, scratch_base).on(COMM_INTER))
+    return parts + intra_allgather(grid, rank, chunk, intra_name, gathered if contiguous_rail else None, after)
+
+
+def intra_allgather(grid: Grid, rank: int, chunk: int, intra_name: str, gathered: Block | None,
+                    scratch_base: int) -> list[Schedule]:
+    """The intra-node all-gather that ends a hierarchical all-gather. The rail's chunks (one per node)
+    are in ``gathered`` (contiguous, by node), or None: already at their final strided places in RECV."""
+    nnodes, per_node, local = grid.nnodes, grid.ranks_per_node, grid.local(rank)
+    # Where each node's chunk of this rail lands in the final buffer.
+    rail_final = Block(RECV, local * chunk, chunk, nnodes, per_node * chunk)
     if intra_name == MPI_PHASE:
-        everything = Block(SCRATCH, after, per_node * nnodes * chunk)
+        if gathered is None:
+            raise ValueError("a library intra phase starts from the rail's chunks contiguous in scratch")
+        everything = Block(SCRATCH, scratch_base, per_node * nnodes * chunk)
         steps = StepList(COMM_INTRA).mpi_collective(ACT_MPI_ALLGATHER, gathered, everything, nnodes * chunk)
         unpermute = StepList()
         for peer in range(per_node):
-            source = Block(SCRATCH, after + peer * nnodes * chunk, nnodes * chunk)
+            source = Block(SCRATCH, scratch_base + peer * nnodes * chunk, nnodes * chunk)
             unpermute.step(copy=(source, Block(RECV, peer * chunk, chunk, nnodes, per_node * chunk)))
-        parts += [steps.build(), unpermute.build()]
-        return parts
-    if contiguous_rail:
-        parts.append(StepList().step(copy=(gathered, rail_final)).build())
+        return [steps.build(), unpermute.build()]
+    parts = [] if gathered is None else [StepList().step(copy=(gathered, rail_final)).build()]
     layout = StridedLayout(RECV, 0, chunk, chunk, nchunks=nnodes, chunk_stride=per_node * chunk)
-    parts.append(ALGORITHMS[intra_name].allgather(per_node, local, layout, after).on(COMM_INTRA))
+    parts.append(ALGORITHMS[intra_name].allgather(per_node, local, layout, scratch_base).on(COMM_INTRA))
     return parts
 
 
 def reduce_scatter_phases(grid: Grid, rank: int, chunk: int, source_buf: int, result: Block, intra: str,
                           inter: str, scratch_base: int) -> list[Schedule]:
     """Hierarchical reduce-scatter of a natural-order source (``chunk`` per rank) into ``result``."""
-    nnodes, per_node = grid.nnodes, grid.ranks_per_node
-    node, local = grid.node(rank), grid.local(rank)
-    inter_name, intra_name = schedule_algorithm(inter, "reduce_scatter"), schedule_algorithm(intra, "reduce_scatter")
-    partial = Block(SCRATCH, scratch_base, nnodes * chunk)  # this node's sums for my local rank, by node
+    nnodes, node = grid.nnodes, grid.node(rank)
+    inter_name = schedule_algorithm(inter, "reduce_scatter")
+    parts, partial = intra_reduce_scatter(grid, rank, chunk, source_buf, schedule_algorithm(intra, "reduce_scatter"),
+                                          scratch_base)
     after = scratch_base + nnodes * chunk
-    parts: list[Schedule] = []
+    if inter_name == MPI_PHASE:
+        parts.append(StepList(COMM_INTER).mpi_collective(ACT_MPI_REDUCE_SCATTER, partial, result, chunk).build())
+    else:
+        layout = ContiguousLayout(SCRATCH, (chunk,) * nnodes, scratch_base)
+        parts.append(ALGORITHMS[inter_name].reduce_scatter(nnodes, node, layout, result, after).on(COMM_INTER))
+    return parts
+
+
+def intra_reduce_scatter(grid: Grid, rank: int, chunk: int, source_buf: int, intra_name: str,
+                         scratch_base: int) -> tuple[list[Schedule], Block]:
+    """The intra-node reduce-scatter that starts a hierarchical reduce-scatter: (its parts, the partial
+    it leaves at ``scratch_base``: this node's sums of every node's chunk for my local rank, by node)."""
+    nnodes, per_node, local = grid.nnodes, grid.ranks_per_node, grid.local(rank)
+    partial = Block(SCRATCH, scratch_base, nnodes * chunk)
+    after = scratch_base + nnodes * chunk
     if intra_name == MPI_PHASE:
         permute = StepList()
         for peer in range(per_node):
@@ -133,15 +191,42 @@ def reduce_scatter_phases(grid: Grid, rank: int, chunk: int, source_buf: int, re
                                Block(SCRATCH, after + peer * nnodes * chunk, nnodes * chunk)))
         packed = Block(SCRATCH, after, per_node * nnodes * chunk)
         steps = StepList(COMM_INTRA).mpi_collective(ACT_MPI_REDUCE_SCATTER, packed, partial, nnodes * chunk)
-        parts += [permute.build(), steps.build()]
+        return [permute.build(), steps.build()], partial
+    layout = StridedLayout(source_buf, 0, chunk, chunk, nchunks=nnodes, chunk_stride=per_node * chunk)
+    return [ALGORITHMS[intra_name].reduce_scatter(per_node, local, layout, partial, after).on(COMM_INTRA)], partial
+
+
+def allreduce_phases(grid: Grid, rank: int, count: int, source_buf: int, intra: str, inter: str) -> list[Schedule]:
+    """Hierarchical all-reduce of ``count`` elements from ``source_buf`` into RECV."""
+    node, local = grid.node(rank), grid.local(rank)
+    whole = Block(RECV, 0, count)
+    if whole_buffer(intra):  # fused: the whole buffer through both levels (composition_problem: inter too)
+        first = ALGORITHMS[intra].allreduce(grid.ranks_per_node, local, Block(source_buf, 0, count), whole)
+        second = ALGORITHMS[inter].allreduce(grid.nnodes, node, whole, whole, first.scratch)
+        return [first.on(COMM_INTRA), second.on(COMM_INTER)]
+    chunk = count // grid.nranks
+    if chunk == 0:  # fewer elements than ranks: all tail (empty phases would still exchange empty messages)
+        parts: list[Schedule] = []
+    elif whole_buffer(inter):  # one all-reduce of the node's partial on the rail, between the intra phases
+        parts, partial = intra_reduce_scatter(grid, rank, chunk, source_buf,
+                                              schedule_algorithm(intra, "reduce_scatter"), 0)
+        after = partial.off + partial.total
+        rail = ALGORITHMS[inter].allreduce(grid.nnodes, node, partial, partial, after).on(COMM_INTER)
+        parts.append(rail)
+        parts += intra_allgather(grid, rank, chunk, schedule_algorithm(intra, "allgather"), partial,
+                                 max(after, rail.scratch))
     else:
-        layout = StridedLayout(source_buf, 0, chunk, chunk, nchunks=nnodes, chunk_stride=per_node * chunk)
-        parts.append(ALGORITHMS[intra_name].reduce_scatter(per_node, local, layout, partial, after).on(COMM_INTRA))
-    if inter_name == MPI_PHASE:
-        parts.append(StepList(COMM_INTER).mpi_collective(ACT_MPI_REDUCE_SCATTER, partial, result, chunk).build())
-    else:
-        layout = ContiguousLayout(SCRATCH, (chunk,) * nnodes, scratch_base)
-        parts.append(ALGORITHMS[inter_name].reduce_scatter(nnodes, node, layout, result, after).on(COMM_INTER))
+        parts = reduce_scatter_phases(grid, rank, chunk, source_buf, Block(RECV, rank * chunk, chunk), intra,
+                                      inter, 0)
+        parts += allgather_phases(grid, rank, chunk, None, intra, inter, 0)
+    tail = count - chunk * grid.nranks
+    if tail:
+        # The last count % p elements, fewer than p: whole-buffer recursive doubling over the whole
+        # communicator (log2 p steps), where a ring takes 2 (p - 1) steps, each waiting on a crossing
+        # between nodes (an 8-byte all-reduce of 4 ranks is all tail).
+        done = chunk * grid.nranks
+        parts.append(ALGORITHMS["rdfull"].allreduce(grid.nranks, rank, Block(source_buf, done, tail),
+                                                    Block(RECV, done, tail), _scratch_end(parts)).on(COMM_WORLD))
     return parts
 
 
@@ -153,29 +238,13 @@ def _scratch_end(parts: list[Schedule]) -> int:
 def hier_schedule(collective: str, grid: Grid, rank: int, count: int, in_place: bool,
                   intra: str, inter: str) -> Schedule:
     """One rank's whole hierarchical call as a single schedule over (world, node, rail)."""
-    for phase in phases_needed(collective):
-        for spec in (intra, inter):
-            problem = phase_problem(spec, phase)
-            if problem:
-                raise ValueError(problem)
+    problem = composition_problem(collective, intra, inter)
+    if problem:
+        raise ValueError(problem)
     source = RECV if in_place else SEND
     if collective == "allgather":
         own = None if in_place else Block(SEND, 0, count)
         return _merge(allgather_phases(grid, rank, count, own, intra, inter, 0))
     if collective == "reduce_scatter":
         return _merge(reduce_scatter_phases(grid, rank, count, source, Block(RECV, 0, count), intra, inter, 0))
-    chunk = count // grid.nranks
-    parts = reduce_scatter_phases(grid, rank, chunk, source, Block(RECV, rank * chunk, chunk), intra, inter, 0)
-    parts += allgather_phases(grid, rank, chunk, None, intra, inter, 0)
-    tail = count - chunk * grid.nranks
-    if tail:
-        # The last count % p elements: a flat ring all-reduce over the whole communicator.
-        counts = even_blocks(tail, grid.nranks)
-        done = chunk * grid.nranks
-        layout = ContiguousLayout(RECV, counts, done)
-        ring = ALGORITHMS["ring"]
-        base = _scratch_end(parts)
-        parts.append(ring.reduce_scatter(grid.nranks, rank, ContiguousLayout(source, counts, done),
-                                         layout.block(rank), base).on(COMM_WORLD))
-        parts.append(ring.allgather(grid.nranks, rank, layout, base).on(COMM_WORLD))
-    return _merge(parts)
+    return _merge(allreduce_phases(grid, rank, count, source, intra, inter))

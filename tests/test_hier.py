@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 
 from collectives.call import CallSpec
-from collectives.hier import hier_schedule, phase_problem
+from collectives.dtypes import DTYPES, OPS
+from collectives.hier import composition_problem, hier_schedule, phase_problem
 from collectives.schedule import ACT_COPY, COLUMNS
 from collectives.simulate import simulate
 from collectives.spec import count_wrong, make_buffers
 from collectives.topology import Grid, ShapeError
 
 GRIDS = [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (4, 2), (6, 2), (6, 3), (8, 2), (8, 4), (9, 3), (10, 5), (12, 4)]
-PHASES = ["ring", "rd", "bruck", "mpi"]
+PHASES = ["ring", "rd", "bruck", "mpi", "rdfull"]
 ACTION = COLUMNS.index("action")
 
 
@@ -35,8 +36,7 @@ def test_every_phase_pair_is_exact(nranks: int, per_node: int, collective: str) 
     grid = Grid(nranks, per_node)
     counts = (1, 3) if collective != "allreduce" else (1, nranks * 2 + 1)
     for intra, inter in itertools.product(PHASES, PHASES):
-        if any(phase_problem(spec, "reduce_scatter" if collective != "allgather" else "allgather")
-               for spec in (intra, inter)):
+        if composition_problem(collective, intra, inter):
             continue  # a phase without this collective's schedule
         for count, in_place, (dtype, op) in itertools.product(
                 counts, (False, True), [("float32", "sum"), ("int32", "max")]):
@@ -82,3 +82,48 @@ def test_unknown_phase_is_rejected() -> None:
     assert phase_problem("rd", "reduce_scatter") is None  # the recursive family mirrors to rh
     with pytest.raises(ValueError):
         hier_schedule("reduce_scatter", Grid(4, 2), 0, 2, False, "ring", "rdfull")
+
+
+@pytest.mark.parametrize("nranks,per_node", [(2, 1), (2, 2), (3, 1), (4, 1), (4, 2), (6, 2), (6, 3), (6, 1)])
+@pytest.mark.parametrize("intra,inter", [("ring", "rdfull"), ("rdfull", "rdfull"), ("mpi", "rdfull")])
+def test_whole_buffer_phases_are_exact_for_every_dtype_and_op(nranks: int, per_node: int, intra: str,
+                                                              inter: str) -> None:
+    grid = Grid(nranks, per_node)
+    for dtype, op, count, in_place in itertools.product(DTYPES, OPS, (1, nranks, 2 * nranks + 1), (False, True)):
+        assert run("allreduce", grid, count, in_place, intra, inter, dtype, op) == 0, (dtype, op, count, in_place)
+
+
+def test_whole_buffer_inter_phase_crosses_the_rail_log2_times() -> None:
+    """inter rdfull: one all-reduce of the partial on the rail (log2 nodes steps), where rs+ag takes twice that."""
+    comm = COLUMNS.index("comm")
+    for nranks, per_node in ((4, 2), (8, 2), (16, 4)):
+        grid = Grid(nranks, per_node)
+        steps_of = {inter: hier_schedule("allreduce", grid, 0, 4 * nranks, False, "ring", inter).steps
+                    for inter in ("rd", "rdfull")}
+        rail = {inter: int((steps[:, comm] == 2).sum()) for inter, steps in steps_of.items()}
+        log_nodes = (grid.nnodes - 1).bit_length()
+        assert rail == {"rd": 2 * log_nodes, "rdfull": log_nodes}, (nranks, per_node, rail)
+        fused = hier_schedule("allreduce", grid, 0, 4 * nranks, False, "rdfull", "rdfull").steps
+        assert int((fused[:, comm] == 2).sum()) == log_nodes
+        assert len(fused) == log_nodes + (per_node - 1).bit_length()
+
+
+def test_whole_buffer_intra_needs_a_whole_buffer_inter() -> None:
+    assert "needs a whole-buffer inter phase" in composition_problem("allreduce", "rdfull", "ring")
+    assert composition_problem("allreduce", "rdfull", "rdfull") is None
+    assert "intra phase" in composition_problem("allgather", "rdfull", "ring")
+    with pytest.raises(ValueError, match="whole-buffer"):
+        hier_schedule("allreduce", Grid(4, 2), 0, 8, False, "rdfull", "mpi")
+
+
+def test_fewer_elements_than_ranks_is_one_flat_doubling() -> None:
+    """An all-reduce of fewer elements than ranks is all tail: no (empty) phases, log2 p steps of rdfull."""
+    from collectives.algorithms import schedule_for
+
+    for nranks, per_node in ((4, 2), (8, 2), (6, 3)):
+        grid = Grid(nranks, per_node)
+        for intra, inter in (("ring", "ring"), ("mpi", "rd"), ("ring", "rdfull")):
+            steps = hier_schedule("allreduce", grid, 0, nranks - 1, False, intra, inter).steps
+            flat = schedule_for("allreduce", "rdfull", nranks, 0, nranks - 1, False).steps
+            assert len(steps) == len(flat), (nranks, per_node, intra, inter)
+            assert (steps[:, COLUMNS.index("comm")] == 0).all()

@@ -171,11 +171,16 @@ def test_ranks_on_one_host_of_the_lab_stay_off_the_network(lab, tmp_path):
 def test_four_hosts_of_one_and_two_hosts_of_two_in_one_sweep(lab, tmp_path):
     suite = {**SUITE, "collectives": ["allreduce"], "ranks": [4], "ranks_per_node": [1, 2],
              "sizes": {"min": "8B", "max": "4KiB", "factor": 512},
-             "implementations": ["mpi", {"impl": "pccl-hier", "inter": ["ring"], "intra": ["ring"]}]}
+             "implementations": ["mpi", {"impl": "pccl-hier", "inter": ["ring"], "intra": ["ring"]},
+                                 {"impl": "pccl-hier", "inter": ["rdfull"], "intra": ["ring", "rdfull"]}]}
     result = lab_sweep(tmp_path, suite, "--hosts", ",".join(HOSTS))
     assert result.returncode == 0, describe(result)
     frame, meta = read_run(tmp_path / "run")
     assert set(frame["status"]) == {"ok"} and (frame["n_wrong"] == 0).all(), frame[["impl", "status", "error"]]
+    # the whole-buffer compositions, bit-exact between real hosts in both shapes
+    whole = frame[frame["inter"] == "rdfull"]
+    assert {(row.intra, row.nnodes) for row in whole.itertuples()} == {(intra, nodes) for intra in ("ring", "rdfull")
+                                                                       for nodes in (2, 4)}
     shapes = {(row.launch_id, row.nnodes, row.ranks_per_node, row.hosts) for row in frame.itertuples()}
     assert shapes == {("n4-rpn1-h4x1-host", 4, 1, "h1,h2,h3,h4"), ("n4-rpn2-h2x2-host", 2, 2, "h1,h2")}
     assert not frame["virtual_nodes"].any()

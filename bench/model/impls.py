@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from bench.errors import BadInput
 from bench.model.mpich import mpich_algorithm, mpich_schedule
 from collectives.algorithms import schedule_for, unsupported_reason
-from collectives.hier import hier_schedule, phase_problem, phases_needed
+from collectives.hier import composition_problem, hier_schedule
 from collectives.schedule import Schedule
 from collectives.topology import Grid
 
@@ -50,11 +50,7 @@ class Variant:
         if self.impl == "pccl-flat":
             return unsupported_reason(collective, self.algorithm)
         if self.impl == "pccl-hier":
-            for phase in phases_needed(collective):
-                for spec in (self.intra, self.inter):
-                    problem = phase_problem(spec, phase)
-                    if problem:
-                        return problem
+            return composition_problem(collective, self.intra, self.inter)
         return None
 
     def candidates(self, collective: str, nranks: int, bytes_total: int) -> tuple[str, ...]:

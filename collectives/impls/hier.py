@@ -10,7 +10,7 @@ from collectives.call import CallSpec
 from collectives.compose import schedule_op
 from collectives.context import HOST
 from collectives.dtypes import numpy_dtype
-from collectives.hier import hier_schedule, phase_algorithm, phase_problem, phases_needed
+from collectives.hier import composition_problem, hier_schedule, phase_algorithm, phases_needed
 from collectives.impls import Implementation, register
 from collectives.schedule import COMM_INTER, COMM_INTRA, LIBRARY_ACTION_OF
 from collectives.topology import as_topology
@@ -50,12 +50,7 @@ class Hierarchical(Implementation):
             intra, inter = self.phases(call)
         except ValueError as error:
             return str(error)
-        for phase in phases_needed(call.collective):
-            for role, spec in (("intra", intra), ("inter", inter)):
-                problem = phase_problem(spec, phase)
-                if problem:
-                    return f"{role} phase: {problem}"
-        return None
+        return composition_problem(call.collective, intra, inter)
 
     @staticmethod
     def phase_call(call: CallSpec, role: str, phase: str) -> CallSpec:

@@ -27,6 +27,8 @@ from collectives.topology import topology  # noqa: E402
 
 FLAT = ["ring", "rd", "bruck", "rh+bruck", "ring+rd", "rdfull"]
 PHASES = ["ring", "rd", "bruck", "mpi"]
+#: all-reduce only: a whole-buffer rail phase, and both levels whole (fused)
+WHOLE_BUFFER_PAIRS = [("ring", "rdfull"), ("mpi", "rdfull"), ("bruck", "rdfull"), ("rdfull", "rdfull")]
 DTYPE_OPS = [("float32", "sum"), ("int32", "max")]
 
 
@@ -34,7 +36,8 @@ def cases(nranks: int):
     for collective in ("allgather", "reduce_scatter", "allreduce"):
         counts = (1, 67) if collective != "allreduce" else (1, 3 * nranks + 2)
         variants = [("pccl-flat", algorithm, None, None) for algorithm in FLAT]
-        variants += [("pccl-hier", None, intra, inter) for intra, inter in itertools.product(PHASES, PHASES)]
+        pairs = list(itertools.product(PHASES, PHASES)) + (WHOLE_BUFFER_PAIRS if collective == "allreduce" else [])
+        variants += [("pccl-hier", None, intra, inter) for intra, inter in pairs]
         for (impl, algorithm, intra, inter), in_place, (dtype, op), count in itertools.product(
                 variants, (False, True), DTYPE_OPS, counts):
             yield impl, CallSpec(collective, nranks, count, dtype, op, in_place, algorithm, intra, inter)

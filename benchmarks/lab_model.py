@@ -1,0 +1,140 @@
+"""The model held against the lab (docs/LAB.md, "The model against the lab"): per link setting, a lab
+machine description made from the lab's own probes (docs/lab/links.json: MPI ping-pong latency and
+bandwidth between hosts; within a host, this machine's fitted shared memory, suites/machines/local.yaml),
+then ``pccl-bench model fit`` from it on the 2-host cells alone and ``pccl-bench model check`` of the
+fitted description on every 4-host cell, which the fit never saw.
+
+    python benchmarks/lab_hier.py --hosts 2 --out-runs RUNS/2x2   # as root, then
+    python benchmarks/lab_hier.py --hosts 4 --out-runs RUNS/4x1
+    python benchmarks/lab_model.py RUNS [--out docs/lab/model]
+
+RUNS holds lab_hier's ``--out-runs`` folders of both shapes: RUNS/2x2/<round>-<link>/run and
+RUNS/4x1/<round>-<link>/run. Quoted per link, over the held-out cells'
+medians across rounds: the median and 90th-percentile error factor (max(model/measured,
+measured/model)) per implementation, the share of cells (collective, size) whose predicted fastest
+implementation is the measured fastest, and the share where the predicted one measured within 10%
+of the fastest; a plot of predicted against measured per link.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.model.check import impl_label  # noqa: E402
+from bench.model.machine import dump_machine, load_machine  # noqa: E402
+
+PROBES = ROOT / "docs" / "lab" / "links.json"
+#: lab_hier's folder name of each link setting -> its row in docs/lab/links.json
+LINK_OF_FOLDER = {"bridge": "bridge", "50us": "50 us", "200us": "200 us", "50us-1Gbits": "50 us + 1 Gbit/s"}
+
+
+def lab_machine(link: str, folder: Path) -> Path:
+    """local.yaml with the inter-host link of the probes (median over their rounds)."""
+    rounds = json.loads(PROBES.read_text())["rounds"]
+    latency = float(pd.Series([entry[link]["small_us"] for entry in rounds]).median())
+    bandwidth = float(pd.Series([entry[link]["large_gbps"] for entry in rounds]).median())
+    slug = link.replace(" ", "").replace("/", "").replace("+", "-")
+    local, _ = load_machine("local")
+    inter = local.inter.model_copy(update={"latency_us": latency, "bandwidth_gbps": bandwidth})
+    machine = local.model_copy(update={
+        "name": f"lab-{slug}", "inter": inter, "fit": None,
+        "description": f"the lab at {link}: 2-4 namespace hosts on this 2-core machine; between hosts the probes' "
+                       f"{latency:.1f} us and {bandwidth:.3f} GB/s, within a host the local fit",
+        "sources": {**local.sources, "inter": f"docs/lab/links.json, {link}: 8 B one way, 1 MiB GB/s (medians)"}})
+    path = folder / f"lab-{slug}.yaml"
+    dump_machine(machine, path, "Made by benchmarks/lab_model.py from docs/lab/links.json and local.yaml.")
+    return path
+
+
+def fit_and_check(base: Path, fit_runs: list[Path], check_runs: list[Path], out: Path) -> dict:
+    """``model fit`` on the 2-host runs from ``base``; ``model check`` of the fitted description on the 4-host ones."""
+    fitted = out.with_suffix(".fitted.yaml")
+    for argv in (["fit", *map(str, fit_runs), "--base", str(base), "--name", fitted.stem, "-o", str(fitted),
+                  "--errors", str(out.with_suffix(".fit.csv"))],
+                 ["check", str(fitted), *map(str, check_runs), "--errors", str(out.with_suffix(".check.csv"))]):
+        result = subprocess.run([sys.executable, "-m", "bench", "model", *argv], capture_output=True, text=True,
+                                cwd=ROOT)
+        if result.returncode != 0:
+            raise SystemExit(f"model {argv[0]} failed ({result.returncode}): {result.stdout[-2000:]} "
+                             f"{result.stderr[-2000:]}")
+    return judged(pd.read_csv(out.with_suffix(".check.csv")), out.with_suffix(".png"), base.stem)
+
+
+def judged(errors: pd.DataFrame, plot: Path, title: str) -> dict:
+    """Error factors per implementation and the winners, over the cells' medians across rounds."""
+    errors = errors.assign(label=errors.apply(impl_label, axis=1))
+    cells = errors.groupby(["collective", "bytes_total", "label"])[["time_us_p50", "model_us"]].median().reset_index()
+    cells["factor"] = np.exp(np.abs(np.log(cells["model_us"] / cells["time_us_p50"])))
+    by_impl = cells.groupby("label")["factor"]
+    right = near = 0
+    groups = list(cells.groupby(["collective", "bytes_total"]))
+    for _, group in groups:
+        measured = group.loc[group["time_us_p50"].idxmin()]
+        predicted = group.loc[group["model_us"].idxmin()]
+        right += measured["label"] == predicted["label"]
+        near += predicted["time_us_p50"] <= 1.10 * measured["time_us_p50"]
+    scatter(cells, plot, title)
+    return {"median_factor": by_impl.median().round(3).to_dict(),
+            "p90_factor": by_impl.quantile(0.9).round(3).to_dict(),
+            "all_median_factor": round(float(cells["factor"].median()), 3), "cells": int(len(cells)),
+            "winner_right": round(right / len(groups), 3),
+            "winner_within_10pct": round(near / len(groups), 3), "winner_cells": len(groups)}
+
+
+def scatter(cells: pd.DataFrame, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(6.4, 5.6))
+    for index, (label, group) in enumerate(cells.groupby("label")):
+        ax.loglog(group["time_us_p50"], group["model_us"], "o", ms=4, color=f"C{index % 10}", label=label,
+                  mfc="none" if index >= 10 else None)
+    values = cells[["time_us_p50", "model_us"]]
+    low, high = values.min().min() / 1.5, values.max().max() * 1.5
+    for factor, style in ((1.0, "-"), (1.25, ":"), (1 / 1.25, ":")):
+        ax.plot([low, high], [low * factor, high * factor], style, color="0.5", lw=0.8)
+    ax.set_xlabel("measured, us (median over rounds)")
+    ax.set_ylabel("predicted, us")
+    ax.set_title(f"{title}: fitted on 2 hosts x 2, predicting 4 hosts x 1 (dotted: x1.25)", fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", type=Path)
+    parser.add_argument("--out", type=Path, default=Path("lab-model"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    by_link: dict[str, dict[int, list[Path]]] = {}
+    for run in sorted(args.runs.glob("*/*/run")):  # RUNS/<shape>/<round>-<link>/run
+        hosts = 4 if run.parent.parent.name.startswith("4") else 2
+        by_link.setdefault(run.parent.name.split("-", 1)[1], {}).setdefault(hosts, []).append(run)
+    summary = {}
+    for folder_name, shapes in by_link.items():
+        link = LINK_OF_FOLDER[folder_name]
+        if set(shapes) != {2, 4}:
+            print(f"{link}: runs of {sorted(shapes)} hosts only; skipped", file=sys.stderr)
+            continue
+        base = lab_machine(link, args.out)
+        summary[link] = fit_and_check(base, shapes[2], shapes[4], args.out / base.stem)
+        print(f"{link}: {json.dumps(summary[link])}", flush=True)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
