@@ -3,7 +3,7 @@ pccl-flat ring/rd/bruck/rdfull, pccl-hier with ring/bruck/rdfull between hosts a
 within) at every link setting, in rounds (docs/LAB.md, "The hierarchy across the lab").
 
     python benchmarks/lab_hier.py [--rounds 2] [--hosts 2] [--mode sync|window] [--links "50 us,200 us"]
-                                  [--out-runs DIR] [--json docs/lab/hier.json]   # as root
+                                  [--set sizes.max=4KiB ...] [--out-runs DIR] [--json docs/lab/hier.json]   # as root
 
 ``--hosts 4`` runs the suite on 4 hosts x 1 rank (the model's held-out shape); ``--out-runs DIR``
 keeps every sweep's result folder (DIR/<round>-<link>/run) for ``pccl-bench model fit/check``.
@@ -45,12 +45,12 @@ SMALL_BYTES = 4096
 BANDWIDTH_BYTES = 2 * 1024 * 1024
 
 
-def sweep(folder: Path, hosts: int, mode: str) -> pd.DataFrame:
+def sweep(folder: Path, hosts: int, mode: str, overrides: list[str]) -> pd.DataFrame:
     out = folder / "run"
     names = ",".join(f"h{number}" for number in range(1, hosts + 1))
     result = on_login(LAB, [sys.executable, "-m", "bench", "run", "sweep", str(SUITE), "--hosts", names,
                             "--set", f"ranks_per_node={4 // hosts}", "--set", f"timing.mode={mode}",
-                            "--out", str(out)], 3600)
+                            *(f"--set={item}" for item in overrides), "--out", str(out)], 3600)
     if result.returncode != 0:
         raise SystemExit(f"sweep failed ({result.returncode}): {result.stdout[-1500:]} {result.stderr[-1500:]}")
     return pd.read_parquet(out / "results.parquet")
@@ -109,6 +109,8 @@ def main() -> None:
         parser.add_argument("--out-runs", type=Path, help="keep every sweep's result folder here")
         parser.add_argument("--mode", choices=("sync", "window"), default="sync", help="timing.mode of the sweeps")
         parser.add_argument("--links", default=",".join(LINKS), help=f"link settings, of: {', '.join(LINKS)}")
+        parser.add_argument("--set", action="append", default=[], dest="overrides",
+                            help="a suite override for every sweep, as pccl-bench's --set (repeatable)")
 
     args = arguments(__doc__, rounds=2, extra=options)
     links = [name.strip() for name in args.links.split(",")]
@@ -125,7 +127,8 @@ def main() -> None:
                     lab_ops.set_link(LAB, LINKS[link_name])
                     folder = scratch / f"{index}-{link_name.replace(' ', '').replace('/', '').replace('+', '-')}"
                     folder.mkdir(parents=True)
-                    measured[link_name].append(figures(sweep(folder, args.hosts, args.mode), LINKS[link_name]))
+                    measured[link_name].append(figures(sweep(folder, args.hosts, args.mode, args.overrides),
+                                                             LINKS[link_name]))
                     print(f"round {index + 1}/{args.rounds}: {link_name} done", file=sys.stderr, flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -141,6 +144,8 @@ def summary(measured: dict[str, list[dict]]) -> str:
     for link, runs in measured.items():
         for collective in ("allgather", "reduce_scatter", "allreduce"):
             keys = [key for key in runs[0]["cells"] if key.split()[0] == collective]
+            if not keys:  # a sweep narrowed with --set collectives=...
+                continue
 
             def ratio(key: str, name: str, runs: list[dict] = runs) -> float:
                 return statistics.median(run["cells"][key][name] for run in runs if key in run["cells"])

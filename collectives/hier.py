@@ -18,7 +18,9 @@ Whole-buffer phases (an algorithm with an all-reduce schedule of its own, ``rdfu
 steps across the slow link for small all-reduces: ``inter: rdfull`` runs intra reduce-scatter,
 one all-reduce of the node's partial on the rail (log2 nodes steps instead of twice that), intra
 all-gather; ``intra: rdfull`` with ``inter: rdfull`` runs the whole buffer through both levels (the
-intra phases fused: log2 ranks-per-node + log2 nodes steps, as many as MPI's own small all-reduce).
+intra phases fused: log2 ranks-per-node + log2 nodes steps, as many as MPI's own small all-reduce);
+``intra: tree`` with ``inter: rdfull`` reduces to local rank 0, all-reduces among those leaders
+alone and broadcasts back (MPICH's node-aware composition: one rank per node on the link).
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ def schedule_algorithm(spec: str, phase: str) -> str:
 def whole_buffer(spec: str) -> bool:
     """Whether ``spec`` names an algorithm that all-reduces a whole buffer in one phase."""
     return "+" not in spec and supports(spec, "allreduce")
+
+
+def rooted(spec: str) -> bool:
+    """Whether ``spec`` names a whole-buffer algorithm that reduces to local rank 0 and broadcasts back
+    (as an intra phase, only rank 0 of each node then takes part in the inter phase)."""
+    return whole_buffer(spec) and supports(spec, "reduce") and supports(spec, "bcast")
 
 
 def spec_problem(collective: str, spec: str) -> str | None:
@@ -200,6 +208,16 @@ def allreduce_phases(grid: Grid, rank: int, count: int, source_buf: int, intra: 
     """Hierarchical all-reduce of ``count`` elements from ``source_buf`` into RECV."""
     node, local = grid.node(rank), grid.local(rank)
     whole = Block(RECV, 0, count)
+    if whole_buffer(intra) and rooted(intra):  # the node's sum at local rank 0; only it crosses
+        first = ALGORITHMS[intra].reduce(grid.ranks_per_node, local, Block(source_buf, 0, count), whole)
+        rail = ALGORITHMS[inter].allreduce(grid.nnodes, node, whole, whole, first.scratch)
+        if local != 0:  # the other rails sit the leaders' steps out (rows stay aligned)
+            idle = StepList()
+            for _ in range(len(rail)):
+                idle.step()
+            rail = idle.build()
+        last = ALGORITHMS[intra].bcast(grid.ranks_per_node, local, whole)
+        return [first.on(COMM_INTRA), rail.on(COMM_INTER), last.on(COMM_INTRA)]
     if whole_buffer(intra):  # fused: the whole buffer through both levels (composition_problem: inter too)
         first = ALGORITHMS[intra].allreduce(grid.ranks_per_node, local, Block(source_buf, 0, count), whole)
         second = ALGORITHMS[inter].allreduce(grid.nnodes, node, whole, whole, first.scratch)

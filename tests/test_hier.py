@@ -16,7 +16,7 @@ from collectives.spec import count_wrong, make_buffers
 from collectives.topology import Grid, ShapeError
 
 GRIDS = [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (4, 2), (6, 2), (6, 3), (8, 2), (8, 4), (9, 3), (10, 5), (12, 4)]
-PHASES = ["ring", "rd", "bruck", "mpi", "rdfull"]
+PHASES = ["ring", "rd", "bruck", "mpi", "rdfull", "tree"]
 ACTION = COLUMNS.index("action")
 
 
@@ -85,7 +85,8 @@ def test_unknown_phase_is_rejected() -> None:
 
 
 @pytest.mark.parametrize("nranks,per_node", [(2, 1), (2, 2), (3, 1), (4, 1), (4, 2), (6, 2), (6, 3), (6, 1)])
-@pytest.mark.parametrize("intra,inter", [("ring", "rdfull"), ("rdfull", "rdfull"), ("mpi", "rdfull")])
+@pytest.mark.parametrize("intra,inter", [("ring", "rdfull"), ("rdfull", "rdfull"), ("mpi", "rdfull"),
+                                         ("tree", "rdfull")])
 def test_whole_buffer_phases_are_exact_for_every_dtype_and_op(nranks: int, per_node: int, intra: str,
                                                               inter: str) -> None:
     grid = Grid(nranks, per_node)
@@ -127,3 +128,26 @@ def test_fewer_elements_than_ranks_is_one_flat_doubling() -> None:
             flat = schedule_for("allreduce", "rdfull", nranks, 0, nranks - 1, False).steps
             assert len(steps) == len(flat), (nranks, per_node, intra, inter)
             assert (steps[:, COLUMNS.index("comm")] == 0).all()
+
+
+def test_a_rooted_intra_phase_sends_one_rank_per_node_across() -> None:
+    """intra tree + inter rdfull: only local rank 0 of each node has rail messages (the others sit it out)."""
+    comm, send_peer = COLUMNS.index("comm"), COLUMNS.index("send_peer")
+    grid = Grid(12, 4)
+    for rank in range(grid.nranks):
+        steps = hier_schedule("allreduce", grid, rank, 24, False, "tree", "rdfull").steps
+        rail = steps[steps[:, comm] == 2]
+        sends = int((rail[:, send_peer] >= 0).sum())
+        assert (sends > 0) == (grid.local(rank) == 0), (rank, sends)
+    from collectives.algorithms import schedule_for
+
+    for nranks in (1, 2, 3, 5, 8, 13):  # flat: reduce to 0 and broadcast, any p
+        for (dtype, op), in_place in itertools.product((("float32", "sum"), ("int32", "max"), ("float64", "prod")),
+                                                       (False, True)):
+            call = CallSpec("allreduce", nranks, 5, dtype, op, in_place)
+            buffers = [make_buffers(call, r) for r in range(nranks)]
+            sends = [np.zeros(0, b[1].dtype) if b[0] is None else b[0] for b in buffers]
+            recvs = [b[1] for b in buffers]
+            simulate([schedule_for("allreduce", "tree", nranks, r, 5, in_place) for r in range(nranks)], sends,
+                     recvs, op)
+            assert sum(count_wrong(call, r, recvs[r]) for r in range(nranks)) == 0, (nranks, dtype, op, in_place)

@@ -115,4 +115,4 @@ def own_block_copy(layout: Layout, rank: int, in_place: bool) -> Schedule:
     return steps.build()
 
 
-from collectives.algorithms import bruck, exchange, recursive, ring  # noqa: E402,F401  (registers)
+from collectives.algorithms import bruck, exchange, recursive, ring, tree  # noqa: E402,F401  (registers)

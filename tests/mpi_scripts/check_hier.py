@@ -25,10 +25,11 @@ from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
 from collectives.topology import topology  # noqa: E402
 
-FLAT = ["ring", "rd", "bruck", "rh+bruck", "ring+rd", "rdfull"]
+FLAT = ["ring", "rd", "bruck", "rh+bruck", "ring+rd", "rdfull", "tree"]
 PHASES = ["ring", "rd", "bruck", "mpi"]
-#: all-reduce only: a whole-buffer rail phase, and both levels whole (fused)
-WHOLE_BUFFER_PAIRS = [("ring", "rdfull"), ("mpi", "rdfull"), ("bruck", "rdfull"), ("rdfull", "rdfull")]
+#: all-reduce only: a whole-buffer rail phase; both levels whole (fused); the leaders alone on the rail
+WHOLE_BUFFER_PAIRS = [("ring", "rdfull"), ("mpi", "rdfull"), ("bruck", "rdfull"), ("rdfull", "rdfull"),
+                      ("tree", "rdfull")]
 DTYPE_OPS = [("float32", "sum"), ("int32", "max")]
 
 
@@ -53,7 +54,7 @@ def main() -> int:
     for impl, call in cases(comm.size):
         implementation = get(impl)
         if implementation.unsupported_reason(call):
-            skipped += 1  # rdfull is all-reduce only: the same answer on every rank
+            skipped += 1  # rdfull and tree are all-reduce only: the same answer on every rank
             declined.add(f"{impl} {call.collective} {call.algorithm or f'{call.inter}/{call.intra}'}")
             continue
         _, _, wrong = checked_call(implementation, topo, call, comm)
