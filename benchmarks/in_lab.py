@@ -28,6 +28,11 @@ def arguments(doc: str, rounds: int, extra: Callable[[argparse.ArgumentParser], 
     return parser.parse_args()
 
 
+def link_slug(name: str) -> str:
+    """A link setting's name as a file name: ``50 us + 1 Gbit/s`` -> ``50us-1Gbits``."""
+    return name.replace(" ", "").replace("/", "").replace("+", "-")
+
+
 @contextmanager
 def own_lab(name: str, hosts: int) -> Iterator[None]:
     """A fresh lab ``name`` of ``hosts`` hosts for the benchmark, taken down after it."""

@@ -1,5 +1,5 @@
 """The hierarchy across the lab: suites/lab-hier.yaml (2 namespace hosts x 2 ranks: the MPI library,
-pccl-flat ring/rd/bruck/rdfull, pccl-hier with ring/bruck/rdfull between hosts and ring/shm/rdfull
+pccl-flat ring/rd/bruck/rdfull, pccl-hier with ring/bruck/rdfull between hosts and ring/shm/rdfull/tree
 within) at every link setting, in rounds (docs/LAB.md, "The hierarchy across the lab").
 
     python benchmarks/lab_hier.py [--rounds 2] [--hosts 2] [--mode sync|window] [--links "50 us,200 us"]
@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from in_lab import ROOT, arguments, on_login, own_lab  # beside this script
+from in_lab import ROOT, arguments, link_slug, on_login, own_lab  # beside this script
 
 from bench.lab import lab as lab_ops
 from bench.lab.state import Link
@@ -125,7 +125,7 @@ def main() -> None:
                 order = links if index % 2 == 0 else list(reversed(links))
                 for link_name in order:
                     lab_ops.set_link(LAB, LINKS[link_name])
-                    folder = scratch / f"{index}-{link_name.replace(' ', '').replace('/', '').replace('+', '-')}"
+                    folder = scratch / f"{index}-{link_slug(link_name)}"
                     folder.mkdir(parents=True)
                     measured[link_name].append(figures(sweep(folder, args.hosts, args.mode, args.overrides),
                                                              LINKS[link_name]))

@@ -26,16 +26,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from in_lab import ROOT, link_slug  # beside this script
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.model.check import impl_label  # noqa: E402
-from bench.model.machine import dump_machine, load_machine  # noqa: E402
+from bench.model.check import impl_label
+from bench.model.machine import dump_machine, load_machine
 
 PROBES = ROOT / "docs" / "lab" / "links.json"
-#: lab_hier's folder name of each link setting -> its row in docs/lab/links.json
-LINK_OF_FOLDER = {"bridge": "bridge", "50us": "50 us", "200us": "200 us", "50us-1Gbits": "50 us + 1 Gbit/s"}
+#: the link settings of docs/lab/links.json that lab_hier measures, by their folder names
+LINK_OF_FOLDER = {link_slug(name): name for name in ("bridge", "50 us", "200 us", "50 us + 1 Gbit/s")}
 
 
 def lab_machine(link: str, folder: Path) -> Path:
@@ -43,7 +41,7 @@ def lab_machine(link: str, folder: Path) -> Path:
     rounds = json.loads(PROBES.read_text())["rounds"]
     latency = float(pd.Series([entry[link]["small_us"] for entry in rounds]).median())
     bandwidth = float(pd.Series([entry[link]["large_gbps"] for entry in rounds]).median())
-    slug = link.replace(" ", "").replace("/", "").replace("+", "-")
+    slug = link_slug(link)
     local, _ = load_machine("local")
     inter = local.inter.model_copy(update={"latency_us": latency, "bandwidth_gbps": bandwidth})
     machine = local.model_copy(update={
