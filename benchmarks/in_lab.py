@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -40,11 +41,14 @@ def own_lab(name: str, hosts: int) -> Iterator[None]:
     if reason:
         raise SystemExit(f"no lab here: {reason}")
     lab_ops.down(name)
+    # a kill (SIGTERM) unwinds like an exception, so the lab still comes down
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     lab_ops.up(name, hosts)
     try:
         yield
     finally:
         lab_ops.down(name)
+        signal.signal(signal.SIGTERM, previous)
 
 
 def on_login(name: str, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
