@@ -65,7 +65,11 @@ def fit_and_check(base: Path, fit_runs: list[Path], check_runs: list[Path], out:
         if result.returncode != 0:
             raise SystemExit(f"model {argv[0]} failed ({result.returncode}): {result.stdout[-2000:]} "
                              f"{result.stderr[-2000:]}")
-    return judged(pd.read_csv(out.with_suffix(".check.csv")), out.with_suffix(".png"), base.stem)
+    modes = sorted(set(pd.concat(pd.read_parquet(run / "results.parquet", columns=["timing_mode"])
+                                 for run in [*fit_runs, *check_runs])["timing_mode"]))
+    title = f"{base.stem}, {'/'.join(modes)} mode"
+    return {"timing_mode": "/".join(modes),
+            **judged(pd.read_csv(out.with_suffix(".check.csv")), out.with_suffix(".png"), title)}
 
 
 def judged(errors: pd.DataFrame, plot: Path, title: str) -> dict:
