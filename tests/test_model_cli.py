@@ -58,7 +58,8 @@ def _synthetic_results(folder: Path) -> None:
                              "intra": variant.intra, "inter": variant.inter, "nranks": nranks, "ranks_per_node": 2,
                              "count_per_rank": count, "dtype": "float32", "placement": "out_of_place",
                              "bytes_total": nranks * count * 4, "status": "ok", "oversubscribed": False,
-                             "time_us_p50": time_us, "device": "host", "library": "pccl-bench", "run_id": "synthetic"})
+                             "time_us_p50": time_us, "device": "host", "library": "pccl-bench", "run_id": "synthetic",
+                             "cell_key": f"synthetic-{len(rows)}"})
     folder.mkdir()
     pd.DataFrame(rows).to_parquet(folder / "results.parquet")
 

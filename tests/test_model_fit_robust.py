@@ -92,7 +92,8 @@ def _table(machine, ranks, impls=("xccl", "mpi")) -> pd.DataFrame:
                              "collective": "allgather", "nranks": nranks, "ranks_per_node": min(nranks, 4),
                              "count_per_rank": count, "dtype": "float32", "placement": "out_of_place",
                              "bytes_total": count * 4 * nranks, "oversubscribed": False, "device": "cuda",
-                             "time_us_p50": predict_us(call, machine), "run_id": "synthetic"})
+                             "time_us_p50": predict_us(call, machine), "run_id": "synthetic",
+                             "cell_key": f"synthetic-{len(rows)}"})
     return pd.DataFrame(rows)
 
 

@@ -18,7 +18,9 @@ import typer
 import yaml
 from rich.console import Console
 
+from bench.cli.gate_cmd import check_thresholds
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from bench.files import output_file, output_folder
 from bench.judge import gate as rules
 from bench.judge.allowlist import load_allowlist
 from bench.judge.gate import GateOptions, GateResult, gate, split_arms
@@ -26,6 +28,10 @@ from bench.judge.gate_output import benchmark_json, headline, junit, markdown, r
 from bench.plan.suite import load_suite, resolve_suite_path
 from bench.results.runset import load_runs
 from bench.sweep import SweepOptions, run_sweep
+from bench.text import console_text, printable
+
+#: re-measurements of the flagged cells at most (each is a whole sweep of them)
+MAX_CONFIRM = 10
 
 
 def _measure(path: Path, out: Path, overrides: list[str], console: Console) -> None:
@@ -109,8 +115,17 @@ def ab_command(
     if len(names) < 2:
         raise BadInput(str(path), "the suite has no `arms:` (at least two) to compare; see docs/GATE.md")
     arms = arms or (names[0], names[1])
-    if confirm < 0:
-        raise BadInput("--confirm", "0 or more re-measurements")
+    for name in arms:
+        if name not in names:
+            raise BadInput("--arms", f"{printable(name)!r} is not an arm of {path}; it has {', '.join(names)}")
+    if arms[0] == arms[1]:
+        raise BadInput("--arms", "give two different arms: BASELINE CANDIDATE")
+    if not 0 <= confirm <= MAX_CONFIRM:
+        raise BadInput("--confirm", f"{confirm}: from 0 to {MAX_CONFIRM} re-measurements")
+    check_thresholds(threshold, small_threshold)
+    output_folder(out, "--out")
+    for file, flag in ((markdown_out, "--markdown"), (junit_out, "--junit"), (json_out, "--json")):
+        output_file(file, flag)
     console = Console() if Console().is_terminal else Console(width=160)
     options = GateOptions(threshold=threshold, small_threshold=small_threshold, allow_insufficient=allow_insufficient,
                           allow=load_allowlist(allow) if allow else [])
@@ -132,6 +147,6 @@ def ab_command(
         console.print(rich_table(result))
     if warning := result.common_shift():
         console.print(f"warning: {warning}", style="yellow", highlight=False)
-    console.print(f"{arms[1]} against {arms[0]}: " + headline(result),
+    console.print(f"{console_text(arms[1])} against {console_text(arms[0])}: " + headline(result),
                   style="bold green" if result.passed else "bold red", highlight=False)
     raise typer.Exit(EXIT_OK if result.passed else EXIT_CHECK_FAILED)

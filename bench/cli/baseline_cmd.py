@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 from rich.console import Console
 
 from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from bench.files import output_folder
 from bench.judge.gate import MIN_SAMPLES
 from bench.plan.cells import CELL_KEY
 from bench.plan.suite import load_suite, resolve_suite_path
@@ -24,6 +26,10 @@ app = typer.Typer(help="The committed baselines of the regression gate (results/
 #: what a baseline keeps of each run (the gate reads nothing else)
 KEPT = ("results.parquet", "samples.parquet", "meta.json")
 BASELINES = Path("results") / "baselines"
+#: the folders a baseline holds, one per pooled run
+RUN_NAME = re.compile(r"run-[0-9]+")
+#: the most entries an existing --dest may hold (a baseline: a few runs of three files)
+MAX_ENTRIES = 1000
 
 
 def _replace(folder: Path, runs: list[Path]) -> None:
@@ -42,6 +48,44 @@ def _replace(folder: Path, runs: list[Path]) -> None:
         folder.rename(old)
     staging.rename(folder)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _foreign(folder: Path) -> str | None:
+    """What in an existing ``folder`` says it is no baseline (which this command would destroy):
+    a file or link beside the run folders, a measured run's table outside ``run-N/``, or more
+    entries than a baseline has. Looks at most ``MAX_ENTRIES`` entries, three levels down."""
+    seen = 0
+    for entry in folder.iterdir():
+        if entry.is_symlink() or not entry.is_dir():
+            return f"the file {entry.name!r}"
+    for root, dirs, files in os.walk(folder):
+        depth = len(Path(root).relative_to(folder).parts)
+        seen += len(dirs) + len(files)
+        if seen > MAX_ENTRIES:
+            return f"more than {MAX_ENTRIES} files"
+        inside_run = depth == 1 and RUN_NAME.fullmatch(Path(root).name)
+        if "results.parquet" in files and not inside_run:
+            return f"the run {Path(root).relative_to(folder)}"
+        if depth >= 3:
+            dirs.clear()
+    return None
+
+
+def replaceable_baseline(folder: Path, flag: str) -> Path:
+    """``folder`` checked before any measuring: a folder path (not a file, not under a file, no
+    over-long name), and, where it exists, one that can be replaced whole: not the working directory
+    or above it, nothing in it but folders, no measured run but the baseline's own ``run-N``."""
+    output_folder(folder, flag, baseline_ok=True)
+    if not folder.is_dir():
+        return folder
+    here = Path.cwd().resolve()
+    if folder.resolve() in (here, *here.parents):
+        raise BadInput(flag, f"{folder} holds the working directory; the baseline replaces the whole folder")
+    foreign = _foreign(folder)
+    if foreign:
+        raise BadInput(flag, f"{folder} is not a baseline folder (it holds {foreign}); the baseline replaces the "
+                             "whole folder, so give a new folder or one that `baseline update` wrote")
+    return folder
 
 
 def too_few_samples(runs: list[Path], least: int = MIN_SAMPLES) -> list[str]:
@@ -73,7 +117,7 @@ def update(
         raise BadInput("--runs", "at least one run")
     path = resolve_suite_path(suite)
     definition, _ = load_suite(path, [])
-    folder = dest or BASELINES / definition.name
+    folder = replaceable_baseline(dest or BASELINES / definition.name, "--dest" if dest else "baseline")
     folder.parent.mkdir(parents=True, exist_ok=True)
     console = Console() if Console().is_terminal else Console(width=130)
     with tempfile.TemporaryDirectory(prefix="pccl-baseline-") as scratch:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -9,6 +10,7 @@ import typer
 from rich.console import Console
 
 from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from bench.files import output_file
 from bench.judge import gate as rules
 from bench.judge.allowlist import load_allowlist
 from bench.judge.gate import GateOptions, gate, split_arms
@@ -31,20 +33,34 @@ def _size(text: str | None, flag: str) -> int | None:
 
 
 def _output(path: Path | None, flag: str) -> Path | None:
-    if path is not None and not path.resolve().parent.is_dir():
-        raise BadInput(flag, f"folder {path.resolve().parent} does not exist")
-    return path
+    return output_file(path, flag)
+
+
+#: the most bootstrap resamples a cell may ask for: each side keeps resamples x launches x 256
+#: draws in memory, so 100,000 is about 200 MB per launch (and minutes per cell)
+MAX_RESAMPLES = 100_000
+
+
+def check_thresholds(threshold: float, small_threshold: float) -> None:
+    """Thresholds are finite relative slowdowns in [0, 10] (NaN would make every comparison false)."""
+    for flag, value in (("--threshold", threshold), ("--small-threshold", small_threshold)):
+        if not math.isfinite(value) or not 0 <= value <= 10:
+            raise BadInput(flag, f"{value}: a relative slowdown between 0 and 10 (0.1 = 10%)")
 
 
 def _check(options: GateOptions) -> GateOptions:
-    if not 0 < options.confidence < 1:
+    if not (math.isfinite(options.confidence) and 0 < options.confidence < 1):
         raise BadInput("--confidence", f"{options.confidence} is not between 0 and 1")
-    if options.threshold < 0 or options.small_threshold < 0:
-        raise BadInput("--threshold", "thresholds are relative slowdowns >= 0, e.g. 0.1 for 10%")
+    check_thresholds(options.threshold, options.small_threshold)
     if options.normalise not in ("", "probe"):
         raise BadInput("--normalise", f"{options.normalise!r}: the only reference is 'probe'")
-    if options.min_samples < 1 or options.resamples < 100:
-        raise BadInput("--min-samples", "min-samples must be >= 1 and resamples >= 100")
+    if not 1 <= options.min_samples <= 10**9:
+        raise BadInput("--min-samples", f"{options.min_samples}: between 1 and 10^9")
+    if not 100 <= options.resamples <= MAX_RESAMPLES:
+        raise BadInput("--resamples", f"{options.resamples}: between 100 and {MAX_RESAMPLES:,} (memory and time "
+                                      "grow with it)")
+    if not 0 <= options.seed < 2**63:
+        raise BadInput("--seed", f"{options.seed}: a seed is an integer from 0 to 2^63-1")
     return options
 
 

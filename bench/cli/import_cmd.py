@@ -10,10 +10,25 @@ import typer
 from bench.errors import BadInput
 from bench.importers.pccl_reproducer import import_reproducer
 from bench.importers.rows import ImportOptions
-from bench.importers.run import import_files, write_import
+from bench.importers.run import MAX_RANKS, check_out_folder, import_to_folder, preflight, write_import
 from collectives.spec import COLLECTIVES
 
 TOOLS = ("nccl-tests", "rccl-tests", "osu", "pccl-reproducer")
+#: the longest name flag (--impl, --library, --library-version) a table cell takes
+MAX_NAME = 200
+
+
+def _count_flag(value: int | None, flag: str) -> None:
+    if value is not None and not 1 <= value <= MAX_RANKS:
+        raise BadInput(flag, f"{value}: expected a count from 1 to {MAX_RANKS}")
+
+
+def _name_flag(value: str | None, flag: str) -> None:
+    """A name that lands in every row (and in labels, file names): printable, one line, not blank."""
+    if value is None:
+        return
+    if not value.strip() or len(value) > MAX_NAME or not value.isprintable():
+        raise BadInput(flag, f"{value[:60]!r}: expected a printable name of 1 to {MAX_NAME} characters")
 
 
 def import_results(
@@ -54,6 +69,15 @@ def import_results(
         raise BadInput("--collective", f"{collective!r}: expected allgather, reduce_scatter or allreduce")
     if device not in (None, "host", "cuda", "rocm"):
         raise BadInput("--device", f"{device!r}: expected host, cuda or rocm")
+    _count_flag(nranks, "--nranks")
+    _count_flag(nnodes, "--nnodes")
+    if nranks is not None and nnodes is not None and nnodes > nranks:
+        raise BadInput("--nnodes", f"{nnodes} nodes for {nranks} ranks: a node runs at least one rank")
+    for value, flag in ((impl, "--impl"), (library, "--library"), (library_version, "--library-version")):
+        _name_flag(value, flag)
+    # before a line is parsed: where the run goes, and that every input is a file of this tool
+    check_out_folder(out)
+    preflight(tool, files)
     if tool == "pccl-reproducer":
         results, meta, samples = import_reproducer(files, machine, dirs)
         write_import(out, results, meta, samples)
@@ -62,11 +86,10 @@ def import_results(
         return
     options = ImportOptions(nranks=nranks, nnodes=nnodes, collective=collective, impl=impl, device=device,
                             library=library, library_version=library_version)
-    results, meta, samples = import_files(tool, files, options)
+    meta, table = import_to_folder(tool, files, options, out)
     for entry in meta["imported_from"]:
         if entry["inferred"]:  # what the headers told, so a wrong guess is seen (flags override it)
             typer.echo(f"{entry['path']}: inferred {'; '.join(entry['inferred'])}", err=True)
-    write_import(out, results, meta, samples)
-    shapes = ", ".join(sorted({f"{row.collective} on {row.nranks} ranks" for row in results.itertuples()}))
-    sampled = samples["cell_key"].nunique() if len(samples) else 0
-    print(f"{len(results)} cells ({shapes}), {sampled} with per-iteration samples -> {out}/results.parquet")
+    shapes = ", ".join(sorted(f"{collective} on {ranks} ranks" for collective, ranks in table.shapes))
+    print(f"{table.cells} cells ({shapes}), {table.cells_with_samples} with per-iteration samples "
+          f"-> {out}/results.parquet")

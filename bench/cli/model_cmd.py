@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -12,15 +14,34 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.errors import EXIT_CODES_HELP, BadInput
+from bench.files import atomic_write, measured_run, output_file, output_folder
+from bench.model.band import MAX_SAMPLES
 from bench.model.check import error_summary, error_table, measured_calls
 from bench.model.fit import fit, with_rendezvous
 from bench.model.heldout import factor_table, plot_check, repeat_spread, winner_agreement, winner_cells
-from bench.model.impls import DEFAULT_VARIANTS, parse_variant
-from bench.model.machine import Library, Machine, dump_machine, load_machine
+from bench.model.impls import DEFAULT_VARIANTS, Variant, parse_variant
+from bench.model.machine import (
+    MAX_GPUS_PER_NODE,
+    MAX_PRICE,
+    NAME_PATTERN,
+    Machine,
+    dump_machine,
+    load_machine,
+    validated,
+)
 from bench.model.replay import Timed, measured_timer, model_timer, replay_rows
 from bench.model.robust import fit_per_library, fit_record, median_cells
-from bench.model.run import ModelSpec, node_shape, write_model_run
-from bench.model.workload import load_workload
+from bench.model.run import (
+    MAX_MODEL_BYTES,
+    MAX_RANKS,
+    RANKS_HELP,
+    ModelSpec,
+    check_ranks,
+    node_shape,
+    shape_problem,
+    write_model_run,
+)
+from bench.model.workload import MAX_CALLS_PER_STEP, MAX_LAYERS, load_workload
 from bench.plan.sizes import format_size, geometric, parse_size
 from bench.results.read import read_results
 from collectives.dtypes import DTYPES, itemsize
@@ -29,14 +50,36 @@ from collectives.spec import COLLECTIVES
 app = typer.Typer(help="Model collectives on a machine description: project, fit, check, replay.",
                   no_args_is_help=True)
 
-MachineArg = Annotated[str, typer.Argument(help="Machine description: a name from suites/machines/ or a path.")]
-Ranks = Annotated[str | None, typer.Option("--ranks", "-n", help="GPU counts, comma-separated (e.g. 64,512,2048).")]
+#: GPU counts one --ranks list may hold
+MAX_RANK_COUNTS = 256
+#: sizes one --sizes range may give, and the largest --factor
+MAX_SIZES = 10_000
+MAX_FACTOR = 1 << 20
+#: --seed: numpy's generators take any non-negative integer; 64 bits are plenty
+MAX_SEED = (1 << 64) - 1
+#: --published LOW:HIGH: speedups
+MAX_SPEEDUP = 1e9
+#: files `model run` writes into its folder (each checked before the work)
+RUN_FILES = ("results.parquet", "results.csv", "samples.parquet", "meta.json")
+#: files of a run folder that no model command may overwrite when the folder holds a measured run
+RUN_FOLDER_FILES = (*RUN_FILES, "samples.csv")
+
+MachineArg = Annotated[str, typer.Argument(
+    help=f"Machine description: a name from suites/machines/ or a path (gpus_per_node and nics_per_node at most "
+         f"{MAX_GPUS_PER_NODE}; every figure finite and within the bounds of bench/model/machine.py).")]
+Ranks = Annotated[str | None, typer.Option(
+    "--ranks", "-n", help=f"GPU counts, comma-separated (e.g. 64,512,2048), at most {MAX_RANK_COUNTS}; {RANKS_HELP}.")]
 Impls = Annotated[list[str] | None, typer.Option(
     "--impl", "-i", help="mpi | xccl | pccl-flat:<alg> | pccl-hier:<inter>/<intra>; repeatable.")]
 OnlyRanks = Annotated[str | None, typer.Option("--ranks", "-n", help="Only cells with these rank counts, e.g. 2,3.")]
 Price = Annotated[float | None, typer.Option(
-    "--price-per-gpu-hour", help="US$ per GPU-hour for the cost columns (default: the description's).")]
+    "--price-per-gpu-hour", help=f"US$ per GPU-hour for the cost columns, 0 to {MAX_PRICE:g} "
+                                 "(default: the description's).")]
 Results = Annotated[list[Path], typer.Argument(help="Run folders or results.parquet files.")]
+#: MAX_MODEL_BYTES as people read it
+MAX_SIZE_TEXT = "1 PiB (2^50 B)"
+SIZES_HELP = f"min:max nccl-tests sizes, e.g. 1MiB:1GiB; each 1 B to {MAX_SIZE_TEXT}, min <= max."
+FACTOR_HELP = f"Each size is the previous times this: a whole number 2 to {MAX_FACTOR}."
 
 
 def _console() -> Console:
@@ -44,67 +87,186 @@ def _console() -> Console:
     return console if console.is_terminal else Console(width=140)
 
 
-def _ranks(text: str | None, default: list[int]) -> list[int]:
+def _shown(text: object, limit: int = 60) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else f"{shown[: limit - 5]}...{shown[-2:]}"
+
+
+def _ranks(text: str | None, default: list[int], flag: str = "--ranks") -> list[int]:
+    """GPU counts of a comma-separated list, each 1..MAX_RANKS, repeats dropped (order kept)."""
     if not text:
         return default
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise BadInput("--ranks", f"{text!r} is not a comma-separated list of whole numbers") from None
-    if not values or min(values) < 1:
-        raise BadInput("--ranks", f"{text!r}: give at least one GPU count, each at least 1")
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if len(parts) > MAX_RANK_COUNTS:
+        raise BadInput(flag, f"{len(parts)} GPU counts: give at most {MAX_RANK_COUNTS}")
+    if not all(re.fullmatch(r"[+-]?[0-9]{1,12}", part) for part in parts):
+        raise BadInput(flag, f"{_shown(text)} is not a comma-separated list of whole numbers")
+    values = list(dict.fromkeys(int(part) for part in parts))
+    if not values:
+        raise BadInput(flag, f"{_shown(text)}: give at least one GPU count")
+    wrong = next((value for value in values if not 1 <= value <= MAX_RANKS), None)
+    if wrong is not None:
+        raise BadInput(flag, f"{wrong} GPUs: each GPU count must be 1 to {MAX_RANKS}")
     return values
 
 
 def _size(text: str, where: str) -> int:
+    """A size of 1 byte to MAX_MODEL_BYTES."""
+    if len(text) > 100:
+        raise BadInput(where, f"{_shown(text)} is longer than 100 characters: not a size")
     try:
-        return parse_size(text)
+        size = parse_size(text)
     except ValueError as error:
         raise BadInput(where, str(error)) from None
+    if not 1 <= size <= MAX_MODEL_BYTES:
+        raise BadInput(where, f"{_shown(text)} is {size} B: expected 1 B to {MAX_SIZE_TEXT}")
+    return size
 
 
 def _sizes(text: str, factor: int) -> list[int]:
+    """--sizes min:max by --factor, checked before any size is made (a factor below 2 never ends)."""
+    if not 2 <= factor <= MAX_FACTOR:
+        raise BadInput("--factor", f"{factor}: each size is the previous times this, a whole number 2 to {MAX_FACTOR}")
     low, sep, high = text.partition(":")
+    smallest, largest = _size(low, "--sizes"), _size(high if sep else low, "--sizes")
+    if smallest > largest:
+        raise BadInput("--sizes", f"{_shown(text)}: min ({smallest} B) is larger than max ({largest} B)")
     try:
-        sizes = geometric(parse_size(low), parse_size(high if sep else low), factor)
+        return geometric(smallest, largest, factor, limit=MAX_SIZES)
     except ValueError as error:
         raise BadInput("--sizes", str(error)) from None
-    if not sizes or factor < 2:
-        raise BadInput("--sizes", f"{text!r} with factor {factor} gives no sizes (min:max, factor >= 2)")
-    return sizes
 
 
-def _variants(impls: list[str] | None) -> list:
-    return [parse_variant(text) for text in (impls or list(DEFAULT_VARIANTS))]
+def _variants(impls: list[str] | None) -> list[Variant]:
+    """The implementations to model, repeats dropped (order kept)."""
+    texts = list(dict.fromkeys(impls or DEFAULT_VARIANTS))
+    too_long = next((text for text in texts if len(text) > 100), None)
+    if too_long is not None:
+        raise BadInput("--impl", f"{_shown(too_long)} is longer than 100 characters")
+    return [parse_variant(text) for text in texts]
+
+
+def _runnable(variants: list[Variant], collectives: list[str]) -> None:
+    """Every variant runs every collective (replay and band time each one: no cell to skip)."""
+    for variant in variants:
+        for collective in collectives:
+            problem = variant.problem(collective)
+            if problem:
+                raise BadInput("--impl", f"{variant.label}: no {collective} ({problem})")
+
+
+def _price(price: float | None) -> float | None:
+    if price is not None and not (math.isfinite(price) and 0 <= price <= MAX_PRICE):
+        raise BadInput("--price-per-gpu-hour", f"{price}: expected US$ 0 to {MAX_PRICE:g} per GPU-hour")
+    return price
+
+
+def _collectives(names: list[str] | None) -> list[str]:
+    collectives = list(dict.fromkeys(names or COLLECTIVES))
+    unknown = sorted(set(collectives) - set(COLLECTIVES))
+    if unknown:
+        raise BadInput("--collective", f"{_shown(unknown)} not in {list(COLLECTIVES)}")
+    return collectives
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: compare the path as given
+        return path.absolute()
+
+
+def _input_files(paths: list[Path]) -> dict[Path, str]:
+    """The files a command reads (a run folder's tables and meta), resolved: no output may replace them."""
+    files = {}
+    for path in paths:
+        folder, named = (path, []) if path.is_dir() else (path.parent, [path])
+        for item in [*named, *(folder / name for name in RUN_FOLDER_FILES)]:
+            files.setdefault(_resolved(item), f"an input of this command ({path})")
+    return files
+
+
+def _outputs(files: list[tuple[Path | None, str]], inputs: list[Path]) -> None:
+    """Every output file writable, none the same as another or as a file read, none inside a measured run
+    (its tables and meta), all checked before the work."""
+    taken = _input_files(inputs)
+    for path, flag in files:
+        if path is None:
+            continue
+        output_file(path, flag)
+        if path.name in RUN_FOLDER_FILES and measured_run(path.parent):
+            raise BadInput(flag, f"{path} would overwrite a file of the measured run in {path.parent}")
+        key = _resolved(path)
+        if key in taken:
+            raise BadInput(flag, f"{path} is also {taken[key]}")
+        taken[key] = f"the file of {flag}"
+
+
+def _plot_file(path: Path | None, flag: str) -> Path | None:
+    """A figure path whose suffix matplotlib can write (checked before the work; none: PNG)."""
+    if path is None or not path.suffix:
+        return path
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    if path.suffix[1:].lower() not in formats:
+        raise BadInput(flag, f"{path}: {_shown(path.suffix)} is not a figure format ({', '.join(sorted(formats))})")
+    return path
+
+
+def _write_csv(table: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda temp: table.to_csv(temp, index=False))
+
+
+def _run_folder(folder: Path) -> Path:
+    """The folder of `model run`: writable, and not a measured run (its table is somebody's data)."""
+    output_folder(folder, "--out")
+    if measured_run(folder):
+        raise BadInput("--out", f"{folder} holds a measured run (results.parquet with measured rows): "
+                                "`model run` writes a new folder or one it wrote itself")
+    for name in RUN_FILES:
+        output_file(folder / name, "--out")
+    return folder
+
+
+def _default_ranks(machine: Machine, where: str) -> list[int]:
+    """1, 8, 64 and 256 nodes, those the model can walk."""
+    ranks = [machine.gpus_per_node * n for n in (1, 8, 64, 256)]
+    ranks = [n for n in ranks if shape_problem(n, machine.gpus_per_node) is None]
+    if not ranks:
+        raise BadInput(where, f"nodes of {machine.gpus_per_node} GPUs: no default GPU count the model can walk; "
+                              "give --ranks")
+    return ranks
 
 
 @app.command("run", epilog=EXIT_CODES_HELP)
 def run(
     machine_name: MachineArg,
     ranks: Ranks = None,
-    sizes: Annotated[str, typer.Option("--sizes", help="min:max nccl-tests sizes, e.g. 1MiB:1GiB.")] = "1MiB:1GiB",
-    factor: Annotated[int, typer.Option("--factor", "-f", help="Each size is the previous times this.")] = 2,
+    sizes: Annotated[str, typer.Option("--sizes", help=SIZES_HELP)] = "1MiB:1GiB",
+    factor: Annotated[int, typer.Option("--factor", "-f", help=FACTOR_HELP)] = 2,
     collective: Annotated[list[str] | None, typer.Option(
         "--collective", "-C", help="allgather | reduce_scatter | allreduce; repeatable (default: all).")] = None,
     impl: Impls = None,
     dtype: Annotated[str, typer.Option("--dtype", "-d", help="Element type (sizes in bytes as nccl-tests).")]
     = "float32",
     price: Price = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: results/model-<machine>).")]
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Run folder (default: results/model-<machine>); not a folder of measured results.")]
     = None,
 ) -> None:
     """Project every implementation onto a machine: the tidy result table with status=modelled."""
-    machine, path = load_machine(machine_name)
-    collectives = collective or list(COLLECTIVES)
-    unknown = sorted(set(collectives) - set(COLLECTIVES))
-    if unknown:
-        raise BadInput("--collective", f"{unknown} not in {list(COLLECTIVES)}")
+    # Every flag first: the projection of large GPU counts takes minutes.
+    size_list, collectives, variants = _sizes(sizes, factor), _collectives(collective), _variants(impl)
     if dtype not in DTYPES:
-        raise BadInput("--dtype", f"{dtype!r} is not one of {sorted(DTYPES)}")
-    default_ranks = [machine.gpus_per_node * n for n in (1, 8, 64, 256)]
-    spec = ModelSpec(machine, str(path), collectives, _variants(impl), _ranks(ranks, default_ranks),
-                     _sizes(sizes, factor), dtype, price_per_gpu_hour_usd=price or machine.price_per_gpu_hour_usd)
-    folder = out or Path("results") / f"model-{machine.name}"
+        raise BadInput("--dtype", f"{_shown(dtype)} is not one of {sorted(DTYPES)}")
+    price, requested = _price(price), _ranks(ranks, [])
+    machine, path = load_machine(machine_name)
+    folder = _run_folder(out or Path("results") / f"model-{machine.name}")
+    rank_list = check_ranks(machine, requested) if requested else _default_ranks(machine, str(path))
+    spec = ModelSpec(machine, str(path), collectives, variants, rank_list, size_list, dtype,
+                     price_per_gpu_hour_usd=price if price is not None else machine.price_per_gpu_hour_usd)
     results, notes = write_model_run(folder, spec)
     console = _console()
     for note in notes:
@@ -142,23 +304,25 @@ def _library_name(results: pd.DataFrame, impl: str, fallback: str) -> str | None
 def _generic_base(name: str, results: pd.DataFrame, gpus_per_node: int | None) -> Machine:
     """A starting description for a fit without --base: every link alike, one NIC, the data's libraries."""
     link = {"latency_us": 1.0, "bandwidth_gbps": 5.0}
-    libraries = {"pccl": Library(name="pccl-bench")}
+    libraries = {"pccl": {"name": "pccl-bench"}}
     if mpi_name := _library_name(results, "mpi", "MPI"):
-        libraries["mpi"] = Library(name=mpi_name)
+        libraries["mpi"] = {"name": mpi_name}
     if xccl_name := _library_name(results, "xccl", "NCCL"):
-        libraries["xccl"] = Library(name=xccl_name, nic_policy="striped")
+        libraries["xccl"] = {"name": xccl_name, "nic_policy": "striped"}
     per_node = gpus_per_node or int(results["ranks_per_node"].max())
     device = str(results["device"].iloc[0]) if "device" in results else "host"
-    return Machine(name=name, device=device, gpus_per_node=per_node, intra=link, inter=link, copy_gbps=10.0,
-                   reduce_gbps=10.0, host_reduce_gbps=10.0, libraries=libraries)
+    # validated: the node size, device and library names come from the results (a BadInput naming them)
+    return validated({"name": name, "device": device, "gpus_per_node": per_node, "intra": link, "inter": link,
+                      "copy_gbps": 10.0, "reduce_gbps": 10.0, "host_reduce_gbps": 10.0, "libraries": libraries},
+                     "results (no --base: the description to start from)")
 
 
-def _select_ranks(results: pd.DataFrame, ranks: str | None) -> pd.DataFrame:
+def _select_ranks(results: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
     if not ranks:
         return results
-    chosen = results[results["nranks"].isin(_ranks(ranks, []))]
+    chosen = results[results["nranks"].isin(ranks)]
     if chosen.empty:
-        raise BadInput("--ranks", f"no cells with {ranks} ranks in the results")
+        raise BadInput("--ranks", f"no cells with {','.join(map(str, ranks))} ranks in the results")
     return chosen
 
 
@@ -182,14 +346,17 @@ def _fit_report(results: list[Path], measured: list, result, errors: pd.DataFram
 def fit_command(
     results: Results,
     base: Annotated[str | None, typer.Option("--base", help="Description to start from (default: generic).")] = None,
-    name: Annotated[str, typer.Option("--name", help="Name of the fitted description.")] = "fitted",
+    name: Annotated[str, typer.Option(
+        "--name", help="Name of the fitted description: letters, digits and ._- (at most 100).")] = "fitted",
     gpus_per_node: Annotated[int | None, typer.Option(
-        "--gpus-per-node", help="Node size of the fitted description (default: the largest in the data).")] = None,
+        "--gpus-per-node", help=f"Node size of the fitted description, 1 to {MAX_GPUS_PER_NODE} "
+                                "(default: the largest in the data).")] = None,
     ranks: OnlyRanks = None,
     tie_links: Annotated[bool, typer.Option("--tie-links", help="One set of link parameters (virtual nodes).")]
     = False,
     rendezvous: Annotated[str, typer.Option(
-        "--rendezvous", help="Rendezvous threshold: auto (search powers of two), none, or a size like 8KiB.")]
+        "--rendezvous", help="Rendezvous threshold: auto (search powers of two), none, or a size like 8KiB "
+                             f"(1 B to {MAX_SIZE_TEXT}).")]
     = "auto",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the fitted description here.")] = None,
     errors_csv: Annotated[Path | None, typer.Option("--errors", help="Per-cell errors as CSV.")] = None,
@@ -198,13 +365,21 @@ def fit_command(
                            "(multi-node data: imported reproducer / nccl-tests / OSU runs).")] = False,
 ) -> None:
     """Fit latency and bandwidth parameters to measured sweeps; report the fit's error per cell."""
-    frame = _select_ranks(read_results(results), ranks)
-    start = load_machine(base)[0] if base else _generic_base(name, frame, gpus_per_node)
+    # Every flag and output first: a fit takes seconds to minutes.
+    name = _description_name(name)
+    if gpus_per_node is not None and not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise BadInput("--gpus-per-node", f"{gpus_per_node}: expected 1 to {MAX_GPUS_PER_NODE}")
+    threshold = None if rendezvous in ("auto", "none") else _size(rendezvous, "--rendezvous")
+    only_ranks = _ranks(ranks, [])
+    base_machine, base_path = load_machine(base) if base else (None, None)
+    _outputs([(out, "--out"), (errors_csv, "--errors")], [*results, *([base_path] if base_path else [])])
+    frame = _select_ranks(read_results(results), only_ranks)
+    start = base_machine or _generic_base(name, frame, gpus_per_node)
     if per_impl:
         _fit_per_impl(results, frame, start.model_copy(update={"name": name}), out, errors_csv)
         return
     if rendezvous != "auto":
-        start = with_rendezvous(start, None if rendezvous == "none" else _size(rendezvous, "--rendezvous"))
+        start = with_rendezvous(start, threshold)
     measured = measured_calls(frame, set(start.libraries))
     result = fit(measured, start.model_copy(update={"name": name}), tie_links, search_rendezvous=rendezvous == "auto")
     errors = error_table(measured, result.machine)
@@ -218,7 +393,15 @@ def fit_command(
         dump_machine(machine, out, f"Fitted by `pccl-bench model fit` from {', '.join(map(str, results))}.")
         console.print(f"fitted description -> {out}", highlight=False)
     if errors_csv:
-        errors.to_csv(errors_csv, index=False)
+        _write_csv(errors, errors_csv)
+
+
+def _description_name(name: str) -> str:
+    """--name: what a description's ``name`` may be (it names the default run folder of `model run`)."""
+    if len(name) > 100 or not re.fullmatch(NAME_PATTERN, name):
+        raise BadInput("--name", f"{_shown(name)}: letters, digits and ._- only, starting with a letter or digit, "
+                                 "at most 100 characters")
+    return name
 
 
 def _needed_libraries(frame: pd.DataFrame, machine: Machine, where: str) -> None:
@@ -251,7 +434,7 @@ def _fit_per_impl(results: list[Path], frame: pd.DataFrame, start: Machine, out:
         dump_machine(machine, out, f"Fitted by `pccl-bench model fit --per-impl` from {', '.join(map(str, results))}.")
         console.print(f"fitted description -> {out}", highlight=False)
     if errors_csv:
-        errors.to_csv(errors_csv, index=False)
+        _write_csv(errors, errors_csv)
     return machine
 
 
@@ -299,21 +482,29 @@ def check(
         "--winners", help="With --fit-on: the winner of every held-out cell, measured and predicted, as CSV.")] = None,
 ) -> None:
     """Predict measured cells with a description: the error per cell (validation on held-out sweeps)."""
-    machine, path = load_machine(machine_name)
-    if fit_on:
-        _held_out(machine, read_results(results), results, fit_on, ranks, errors_csv, plot, winners_csv)
+    only_ranks, fit_ranks = _ranks(ranks, []), _ranks(fit_on, [], "--fit-on")
+    if fit_on is not None and not fit_ranks:
+        raise BadInput("--fit-on", "give the GPU counts to fit on, e.g. 8,16,32")
+    for path, flag in ((plot, "--plot"), (winners_csv, "--winners")):
+        if path is not None and not fit_ranks:
+            raise BadInput(flag, f"{path}: only with --fit-on (a held-out check writes it)")
+    machine, machine_path = load_machine(machine_name)
+    _outputs([(errors_csv, "--errors"), (_plot_file(plot, "--plot"), "--plot"), (winners_csv, "--winners")],
+             [*results, machine_path])
+    if fit_ranks:
+        _held_out(machine, read_results(results), results, fit_ranks, only_ranks, errors_csv, plot, winners_csv)
         return
-    frame = _select_ranks(read_results(results), ranks)
-    _needed_libraries(frame, machine, str(path))
+    frame = _select_ranks(read_results(results), only_ranks)
+    _needed_libraries(frame, machine, str(machine_path))
     errors = error_table(measured_calls(frame, set(machine.libraries)), machine)
     _print_errors(errors, _console(), f"{machine.name}: |model - measured| / measured (%)")
     if errors_csv:
-        errors.to_csv(errors_csv, index=False)
+        _write_csv(errors, errors_csv)
 
 
-def _held_out(base: Machine, frame: pd.DataFrame, results: list[Path], fit_on: str, ranks: str | None,
+def _held_out(base: Machine, frame: pd.DataFrame, results: list[Path], fit_ranks: list[int], ranks: list[int],
               errors_csv: Path | None, plot: Path | None, winners_csv: Path | None = None) -> None:
-    fit_ranks = _ranks(fit_on, [])
+    fit_on = ",".join(map(str, fit_ranks))
     train = frame[frame["nranks"].isin(fit_ranks)]
     rest = frame[~frame["nranks"].isin(fit_ranks)]
     test = _select_ranks(rest, ranks) if ranks else rest
@@ -335,9 +526,9 @@ def _held_out(base: Machine, frame: pd.DataFrame, results: list[Path], fit_on: s
         out.add_row(*(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row))
     console.print(out)
     if winners_csv:
-        winner_cells(errors, spread).to_csv(winners_csv, index=False)
+        _write_csv(winner_cells(errors, spread), winners_csv)
     if errors_csv:
-        errors.to_csv(errors_csv, index=False)
+        _write_csv(errors, errors_csv)
     if plot:
         plot_check(fit_errors, errors, plot, title)
         console.print(f"plot -> {plot}", highlight=False)
@@ -346,43 +537,56 @@ def _held_out(base: Machine, frame: pd.DataFrame, results: list[Path], fit_on: s
 @app.command("band", epilog=EXIT_CODES_HELP)
 def band(
     machine_name: MachineArg,
-    ranks: Annotated[int, typer.Option("--ranks", "-n", help="GPU count to project to.")] = 2048,
-    sizes: Annotated[str, typer.Option("--sizes", help="min:max nccl-tests sizes, e.g. 1MiB:1GiB.")] = "1MiB:1GiB",
-    factor: Annotated[int, typer.Option("--factor", "-f", help="Each size is the previous times this.")] = 4,
+    ranks: Annotated[int, typer.Option("--ranks", "-n", help=f"GPU count to project to; {RANKS_HELP}.")] = 2048,
+    sizes: Annotated[str, typer.Option("--sizes", help=SIZES_HELP)] = "1MiB:1GiB",
+    factor: Annotated[int, typer.Option("--factor", "-f", help=FACTOR_HELP)] = 4,
     collective: Annotated[str, typer.Option("--collective", "-C", help="allgather | reduce_scatter.")] = "allgather",
     impl: Impls = None,
-    samples: Annotated[int, typer.Option("--samples", help="Parameter draws from the fitted normal.")] = 300,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed of the draws.")] = 0,
+    samples: Annotated[int, typer.Option(
+        "--samples", help=f"Parameter draws from the fitted normal (or bootstrap refits), 20 to {MAX_SAMPLES}; "
+                          "with --bootstrap also samples x measured cells x 8 bytes <= 2 GiB.")] = 300,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of the draws, 0 to 2^64 - 1.")] = 0,
     dtype: Annotated[str, typer.Option("--dtype", "-d", help="Element type (the reproducer's: bfloat16).")]
     = "bfloat16",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the band table as CSV here.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Times and speedups with their bands, as PNG.")] = None,
     published: Annotated[str | None, typer.Option(
-        "--published", help="A published speedup range to draw, e.g. 6:33.")] = None,
+        "--published", help="With --plot: a published speedup range to draw, e.g. 6:33 (0 < LOW <= HIGH).")]
+    = None,
     bootstrap: Annotated[list[Path] | None, typer.Option(
         "--bootstrap", help="Instead of the fitted normal: refit on these measured runs' cells resampled "
                             "with replacement, --samples times (terms and band windows kept).")] = None,
 ) -> None:
     """Projection with the fit's uncertainty: times and speedups over the first --impl, 5-50-95% over
     parameter draws from each library's fitted normal (a description fitted by `model fit --per-impl`)."""
-    from bench.model.band import band_table, plot_band
+    from bench.model.band import band_table, check_resampling, plot_band
 
-    machine, path = load_machine(machine_name)
+    # Every flag and output first: each sample models every size again (bootstrap: a refit each).
+    if not 1 <= ranks <= MAX_RANKS:
+        raise BadInput("--ranks", f"{ranks} GPUs: expected 1 to {MAX_RANKS}")
+    size_list = _sizes(sizes, factor)
     if collective not in COLLECTIVES:
-        raise BadInput("--collective", f"{collective!r} not in {list(COLLECTIVES)}")
+        raise BadInput("--collective", f"{_shown(collective)} not in {list(COLLECTIVES)}")
     variants = _variants(impl or ["xccl", "pccl-hier:mpi/xccl"])
+    _runnable(variants, [collective])
+    if not 20 <= samples <= MAX_SAMPLES:
+        raise BadInput("--samples", f"{samples}: at least 20 draws for a 5-95% band, at most {MAX_SAMPLES}")
+    if not 0 <= seed <= MAX_SEED:
+        raise BadInput("--seed", f"{seed}: expected 0 to 2^64 - 1")
+    size = 2 if dtype == "bfloat16" else itemsize(dtype) if dtype in DTYPES else None
+    if size is None:
+        raise BadInput("--dtype", f"{_shown(dtype)} is not bfloat16 or one of {sorted(DTYPES)}")
+    strip = _published(published, plot)
+    machine, path = load_machine(machine_name)
+    _outputs([(out, "--out"), (_plot_file(plot, "--plot"), "--plot")], [*(bootstrap or []), path])
     missing = [v.label for v in variants if v.library not in machine.libraries]
     if missing:
         raise BadInput(str(path), f"{', '.join(missing)}: the description has no such library")
-    if samples < 20:
-        raise BadInput("--samples", f"{samples}: at least 20 draws for a 5-95% band")
-    size = 2 if dtype == "bfloat16" else itemsize(dtype) if dtype in DTYPES else None
-    if size is None:
-        raise BadInput("--dtype", f"{dtype!r} is not bfloat16 or one of {sorted(DTYPES)}")
-    node_shape(machine, ranks)
+    check_ranks(machine, [ranks])
     measured = measured_calls(read_results(bootstrap), set(machine.libraries)) if bootstrap else None
-    table = band_table(machine, variants, collective, ranks, _sizes(sizes, factor), samples, seed, size, str(path),
-                       measured)
+    if measured is not None:
+        check_resampling(samples, len(median_cells(measured)))
+    table = band_table(machine, variants, collective, ranks, size_list, samples, seed, size, str(path), measured)
     console = _console()
     shown = Table("size", "implementation", "ms", "ms 5-95%", f"speedup over {variants[0].label}", "5-95%",
                   title=f"{collective} on {ranks} GPUs of {machine.name}: " + (
@@ -395,21 +599,35 @@ def band(
                       f"{row.speedup_p5:.3g}-{row.speedup_p95:.3g}")
     console.print(shown)
     if out:
-        table.to_csv(out, index=False)
+        _write_csv(table, out)
         console.print(f"band -> {out}", highlight=False)
     if plot:
-        low, _, high = (published or "").partition(":")
-        try:
-            strip = (float(low), float(high)) if published else None
-        except ValueError:
-            raise BadInput("--published", f"{published!r} is not LOW:HIGH, e.g. 6:33") from None
         plot_band(table, plot, f"{collective}, {ranks} GPUs of {machine.name} (model)", strip)
         console.print(f"plot -> {plot}", highlight=False)
 
 
+def _published(published: str | None, plot: Path | None) -> tuple[float, float] | None:
+    """--published LOW:HIGH, two finite speedups 0 < LOW <= HIGH (drawn on --plot only)."""
+    if published is None:
+        return None
+    if plot is None:
+        raise BadInput("--published", f"{_shown(published)}: only with --plot (the range is drawn on the figure)")
+    low, sep, high = published.partition(":")
+    try:
+        strip = (float(low), float(high))
+    except ValueError:
+        raise BadInput("--published", f"{_shown(published)} is not LOW:HIGH, e.g. 6:33") from None
+    if not sep or not all(math.isfinite(v) and 0 < v <= MAX_SPEEDUP for v in strip) or strip[0] > strip[1]:
+        raise BadInput("--published", f"{_shown(published)}: expected LOW:HIGH with 0 < LOW <= HIGH <= "
+                                      f"{MAX_SPEEDUP:g}, e.g. 6:33")
+    return strip
+
+
 @app.command("replay", epilog=EXIT_CODES_HELP)
 def replay(
-    workload_name: Annotated[str, typer.Argument(help="Workload: a name from suites/workloads/ or a path.")],
+    workload_name: Annotated[str, typer.Argument(
+        help=f"Workload: a name from suites/workloads/ or a path (layers at most {MAX_LAYERS}, GPU counts at most "
+             f"{MAX_RANKS}, at most {MAX_CALLS_PER_STEP} calls a step).")],
     machine_name: Annotated[str | None, typer.Option("--machine", "-m", help="Model on this description.")] = None,
     measured: Annotated[list[Path] | None, typer.Option(
         "--results", help="Time from these measured runs instead (repeatable).")] = None,
@@ -420,33 +638,46 @@ def replay(
     = None,
 ) -> None:
     """Communication time per training step of a workload, per implementation (modelled or measured)."""
-    workload = load_workload(workload_name)
     if (machine_name is None) == (not measured):
         raise BadInput("model replay", "give exactly one of --machine (modelled) or --results (measured)")
-    if machine_name:
-        machine, _ = load_machine(machine_name)
-        variants = [v for v in _variants(impl) if v.library in machine.libraries]
+    price, requested = _price(price), _ranks(ranks, [])
+    variants = _variants(impl) if impl or machine_name else None
+    workload = load_workload(workload_name)
+    machine, machine_path = load_machine(machine_name) if machine_name else (None, None)
+    if out is not None:
+        output_folder(out, "--out")
+        _outputs([(out / "replay.csv", "--out"), (out / "replay.parquet", "--out")],
+                 [*(measured or []), *([machine_path] if machine_path else [])])
+    if machine is not None:
+        variants = [v for v in variants if v.library in machine.libraries]
+        if not variants:
+            raise BadInput("--impl", f"none of these implementations has its library in {machine_path}")
+        issued = sorted({"allreduce"} if workload.strategy == "ddp" else {"allgather", "reduce_scatter"})
+        _runnable(variants, issued)
+        rank_list = check_ranks(machine, requested) if requested else check_ranks(
+            machine, workload.ranks, f"{workload_name}: ranks")
         timed = [Timed(v.label, model_timer(machine, v)) for v in variants]
-        table = replay_rows(workload, _ranks(ranks, workload.ranks), timed, "modelled", machine.name,
-                            lambda n: node_shape(machine, n), price or machine.price_per_gpu_hour_usd)
+        table = replay_rows(workload, rank_list, timed, "modelled", machine.name,
+                            lambda n: node_shape(machine, n),
+                            price if price is not None else machine.price_per_gpu_hour_usd)
     else:
-        table = _measured_replay(workload, read_results(measured), ranks, impl, price)
+        table = _measured_replay(workload, read_results(measured), requested, variants, price)
     _print_replay(table, _console())
     if out:
         out.mkdir(parents=True, exist_ok=True)
-        table.to_csv(out / "replay.csv", index=False)
-        table.to_parquet(out / "replay.parquet", index=False)
+        atomic_write(out / "replay.csv", lambda temp: table.to_csv(temp, index=False))
+        atomic_write(out / "replay.parquet", lambda temp: table.to_parquet(temp, index=False))
 
 
-def _measured_replay(workload, frame: pd.DataFrame, ranks: str | None, impl: list[str] | None,
+def _measured_replay(workload, frame: pd.DataFrame, ranks: list[int], variants: list[Variant] | None,
                      price: float | None) -> pd.DataFrame:
     """Replay from measured sweeps; implementations without the needed cells are left out, with a note."""
     ok = frame[frame["status"] == "ok"]
-    labels = [v.label for v in _variants(impl)] if impl else sorted(set(ok.apply(_label, axis=1)))
+    labels = [v.label for v in variants] if variants else sorted(set(ok.apply(_label, axis=1)))
     # One node shape per rank count: the one with the most ranks per node where several were swept.
     shapes = ok.groupby("nranks")["ranks_per_node"].agg(lambda values: sorted(set(values)))
     shape = {int(nranks): int(values[-1]) for nranks, values in shapes.items()}
-    chosen_ranks = _ranks(ranks, sorted(shape))
+    chosen_ranks = ranks or sorted(shape)
     timed, console = [], _console()
     for nranks, values in shapes.items():
         if len(values) > 1 and nranks in chosen_ranks:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from bench.errors import BadInput
+from bench.files import output_folder
 from bench.results.runset import load_runs
 
 FORMAT_HELP = "Comma-separated image formats: png, svg, pdf."
@@ -40,11 +41,12 @@ def plot(
     from bench.present import plot as plots
 
     chosen = parse_formats(formats)
+    first = results[0] if results[0].is_dir() else results[0].parent
+    folder = output_folder(out or first / "plots", "--out")  # before reading a table
     runs = load_runs(results)
     frame = plots.select_impls(plots.plot_frame(runs.results, runs.samples), impl or [])
     if frame.empty:
         raise BadInput(" ".join(map(str, results)), "no ok cells to plot")
-    first = results[0] if results[0].is_dir() else results[0].parent
-    written = plots.save(plots.figures(frame, baseline), out or first / "plots", chosen)
+    written = plots.save(plots.figures(frame, baseline), folder, chosen)
     for path in written:
         print(path)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from bench.files import output_file, output_folder
 from bench.judge.gate import GateOptions, gate
 from bench.judge.gate_output import write_text
 from bench.results.runset import load_runs
@@ -30,13 +31,13 @@ def report(
     from bench.present.report import build
     from bench.present.report_doc import markdown, to_html
 
+    first = results[0] if results[0].is_dir() else results[0].parent
+    folder = output_folder(out or first / "report", "--out")  # before reading a table
+    files = [output_file(folder / name, "--out") for name in ("report.md", "report.html")]
     runs = load_runs(results)
     verdicts = gate(load_runs(baseline), runs, GateOptions()) if baseline else None
     document = build(runs, baseline_impl, verdicts)
-    first = results[0] if results[0].is_dir() else results[0].parent
-    folder = out or first / "report"
     folder.mkdir(parents=True, exist_ok=True)
-    write_text(folder / "report.md", markdown(document))
-    write_text(folder / "report.html", to_html(document))
-    print(folder / "report.md")
-    print(folder / "report.html")
+    for file, text in zip(files, (markdown(document), to_html(document)), strict=True):
+        write_text(file, text)
+        print(file)

@@ -8,11 +8,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from bench.errors import EXIT_CODES_HELP
+from bench.errors import EXIT_CODES_HELP, BadInput
 from bench.plan.suite import resolve_suite_path
 from bench.sweep import SweepOptions, run_sweep
 
 app = typer.Typer(help="Run benchmarks under MPI.", no_args_is_help=True)
+#: what ``run sweep`` measures when no suite is named
+DEFAULT_SUITE = "suites/smoke.yaml"
 
 
 def _console() -> Console:
@@ -44,7 +46,9 @@ def _slurm_flags(partition: str | None, account: str | None, time: str | None) -
 
 @app.command("sweep", epilog=EXIT_CODES_HELP)
 def sweep(
-    suite: Annotated[str, typer.Argument(help="Suite file, or a name from suites/.")] = "suites/smoke.yaml",
+    suite: Annotated[str | None, typer.Argument(
+        help="Suite file, or a name from suites/ (default: suites/smoke.yaml; with --resume, the run's own).",
+        show_default=False)] = None,
     out: Out = None,
     launcher: Launcher = "auto",
     resume: Annotated[Path | None, typer.Option(
@@ -64,9 +68,9 @@ def sweep(
     Writes results.parquet, results.csv, samples.parquet and meta.json to the run folder.
     With --launcher sbatch the sweep runs as one batch job (srun inside) into the same folder.
     """
-    options = SweepOptions(resolve_suite_path(suite), out, launcher, resume, dry_run, overrides or [],
-                           wait=wait, slurm_flags=_slurm_flags(partition, account, time), hosts=hosts,
-                           hostfile=hostfile)
+    options = SweepOptions(resolve_suite_path(suite or DEFAULT_SUITE), out, launcher, resume, dry_run,
+                           overrides or [], wait=wait, slurm_flags=_slurm_flags(partition, account, time),
+                           hosts=hosts, hostfile=hostfile, suite_named=suite is not None)
     raise typer.Exit(run_sweep(options, _console()))
 
 
@@ -83,7 +87,7 @@ def point(
     factor: Annotated[int, typer.Option("--stepfactor", "-f", help="Size multiplier.")] = 2,
     iters: Annotated[int, typer.Option("--iters", "-n", help="Timed iterations.")] = 20,
     warmup: Annotated[int, typer.Option("--warmup_iters", "-w", help="Warm-up iterations.")] = 5,
-    check: Annotated[int, typer.Option("--check", "-c", help="1: check results before timing.")] = 1,
+    check: Annotated[int, typer.Option("--check", "-c", help="1: check results before timing; 0: do not.")] = 1,
     dtype: Annotated[str, typer.Option("--datatype", "-d")] = "float32",
     op: Annotated[str, typer.Option("--op", "-O")] = "sum",
     in_place: Annotated[bool, typer.Option("--in-place", help="Also time in-place calls.")] = False,
@@ -101,6 +105,16 @@ def point(
     hostfile: Hostfile = None,
 ) -> None:
     """One ad-hoc sweep with nccl-tests-style flags (sizes are totals, as nccl-tests' -b/-e)."""
+    # named by the flag and by the suite field it sets (what `run sweep --set` would name)
+    for flag, field, value, least in (("--nranks", "ranks", nranks, 1),
+                                      ("--ranks-per-node", "ranks_per_node", ranks_per_node, 1),
+                                      ("--stepfactor", "sizes.factor", factor, 2),
+                                      ("--iters", "timing.iters", iters, 1),
+                                      ("--warmup_iters", "timing.warmup", warmup, 0)):
+        if value is not None and value < least:
+            raise BadInput(flag, f"{field}: got {value}, at least {least}")
+    if check not in (0, 1):
+        raise BadInput("--check", f"{check}: 1 checks the results before timing, 0 does not")
     raw = {
         "name": "point", "collectives": [collective], "implementations": impl or ["mpi", "pccl-flat"],
         "ranks": [nranks], "sizes": {"min": minbytes, "max": maxbytes, "factor": factor},
@@ -108,7 +122,7 @@ def point(
         "timing": {"warmup": warmup, "iters": iters, "min_iters": min(iters, 5), "budget_s": 0},
         "check": bool(check), "device": device, "gpu_aware": gpu_aware,
     }
-    if ranks_per_node:
+    if ranks_per_node is not None:
         raw["ranks_per_node"] = ranks_per_node
     if algorithm:
         raw["implementations"] = [name if name == "mpi" else {"impl": name, "algorithms": [algorithm]}

@@ -9,9 +9,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench.files import output_file
 from bench.judge.tune import derive
 from bench.plan.sizes import format_size
 from bench.results.read import read_results
+from bench.text import console_text
 from collectives import tuning
 
 
@@ -21,16 +23,17 @@ def tune(
         "--out", "-o", help="Where to write (default: where `auto` reads, ~/.config/pccl-bench/tuning.json).")] = None,
 ) -> None:
     """Derive the ``algorithm: auto`` table from measured sweeps: fastest median per cell, with its margin."""
+    target = output_file(out or tuning.user_table_path(), "--out")  # before reading a table
     frame = read_results(results)
     entries = derive(frame)
-    target = out or tuning.user_table_path()
     tuning.write_table(entries, target, source=", ".join(str(path) for path in results))
     table = Table("collective", "impl", "ranks", "nodes", "size", "choice", "us p50", "runner-up", "margin")
     for e in entries:
-        table.add_row(e["collective"], e["impl"], str(e["nranks"]), str(e["nnodes"]), format_size(e["bytes_total"]),
-                      e["choice"], f"{e['time_us_p50']:.2f}", e["runner_up"] or "-",
-                      f"{e['margin']:.2f}x" if e["margin"] else "-")
+        # names come from the results table: escaped, or `[/x]` would crash the print
+        table.add_row(console_text(e["collective"]), console_text(e["impl"]), str(e["nranks"]), str(e["nnodes"]),
+                      format_size(e["bytes_total"]), console_text(e["choice"]), f"{e['time_us_p50']:.2f}",
+                      console_text(e["runner_up"] or "-"), f"{e['margin']:.2f}x" if e["margin"] else "-")
     console = Console()
     console.print(table)
-    console.print(f"{len(entries)} entries -> {target}" + ("" if out else " (read by algorithm: auto)"),
+    console.print(f"{len(entries)} entries -> {console_text(target)}" + ("" if out else " (read by algorithm: auto)"),
                   highlight=False)

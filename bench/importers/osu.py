@@ -20,23 +20,37 @@ mean over iterations, averaged over ranks) goes into time_us_mean and, unless a 
 is printed, time_us_p50; Min/Max (the smallest/largest rank mean, ``-f``) into time_us_min/max;
 ``P50/P95/P99 Tail Lat(us)`` (percentiles over iterations of the rank-averaged latency) into
 time_us_p50/p95/p99.
+
+The file must hold OSU's own table header (``# Size  Avg Latency(us) ...``): rows are read only
+under one, so another tool's numbers (an nccl-tests count, IMB's #repetitions) are never taken for
+latencies. Every value is checked where it is read (BadInput at ``file:line``).
 """
+
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from bench.errors import BadInput
 from bench.importers import importer
+from bench.importers.inputs import OSU, count, head, hint_of, lines, not_this_format, time_us
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 TITLE = re.compile(r"#\s*OSU\s+(.*?)\s*(Allgather|Allreduce|Reduce[_ ]scatter(?:[_ ]block)?)\b.*?(?:v(\S+))?\s*$",
-                   re.IGNORECASE | re.MULTILINE)
+                   re.IGNORECASE)
+#: any OMB title ("# OSU MPI Bcast Latency Test v7.4"): a test pccl-bench does not compare when TITLE fails
+ANY_TITLE = re.compile(r"#\s*OSU\b.*\bTest\b", re.IGNORECASE)
+#: OMB's table header: "# Size       Avg Latency(us) [Min Latency(us) Max Latency(us) Iterations] ..."
+TABLE_HEADER = re.compile(r"#\s*Size\b.*\bLatency\b", re.IGNORECASE)
 FILE_NAME = re.compile(r"osu_(?:xccl_)?(allgather|allreduce|reduce_scatter)", re.IGNORECASE)
-DATATYPE = re.compile(r"#\s*Datatype:\s*MPI_(\w+)", re.IGNORECASE)  # MPI_Type_get_name
+DATATYPE = re.compile(r"#\s*Datatype:\s*MPI_(\w{1,40})", re.IGNORECASE)  # MPI_Type_get_name
 DTYPES = {"char": "char", "signed_char": "int8", "unsigned_char": "uint8", "int": "int32", "float": "float32",
           "double": "float64", "long": "int64", "long_long": "int64", "int64_t": "int64", "int32_t": "int32"}
 DEFAULT_DTYPE = {"allgather": "char", "allreduce": "float32", "reduce_scatter": "float32"}
+#: the columns that hold latencies (us)
+TIMES = ("avg", "min", "max", "p50", "p95", "p99")
 
 
 def _collective(name: str) -> str:
@@ -44,9 +58,25 @@ def _collective(name: str) -> str:
     return "reduce_scatter" if name.startswith("reduce_scatter") else name
 
 
-def title_info(text: str, source: str, options: ImportOptions) -> dict:
+def scan(path: Path) -> tuple[re.Match | None, str | None, int]:
+    """The first pass: (the first title TITLE matches, the first other OMB title, the number of
+    table header lines)."""
+    title = other = None
+    headers = 0
+    for _, line in lines(path):
+        if not line.lstrip().startswith("#"):
+            continue
+        if title is None and (found := TITLE.search(line)):
+            title = found
+        elif other is None and ANY_TITLE.search(line):
+            other = line.strip()[:80]
+        if TABLE_HEADER.match(line.lstrip()):
+            headers += 1
+    return title, other, headers
+
+
+def title_info(found: re.Match | None, source: str, options: ImportOptions, other: str | None = None) -> dict:
     """Collective, device, library family and OSU version from the title line."""
-    found = TITLE.search(text)
     prefix = found.group(1) if found else ""
     title = repr(found.group(0).strip()) if found else ""
     inferred = []
@@ -55,6 +85,9 @@ def title_info(text: str, source: str, options: ImportOptions) -> dict:
     elif found:
         collective = _collective(found.group(2))
         inferred.append(f"collective={collective} from {title}")
+    elif other:
+        raise BadInput(source, f"{other!r} is not a test of a collective pccl-bench compares (allgather, "
+                               "reduce_scatter, allreduce); pass --collective to override")
     elif name := FILE_NAME.search(source):
         collective = _collective(name.group(1))
         inferred.append(f"collective={collective} from the file name {name.group(0)!r}")
@@ -69,7 +102,7 @@ def title_info(text: str, source: str, options: ImportOptions) -> dict:
     if found and not options.device:
         inferred.append(f"device={device} from {title}")
     return {"collective": collective, "xccl": xccl, "device": options.device or device, "inferred": inferred,
-            "osu_version": found.group(3) if found and found.group(3) else ""}
+            "osu_version": found.group(3)[:40] if found and found.group(3) else ""}
 
 
 def _columns(line: str) -> list[str]:
@@ -78,67 +111,88 @@ def _columns(line: str) -> list[str]:
     return [name.lower() for name in re.findall(r"\b(Size|Avg|Min|Max|Iterations|Validation|P\d+|Transmit)\b", line)]
 
 
-def _dtype(name: str, source: str) -> str:
+def _dtype(name: str, where: str) -> str:
     if name.lower() not in DTYPES:
-        raise BadInput(source, f"Datatype: unknown OSU datatype MPI_{name}")
+        raise BadInput(where, f"Datatype: unknown OSU datatype MPI_{name}")
     return DTYPES[name.lower()]
 
 
-def parse_rows(text: str, collective: str, nranks: int, source: str) -> list[Measurement]:
-    """Every table of the file; each ``# Datatype:`` line sets the type of the table after it."""
-    dtype, columns, found = DEFAULT_DTYPE[collective], ["size", "avg"], []
-    for line in text.splitlines():
-        if datatype := DATATYPE.match(line):
-            dtype = _dtype(datatype.group(1), source)
+def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int, source: str) -> Iterator[Measurement]:
+    """Every table of the file, row by row; each ``# Datatype:`` line sets the type of the table
+    after it, each ``# Size ...`` header its columns. Rows count only under a header."""
+    dtype, columns = DEFAULT_DTYPE[collective], None
+    for number, line in numbered:
+        stripped = line.lstrip()
+        if not stripped:
             continue
-        if re.match(r"#\s*Size\b", line):
-            columns = _columns(line)
+        if stripped[0] == "#":
+            if datatype := DATATYPE.match(stripped):
+                dtype = _dtype(datatype.group(1), f"{source}:{number}")
+            elif TABLE_HEADER.match(stripped):
+                columns = _columns(stripped)
+                if "size" not in columns or "avg" not in columns:
+                    raise BadInput(f"{source}:{number}", f"table header without Size and Avg Latency: "
+                                                         f"{stripped[:80]!r}")
             continue
-        tokens = line.split()
-        if not tokens or line.lstrip().startswith("#") or not tokens[0].isdigit():
+        tokens = stripped.split()
+        if columns is None or not tokens[0].isdigit():
             continue
+        where = f"{source}:{number}"
+        if len(tokens) < len(columns):
+            raise BadInput(where, f"{len(tokens)} values, but the header has {len(columns)} columns (a cut line?)")
         values = dict(zip(columns, tokens, strict=False))
-        elements = int(values["size"]) // ITEMSIZE[dtype]
+        size = count(values["size"], where, "Size")
+        times = {name: time_us(values[name], where, f"{name.capitalize()} Latency") for name in TIMES if name in values}
+        iterations = count(values["iterations"], where, "Iterations", 1) if "iterations" in values else 0
+        elements = size // ITEMSIZE[dtype]
         if collective == "reduce_scatter" and elements % nranks:
             continue  # uneven recvcounts (or fewer elements than ranks): not a regular reduce-scatter
-        count = elements // nranks if collective == "reduce_scatter" else elements
-        avg = _float(values.get("avg"))
-        if count < 1 or avg is None:
+        per_rank = elements // nranks if collective == "reduce_scatter" else elements
+        if per_rank < 1:
             continue
         wrong = 1 if values.get("validation", "pass").lower().startswith("fail") else 0
-        found.append(Measurement(collective, dtype, "sum", count, "out_of_place", avg,
-                                 time_us_min=_float(values.get("min")), time_us_max=_float(values.get("max")),
-                                 time_us_p50=_float(values.get("p50")), time_us_p95=_float(values.get("p95")),
-                                 time_us_p99=_float(values.get("p99")),
-                                 n_wrong=wrong, iters=int(values.get("iterations", 0) or 0)))
-    return found
+        yield Measurement(collective, dtype, "sum", per_rank, "out_of_place", times["avg"],
+                          time_us_min=times.get("min"), time_us_max=times.get("max"), time_us_p50=times.get("p50"),
+                          time_us_p95=times.get("p95"), time_us_p99=times.get("p99"), n_wrong=wrong,
+                          iters=iterations)
 
 
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
+def _rows(path: Path, collective: str, nranks: int, first_bytes: bytes) -> Iterator[Measurement]:
+    source, produced, table_rows = str(path), 0, 0
+    for measurement in parse_rows(lines(path), collective, nranks, source):
+        produced += 1
+        yield measurement
+    if produced:
+        return
+    if collective == "reduce_scatter":
+        table_rows = sum(1 for _, line in lines(path) if re.match(r"\s*\d+\s+\d", line))
+    if table_rows:
+        raise BadInput(source, f"no size splits into {nranks} equal parts (OSU gives the remainder "
+                               "to the first ranks): nothing comparable to import")
+    raise BadInput(source, "no OSU result lines (# Size  Avg Latency(us) ...)" + hint_of(first_bytes, (OSU,)))
 
 
 @importer("osu")
-def osu(text: str, source: str, options: ImportOptions) -> tuple[list[Measurement], dict]:
-    info = title_info(text, source, options)
+def osu(path: Path, options: ImportOptions) -> tuple[dict, Iterable[Measurement]]:
+    source = str(path)
+    first = head(path)
+    if refused := not_this_format(path, first, "osu", (OSU,)):
+        raise refused
+    title, other, headers = scan(path)
+    if not headers:
+        raise BadInput(source, "no OSU table header ('# Size  Avg Latency(us) ...'): not OSU micro-benchmarks "
+                               "output" + hint_of(first, (OSU,)))
+    info = title_info(title, source, options, other)
     if not options.nranks:
         # OMB prints its title, the datatype and the table, never the number of processes
         raise BadInput(source, "OSU output does not say how many ranks ran (OMB prints no rank count): "
                                "pass --nranks N")
-    measurements = parse_rows(text, info["collective"], options.nranks, source)
-    if not measurements and info["collective"] == "reduce_scatter" and re.search(r"^\d+\s+\d", text, re.M):
-        raise BadInput(source, f"no size splits into {options.nranks} equal parts (OSU gives the remainder "
-                               "to the first ranks): nothing comparable to import")
-    if not measurements:
-        raise BadInput(source, "no OSU result lines (# Size  Avg Latency(us) ...)")
     library = options.library or info["xccl"] or "MPI"
     impl = options.impl or f"osu-{library.lower().split()[0]}"
-    return measurements, {
+    context = {
         "nranks": options.nranks, "hosts": [], "warmup": 0, "library": library, "device": info["device"],
         "library_version": options.library_version or "", "impl": impl,
         "transport": (info["xccl"] or "mpi").lower(), "tool_version": f"osu {info['osu_version']}".strip(),
         "inferred": info["inferred"],
     }
+    return context, _rows(path, info["collective"], options.nranks, first)

@@ -22,22 +22,29 @@ with the intra phase RCCL/NCCL (``xccl``) and the inter phase as the reproducer 
 ``mpi`` (Cray MPICH's collective on the rail; ``xccl`` for ``hybrid-nccl-nccl``), reduce-scatter
 ``rd`` (recursive halving over MPI point-to-point).
 Each job (file) is one repeat of its cells.
+
+Logs and the CSV are read line by line; every number is checked where it is read (BadInput at
+``file:line``): sizes, times, GPU counts and the srun shape must be finite and positive, machines
+one of MACHINES.
 """
 
 from __future__ import annotations
 
 import csv
-import io
+import math
 import re
 import secrets
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
 from bench import __version__
 from bench.errors import BadInput
+from bench.importers.inputs import INT64_MAX, REPRODUCER_CSV, REPRODUCER_LOG, check_input, head, hint_of, lines
+from bench.importers.inputs import count as whole
 from bench.importers.rows import Measurement, make_row
 from bench.plan.cells import Cell
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
@@ -48,8 +55,12 @@ MACHINES = {"frontier": {"gpus_per_node": 8, "device": "rocm", "xccl": "RCCL"},
 MPI_LIBRARY = "Cray MPICH"
 DTYPE, ITEMSIZE_BYTES = "bfloat16", 2
 MIB = 1 << 20
+#: more GPUs than either machine has
+MAX_GPUS = 1 << 20
 
-SRUN = re.compile(r"^\s*srun\b(?P<args>.*)$", re.MULTILINE)
+SRUN = re.compile(r"^\s*srun\b(?P<args>.*)$")
+FRONTIER_SRUN = re.compile(r"srun\b.*\s-c\s*7\b")
+PERLMUTTER_SRUN = re.compile(r"srun\b.*\s-C\s*gpu\b")
 ANNOUNCE = re.compile(r"^\s*(?:output|input) size = (?P<size>[\d.]+) MB\s*$")
 METHOD = re.compile(r"^\s*Method = (?P<method>\S+)\s*$")
 BUSBW = re.compile(r"^\s*(?P<coll>All-gather|Reduce scatter) bus bw for (?P<gpus>\d+) GPUs is (?P<busbw>[\d.eE+-]+) "
@@ -90,92 +101,150 @@ def impl_of(method: str, collective: str, machine: str) -> dict:
     return {}
 
 
-def _srun_shape(text: str) -> tuple[int | None, int | None]:
-    """(nnodes, nranks) from the srun line (``-N``/``--nodes``, ``-n``/``--ntasks``)."""
-    match = SRUN.search(text)
-    if not match:
-        return None, None
-    args = match.group("args")
+def _srun_shape(args: str, where: str) -> tuple[int | None, int | None]:
+    """(nnodes, nranks) from the srun line's arguments (``-N``/``--nodes``, ``-n``/``--ntasks``)."""
     nodes = re.search(r"(?:\s-N\s*|--nodes[= ])(\d+)", args)
     tasks = re.search(r"(?:\s-n\s*|--ntasks[= ])(\d+)", args)
-    return (int(nodes.group(1)) if nodes else None), (int(tasks.group(1)) if tasks else None)
+    nnodes = whole(nodes.group(1), where, "srun -N", 1) if nodes else None
+    ntasks = whole(tasks.group(1), where, "srun -n", 1) if tasks else None
+    if nnodes is not None and nnodes > MAX_GPUS or ntasks is not None and ntasks > MAX_GPUS:
+        raise BadInput(where, f"srun -N {nnodes} -n {ntasks}: more than any machine runs")
+    if nnodes is not None and ntasks is not None and nnodes > ntasks:
+        raise BadInput(where, f"srun -N {nnodes} -n {ntasks}: more nodes than tasks")
+    return nnodes, ntasks
 
 
-def machine_of_log(text: str, fallback: str | None) -> str | None:
-    """frontier or perlmutter from what the log shows (host names, Perlmutter's ``-C gpu``)."""
-    if fallback:
-        return fallback
-    if "frontier" in text.lower() or re.search(r"srun\b.*\s-c\s*7\b", text):
-        return "frontier"
-    if re.search(r"srun\b.*\s-C\s*gpu\b", text) or "perlmutter" in text.lower():
-        return "perlmutter"
-    return None
+def _positive(token: str, where: str, name: str) -> float:
+    try:
+        value = float(token)
+    except ValueError:
+        raise BadInput(where, f"{name}: not a number: {token[:40]!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise BadInput(where, f"{name}: {token[:40]!r} is not a finite number above 0")
+    return value
+
+
+def _bytes_of(mib: float, where: str, name: str) -> int:
+    if mib * MIB > INT64_MAX:
+        raise BadInput(where, f"{name}: {mib:g} MB is beyond a 64-bit byte count")
+    return round(mib * MIB)
+
+
+def _gpus(token: str, where: str) -> int:
+    gpus = whole(token, where, "GPUs", 1)
+    if gpus > MAX_GPUS:
+        raise BadInput(where, f"for {gpus} GPUs: more than any machine runs")
+    return gpus
+
+
+def _method(token: str, where: str) -> str:
+    if len(token) > 40 or not token.isprintable():
+        raise BadInput(where, f"Method: {token[:40]!r} is not a method name")
+    return token
+
+
+@dataclass
+class LogScan:
+    """What one log holds: rows (machine still unknown), problems, and what tells the machine."""
+
+    rows: list[ReproRow]
+    problems: list[str]
+    frontier: bool = False
+    perlmutter: bool = False
+
+
+def scan_log(numbered: Iterable[tuple[int, str]], source: str) -> LogScan:
+    """Rows of one Slurm log read line by line, and problems found (a bus-bw line without its time, ...)."""
+    shape: tuple[int | None, int | None] | None = None
+    scan = LogScan([], [])
+    announced = method = None
+    pending: tuple[re.Match, int] | None = None
+    for number, line in numbered:
+        where = f"{source}:{number}"
+        lower = line.lower()  # the machine: host names, Frontier's "-c7", Perlmutter's "-C gpu"
+        scan.frontier = scan.frontier or "frontier" in lower or bool(FRONTIER_SRUN.search(line))
+        scan.perlmutter = scan.perlmutter or "perlmutter" in lower or bool(PERLMUTTER_SRUN.search(line))
+        if shape is None and (match := SRUN.match(line)):
+            shape = _srun_shape(match.group("args"), where)
+        elif match := ANNOUNCE.match(line):
+            announced = _positive(match.group("size"), where, "size")
+        elif match := METHOD.match(line):
+            method = _method(match.group("method"), where)
+        elif match := BUSBW.match(line):
+            pending = (match, number)
+        elif (match := TIME.match(line)) and pending is not None:
+            busbw, busbw_line = pending
+            gpus = _gpus(busbw.group("gpus"), f"{source}:{busbw_line}")
+            time_ms = _positive(match.group("ms"), where, "time")
+            if announced is None or method is None:
+                scan.problems.append(f"line {number}: a time before any 'Method =' / 'size =' line")
+            else:
+                scan.rows.append(ReproRow("", source, COLLECTIVES[busbw.group("coll")], method, gpus, None,
+                                          _bytes_of(announced, where, "size"), time_ms))
+            pending = None
+    nnodes, nranks_srun = shape or (None, None)
+    scan.rows = [replace(row, nnodes=nnodes if nranks_srun in (None, row.nranks) else None) for row in scan.rows]
+    return scan
 
 
 def parse_log(text: str, source: str, machine: str) -> tuple[list[ReproRow], list[str]]:
     """Rows of one Slurm log, and problems found (a bus-bw line without its time, ...)."""
-    nnodes, nranks_srun = _srun_shape(text)
-    rows, problems = [], []
-    announced = method = None
-    pending: re.Match | None = None
-    for number, line in enumerate(text.splitlines(), 1):
-        if match := ANNOUNCE.match(line):
-            announced = float(match.group("size"))
-        elif match := METHOD.match(line):
-            method = match.group("method")
-        elif match := BUSBW.match(line):
-            pending = match
-        elif (match := TIME.match(line)) and pending is not None:
-            gpus = int(pending.group("gpus"))
-            if announced is None or method is None:
-                problems.append(f"line {number}: a time before any 'Method =' / 'size =' line")
-            else:
-                rows.append(ReproRow(machine, source, COLLECTIVES[pending.group("coll")], method, gpus,
-                                     nnodes if nranks_srun in (None, gpus) else None, round(announced * MIB),
-                                     float(match.group("ms"))))
-            pending = None
-    return rows, problems
+    scan = scan_log(enumerate(text.splitlines(), 1), source)
+    return [replace(row, machine=machine) for row in scan.rows], scan.problems
 
 
 CSV_COLUMNS = ("machine", "dir", "file", "collective", "method", "gpus", "buffer_mb", "time_ms")
 
 
-def parse_csv(text: str, source: str) -> list[ReproRow]:
+def parse_csv(numbered: Iterable[tuple[int, str]] | str, source: str) -> list[ReproRow]:
     """Rows of the shared CSV (README of ../shared/data/pccl-reproducer): one per logged call."""
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [name for name in CSV_COLUMNS if name not in (reader.fieldnames or [])]
-    if missing:
-        raise ValueError(f"missing column(s) {', '.join(missing)}")
-    rows = []
-    for line, record in enumerate(reader, 2):
-        try:
-            rows.append(ReproRow(record["machine"], f"{record['dir']}/{record['file']}",
-                                 COLLECTIVES[record["collective"]], record["method"], int(record["gpus"]), None,
-                                 round(float(record["buffer_mb"]) * MIB), float(record["time_ms"])))
-        except (KeyError, ValueError) as error:
-            raise ValueError(f"line {line}: {type(error).__name__} {error}") from None
+    if isinstance(numbered, str):
+        numbered = enumerate(numbered.splitlines(), 1)
+    reader = csv.DictReader(line for _, line in numbered)
+    try:
+        fieldnames = reader.fieldnames or []
+        missing = [name for name in CSV_COLUMNS if name not in fieldnames]
+        if missing:
+            raise BadInput(source, f"missing column(s) {', '.join(missing)}")
+        rows = []
+        for record in reader:
+            where = f"{source}:{reader.line_num}"
+            if any(record.get(name) is None for name in CSV_COLUMNS):
+                raise BadInput(where, "fewer fields than the header")
+            if record["machine"] not in MACHINES:
+                raise BadInput(where, f"machine: {record['machine'][:40]!r} is not {' or '.join(MACHINES)}")
+            if record["collective"] not in COLLECTIVES:
+                raise BadInput(where, f"collective: {record['collective'][:40]!r} is not all-gather or "
+                                      "reduce-scatter")
+            mib = _positive(record["buffer_mb"], where, "buffer_mb")
+            rows.append(ReproRow(record["machine"], f"{record['dir'][:200]}/{record['file'][:200]}",
+                                 COLLECTIVES[record["collective"]], _method(record["method"], where),
+                                 _gpus(record["gpus"], where), None, _bytes_of(mib, where, "buffer_mb"),
+                                 _positive(record["time_ms"], where, "time_ms")))
+    except csv.Error as error:
+        raise BadInput(f"{source}:{reader.line_num}", f"not CSV: {error}") from None
     return rows
 
 
 def _read_rows(path: Path, machine: str | None) -> list[ReproRow]:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as error:
-        raise BadInput(str(path), f"cannot read: {error.strerror or error}") from None
-    if text.lstrip().startswith("machine,") or path.suffix == ".csv":
-        try:
-            rows = parse_csv(text, str(path))
-        except ValueError as error:
-            raise BadInput(str(path), str(error)) from None
+    check_input(path)
+    first = head(path)
+    if first.lstrip().startswith(b"machine,") or path.suffix == ".csv":
+        rows = parse_csv(lines(path), str(path))
     else:
-        found = machine_of_log(text, machine)
-        if found is None:
-            raise BadInput(str(path), "cannot tell the machine (no Frontier/Perlmutter srun line): pass --machine")
-        rows, problems = parse_log(text, str(path), found)
-        if problems:
-            raise BadInput(str(path), problems[0])
+        scan = scan_log(lines(path), str(path))
+        if scan.problems:
+            raise BadInput(str(path), scan.problems[0])
+        if scan.rows:
+            found = machine or ("frontier" if scan.frontier else "perlmutter" if scan.perlmutter else None)
+            if found is None:
+                raise BadInput(str(path), "cannot tell the machine (no Frontier/Perlmutter srun line): pass --machine")
+            rows = [replace(row, machine=found) for row in scan.rows]
+        else:
+            rows = []
     if not rows:
-        raise BadInput(str(path), "no '<Collective> bus bw for N GPUs ...' line followed by 'time = T ms'")
+        raise BadInput(str(path), "no '<Collective> bus bw for N GPUs ...' line followed by 'time = T ms'"
+                       + hint_of(first, (REPRODUCER_LOG, REPRODUCER_CSV)))
     return rows
 
 

@@ -2,78 +2,138 @@
 
 Samples exist only where the tool wrote per-iteration times (nccl-tests/rccl-tests ``-I 1 -J
 file.json``: ``<placement>_per_iter.times_us``); every other cell has none, as before.
+
+Before anything is parsed, every input must be a regular file that does not look like another
+tool's output, and ``--out`` a folder that holds no run. The rows then stream from the parsers
+through ``bench.importers.writer.ImportTable`` into temp files that are renamed into place only
+when every file parsed: a bad line anywhere leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from bench import __version__
 from bench.errors import BadInput
+from bench.files import output_folder
 from bench.importers import IMPORTERS
-from bench.importers.rows import ImportOptions, make_row, sample_rows
-from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION, write_run
+from bench.importers.inputs import FORMATS, check_input, head, not_this_format
+from bench.importers.rows import ImportOptions
+from bench.importers.writer import RESULT_SCHEMA, RUN_FILES, SAMPLE_SCHEMA, ImportTable, RunFolderWriter
+from bench.results.table import SCHEMA_VERSION, write_run
+
+#: what a sweep leaves in its run folder before the table exists
+SWEEP_FILES = ("parts", "plans", ".sweep.lock")
+#: more ranks than any machine has (a larger --nranks is a typo)
+MAX_RANKS = 1 << 24
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError as error:
-        raise BadInput(str(path), f"cannot read: {error.strerror or error}") from None
+def check_out_folder(folder: Path) -> Path:
+    """``--out`` checked before any parsing: a folder that can be written (bench.files.output_folder:
+    not a file, not under a file, no over-long name, not in results/baselines/) and holds no run,
+    measured, imported or in progress: an import never overwrites one."""
+    output_folder(folder, "--out")
+    held = [name for name in (*RUN_FILES, *SWEEP_FILES) if os.path.lexists(folder / name)]
+    if held:
+        raise BadInput("--out", f"{folder} already holds a run ({', '.join(held)}); an import never overwrites "
+                                "one: choose another --out")
+    return folder
+
+
+def preflight(kind: str, paths: list[Path]) -> None:
+    """Every input a regular file, readable, not of another tool's format: before any is parsed."""
+    if not paths:
+        raise BadInput("import", "no FILE given")
+    for path in paths:
+        check_input(path)
+        if refused := not_this_format(path, head(path), kind, FORMATS.get(kind, ())):
+            raise refused
 
 
 def _context(parsed: dict, options: ImportOptions, path: Path, run_id: str, kind: str) -> dict:
     nranks = options.nranks or parsed.get("nranks")
     if not nranks:
         raise BadInput(str(path), "cannot tell how many ranks ran: pass --nranks N")
+    if not 1 <= int(nranks) <= MAX_RANKS:
+        raise BadInput(str(path), f"{nranks} ranks: not a rank count (1 to {MAX_RANKS})")
     hosts = parsed.get("hosts") or []
-    nnodes = options.nnodes or len(hosts) or 1
+    nnodes = options.nnodes or parsed.get("nnodes") or len(hosts) or 1
+    if nnodes > nranks:
+        raise BadInput("--nnodes" if options.nnodes else str(path), f"{nnodes} nodes for {nranks} ranks: a node "
+                                                                    "runs at least one rank")
     return {**parsed, "run_id": run_id, "suite": f"import:{kind}", "launch_id": path.name,
-            "timestamp": pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC"), "nranks": int(nranks),
-            "nnodes": int(nnodes), "hosts": ",".join(hosts), "impl": options.impl or parsed["impl"],
+            "timestamp_ns": os.stat(path).st_mtime_ns, "nranks": int(nranks), "nnodes": int(nnodes),
+            "hosts": ",".join(hosts), "impl": options.impl or parsed["impl"],
             "device": options.device or parsed.get("device", "host"),
             "library": options.library or parsed.get("library", ""),
             "library_version": options.library_version or parsed.get("library_version", "")}
 
 
-def import_files(kind: str, paths: list[Path], options: ImportOptions) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
-    """(results, meta, samples) for every measurement in ``paths``.
+Emit = Callable[[pa.RecordBatch, memoryview, "pa.RecordBatch | None"], None]
 
-    A cell that occurs more than once (the same test in several files, nccl-tests ``-N`` cycles)
-    gets ``repeat`` 0, 1, ... as pccl-bench's own repeats do, so every row has its own cell_key;
-    its launch is the file it came from (``launch_id``).
-    """
+
+def import_rows(kind: str, paths: list[Path], options: ImportOptions, emit: Emit) -> tuple[dict, ImportTable]:
+    """Every measurement of ``paths`` as result rows, chunk by chunk to ``emit``; (meta, the table's
+    counts). A cell that occurs more than once (the same test in several files, nccl-tests ``-N``
+    cycles, a log of many runs) gets ``repeat`` 0, 1, ... as pccl-bench's own repeats do, so every
+    row has its own cell_key; its launch is the file it came from (``launch_id``)."""
     if kind not in IMPORTERS:
         raise BadInput(kind, f"unknown tool; expected one of {', '.join(sorted(IMPORTERS))}")
+    preflight(kind, paths)
     run_id = f"import-{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
-    rows, samples, files, seen = [], [], [], {}
+    started = time.time()
+    table = ImportTable(emit)
+    files = []
     for path in paths:
-        measurements, parsed = IMPORTERS[kind](_read(path), str(path), options)
+        parsed, measurements = IMPORTERS[kind](path, options)
         context = _context(parsed, options, path, run_id, kind)
-        sampled = 0
-        for m in measurements:
-            row = make_row(m, context)
-            repeat = seen.get(row["cell_key"], 0)
-            seen[row["cell_key"]] = repeat + 1
-            row = make_row(m, context, repeat) if repeat else row
-            rows.append(row)
-            if m.samples_us:
-                samples += sample_rows(row, m.samples_us)
-                sampled += 1
-        files.append({"path": str(path), "cells": len(measurements), "cells_with_samples": sampled,
-                      "nranks": context["nranks"], "library": context["library"],
+        cells, sampled = table.cells, table.cells_with_samples
+        table.begin(context)
+        for measurement in measurements:
+            table.add(measurement)
+        files.append({"path": str(path), "cells": table.cells - cells, "cells_with_samples": table.cells_with_samples
+                      - sampled, "nranks": context["nranks"], "library": context["library"],
                       "library_version": context["library_version"],
                       "tool_version": context.get("tool_version", kind), "inferred": context.get("inferred", [])})
-    results = pd.DataFrame(rows, columns=COLUMNS)
-    with_samples = sum(entry["cells_with_samples"] for entry in files)
+    table.finish()
     meta = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "suite": f"import:{kind}", "imported_from": files,
-            "tool_version": __version__, "started": time.time(), "finished": time.time(),
-            "note": _note(with_samples, len(results)), "machine": {}, "env": {}, "versions": {}}
-    return results, meta, pd.DataFrame(samples, columns=SAMPLE_COLUMNS)
+            "tool_version": __version__, "started": started, "finished": time.time(),
+            "note": _note(table.cells_with_samples, table.cells), "machine": {}, "env": {}, "versions": {}}
+    return meta, table
+
+
+def import_files(kind: str, paths: list[Path], options: ImportOptions) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """(results, meta, samples) for every measurement in ``paths``, in memory (``import_to_folder``
+    writes a large import without holding it)."""
+    results: list[pa.RecordBatch] = []
+    samples: list[pa.RecordBatch] = []
+
+    def keep(batch: pa.RecordBatch, _csv: memoryview, sampled: pa.RecordBatch | None) -> None:
+        results.append(batch)
+        if sampled is not None:
+            samples.append(sampled)
+
+    meta, _ = import_rows(kind, paths, options, keep)
+    return (pa.Table.from_batches(results, RESULT_SCHEMA).to_pandas(), meta,
+            pa.Table.from_batches(samples, SAMPLE_SCHEMA).to_pandas())
+
+
+def import_to_folder(kind: str, paths: list[Path], options: ImportOptions, folder: Path) -> tuple[dict, ImportTable]:
+    """Import ``paths`` into the run folder ``folder`` chunk by chunk (memory bounded whatever the
+    files' size); (meta, the table's counts). Nothing is left in ``folder`` when a file is bad."""
+    check_out_folder(folder)
+    preflight(kind, paths)
+    with RunFolderWriter(folder) as writer:
+        meta, table = import_rows(kind, paths, options, writer.write)
+        writer.commit(meta)
+    return meta, table
 
 
 def _note(with_samples: int, cells: int) -> str:
@@ -90,10 +150,10 @@ def _note(with_samples: int, cells: int) -> str:
 
 
 def write_import(folder: Path, results: pd.DataFrame, meta: dict, samples: pd.DataFrame | None = None) -> None:
+    """An import held in memory (``import_files``, the pccl-reproducer's) as the run folder ``folder``."""
+    check_out_folder(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise BadInput("--out", f"cannot write to {folder}: {error.strerror or error}") from None
-    if (folder / "results.parquet").exists():
-        raise BadInput("--out", f"{folder} already holds a run; choose another --out")
-    write_run(folder, results, pd.DataFrame(columns=SAMPLE_COLUMNS) if samples is None else samples, meta)
+    write_run(folder, results, pd.DataFrame(columns=SAMPLE_SCHEMA.names) if samples is None else samples, meta)

@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from bench.errors import BadInput
 from bench.plan.cells import CELL_KEY, cell_value
+from bench.plan.suite import read_yaml
 
 MATCHABLE = (*CELL_KEY, "bytes_per_rank", "bytes_total")
 ALLOWABLE = ("regressed", "failed", "missing", "insufficient")
@@ -59,12 +58,7 @@ def _entry(raw: object, where: str) -> AllowEntry:
 
 
 def load_allowlist(path: Path) -> list[AllowEntry]:
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise BadInput(str(path), f"cannot read: {error.strerror or error}") from None
-    except yaml.YAMLError as error:
-        raise BadInput(str(path), f"not YAML: {str(error).splitlines()[0]}") from None
+    raw = read_yaml(path, "allow-list")  # bounded: size, depth, aliases, regular files only
     if raw is None:
         return []
     if not isinstance(raw, list):

@@ -209,18 +209,41 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
 Groups = dict[tuple, dict[str, dict[str, np.ndarray]]]
 
 
-def _sample_groups(samples: pd.DataFrame) -> Groups:
-    """Per cell key and run id, one array of iteration times per launch."""
+def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Integer codes and the distinct values of a key column (a categorical's own codes: no copy)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.cat.codes.to_numpy(), [str(name) for name in values.cat.categories]
+    codes, uniques = pd.factorize(values.astype(str))
+    return codes, [str(name) for name in uniques]
+
+
+def _sample_groups(samples: pd.DataFrame, rows: pd.DataFrame, scales: dict | None = None) -> Groups:
+    """Per cell key and run id, one array of iteration times per launch: the samples of ``rows``
+    (their cell keys), each launch's times x ``scales[(cell_key, run_id, launch_id)]`` where given.
+    One sort of integer codes, so that 10 M samples take seconds and a few hundred MB."""
+    if samples.empty or rows.empty:
+        return {}
+    key_of = dict(zip(rows["cell_key"].astype(str), rows[list(CELL_KEY)].itertuples(index=False, name=None),
+                      strict=True))
+    samples = samples[samples["cell_key"].isin(list(key_of))]
     if samples.empty:
         return {}
+    (cells, cell_names), (runs, run_names), (launches, launch_names) = (
+        _codes(samples[name]) for name in ("cell_key", "run_id", "launch_id"))
+    iteration = samples["iteration"].to_numpy() if "iteration" in samples else np.zeros(len(samples), np.int64)
+    order = np.lexsort((iteration, launches, runs, cells))
+    times = samples["time_us"].to_numpy(dtype=np.float64)[order]
+    ids = np.stack([cells[order], runs[order], launches[order]])
+    starts = np.flatnonzero(np.concatenate([[True], (ids[:, 1:] != ids[:, :-1]).any(axis=0)]))
     groups: Groups = {}
-    ordered = samples.sort_values("iteration", kind="stable") if "iteration" in samples else samples
-    for values, launch in ordered.groupby([*CELL_KEY, "run_id", "launch_id"], sort=False):
-        times = launch["time_us"].to_numpy(dtype=np.float64)
-        times = times[np.isfinite(times)]
-        if len(times):
-            runs = groups.setdefault(tuple(values[: len(CELL_KEY)]), {})
-            runs.setdefault(str(values[len(CELL_KEY)]), {})[str(values[len(CELL_KEY) + 1])] = times
+    for start, stop in zip(starts, [*starts[1:], len(times)], strict=True):
+        cell_key, run, launch = cell_names[ids[0, start]], run_names[ids[1, start]], launch_names[ids[2, start]]
+        part = times[start:stop]
+        scale = (scales or {}).get((cell_key, run, launch))
+        part = part * scale if scale is not None else part
+        launch_times = groups.setdefault(key_of[cell_key], {}).setdefault(run, {})
+        # two repeats of a cell in one launch pool, as they always did
+        launch_times[launch] = np.concatenate([launch_times[launch], part]) if launch in launch_times else part
     return groups
 
 
@@ -288,6 +311,13 @@ def _judge_pair(cell: CellVerdict, current: dict, baseline: dict, pairing: list 
         cell.reason = f"{n_current} current / {n_baseline} baseline samples (>= {options.min_samples}" + \
             (", every pair" if pairing else "") + " needed)"
         return
+    if not all(np.isfinite([estimate.ratio, estimate.low, estimate.high])) or min(
+            estimate.current_us, estimate.baseline_us) <= 0:
+        # never a pass by accident: a comparison with NaN is false whichever way it is asked
+        cell.verdict = "insufficient"
+        cell.reason = (f"no finite ratio from the samples (median {estimate.current_us:g} us current, "
+                       f"{estimate.baseline_us:g} us baseline)")
+        return
     cell.estimate = estimate
     limit = 1.0 + cell.threshold
     if estimate.low > limit:
@@ -339,14 +369,13 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     if not base_keys & cur_keys:
         raise BadInput("gate", "the baseline and the current run have no cell in common "
                                "(another suite, rank count or size range?)")
-    current_samples, baseline_samples = _keyed(current.samples), _keyed(baseline.samples)
     probe_ratio = _probe_ratio(cur, base)
+    scales: tuple[dict | None, dict | None] = (None, None)
     if options.normalise == "probe":
         if probe_ratio is None:
             raise BadInput("--normalise", "probe: a side has no probe_us column (measure with timing.probe: true)")
-        current_samples, baseline_samples = _normalised(current_samples, cur, base), _normalised(baseline_samples,
-                                                                                                   base, base)
-    groups = (_sample_groups(current_samples), _sample_groups(baseline_samples))
+        scales = (_probe_scales(cur, base), _probe_scales(base, base))
+    groups = (_sample_groups(current.samples, cur, scales[0]), _sample_groups(baseline.samples, base, scales[1]))
     pairing = _pairing(baseline, current) if options.paired else None
     empty = cur.iloc[0:0]
     cells = []
@@ -385,17 +414,19 @@ def _probe_ratio(current: pd.DataFrame, baseline: pd.DataFrame) -> float | None:
     return float(np.exp(np.median(np.log(per_cell)))) if len(per_cell) else None
 
 
-def _normalised(samples: pd.DataFrame, rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> pd.DataFrame:
-    """Samples in units of the probe: each launch's times x (the baseline's median probe of the cell /
-    the probe measured beside this launch). Launches without a probe keep their times."""
-    probes, reference = _probes(rows), _probes(baseline_rows).groupby(level=list(range(len(CELL_KEY)))).median()
-    if probes.empty or samples.empty:
-        return samples
-    factor = probes.rename("probe").reset_index()
-    factor["reference"] = [reference.get(tuple(key), np.nan) for key in factor[list(CELL_KEY)].itertuples(index=False)]
-    factor["scale"] = (factor["reference"] / factor["probe"]).fillna(1.0)
-    merged = samples.astype({"run_id": str, "launch_id": str}).merge(factor[[*LAUNCH, "scale"]], on=LAUNCH, how="left")
-    return merged.assign(time_us=merged["time_us"] * merged["scale"].fillna(1.0)).drop(columns="scale")
+def _probe_scales(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[tuple[str, str, str], float]:
+    """Per launch (cell_key, run_id, launch_id): the baseline's median probe of the cell / the probe
+    measured beside this launch, the factor that puts its samples in units of the probe. Launches
+    without a probe keep their times."""
+    reference = _probes(baseline_rows).groupby(level=list(range(len(CELL_KEY)))).median()
+    good = _good(rows)
+    probes = pd.to_numeric(good["probe_us"], errors="coerce") if "probe_us" in good else pd.Series(dtype=float)
+    scales = {}
+    for row, probe in zip(good.itertuples(index=False), probes, strict=True):
+        key = tuple(getattr(row, name) for name in CELL_KEY)
+        if probe > 0 and key in reference.index:
+            scales[(str(row.cell_key), str(row.run_id), str(row.launch_id))] = float(reference[key]) / float(probe)
+    return scales
 
 
 def _pairing(baseline: RunSet, current: RunSet) -> list[tuple[str, str]]:
@@ -425,7 +456,8 @@ def split_arms(runs: RunSet, baseline_arm: str, current_arm: str) -> tuple[RunSe
     sides = []
     for name in (baseline_arm, current_arm):
         results = runs.results[runs.results["arm"].eq(name)]
-        samples = runs.samples[runs.samples["arm"].eq(name)] if len(runs.samples) else runs.samples
+        samples = runs.samples[runs.samples["cell_key"].isin(list(results["cell_key"].astype(str)))] \
+            if len(runs.samples) else runs.samples
         sides.append([results.copy(), samples.copy()])
     for column in ARM_FIELDS:
         values = [set(side[0][column].fillna("").astype(str)) for side in sides]
@@ -438,7 +470,7 @@ def split_arms(runs: RunSet, baseline_arm: str, current_arm: str) -> tuple[RunSe
         for side in sides:
             side[0][column] = joined
             if len(side[1]):
-                side[1][column] = joined
+                side[1][column] = pd.Categorical.from_codes(np.zeros(len(side[1]), np.int8), [joined])
     out = [RunSet(*(_per_repeat(frame) for frame in side), runs.metas, runs.sources) for side in sides]
     repeats = [side.results["run_id"].nunique() for side in out]
     return out[0], out[1], repeats[0] == repeats[1] >= 2
@@ -448,4 +480,7 @@ def _per_repeat(frame: pd.DataFrame) -> pd.DataFrame:
     """The arm column cleared, and each launch repeat a run of its own."""
     if not len(frame):
         return frame
-    return frame.assign(arm="", run_id=frame["run_id"].astype(str) + "/r" + frame["repeat"].astype(str))
+    codes, pairs = pd.MultiIndex.from_arrays([frame["run_id"], frame["repeat"]]).factorize()
+    names = [f"{run}/r{repeat}" for run, repeat in pairs]
+    return frame.assign(arm=pd.Categorical.from_codes(np.zeros(len(frame), np.int8), [""]),
+                        run_id=pd.Categorical.from_codes(codes, names))

@@ -1,4 +1,9 @@
-"""The gate's verdicts as a Rich table, Markdown, JUnit XML and github-action-benchmark JSON."""
+"""The gate's verdicts as a Rich table, Markdown, JUnit XML and github-action-benchmark JSON.
+
+Cell labels, notes (error strings of the table, allow-list reasons) and run names are data: each
+output makes them safe for where it goes (bench.text): Rich markup escaped, Markdown without raw
+HTML, XML without the characters XML 1.0 forbids.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from rich.table import Table
 
 from bench.files import atomic_write
 from bench.judge.gate import VERDICTS, CellVerdict, GateResult
+from bench.text import console_text, markdown_text, xml_text
 
 COLOURS = {"regressed": "red", "failed": "red", "missing": "red", "insufficient": "yellow", "new": "cyan",
            "improved": "green", "unchanged": "white"}
@@ -70,14 +76,14 @@ def _shown(result: GateResult, show_all: bool) -> list[CellVerdict]:
 def rich_table(result: GateResult, show_all: bool = False) -> Table:
     """Cells that are not unchanged (all with ``show_all``), worst first."""
     shown = sorted(_shown(result, show_all), key=lambda cell: VERDICTS.index(cell.verdict))
-    table = Table(title=f"gate: {headline(result)}", title_justify="left", caption=settings_text(result),
-                  caption_justify="left")
+    table = Table(title=f"gate: {console_text(headline(result))}", title_justify="left",
+                  caption=console_text(settings_text(result)), caption_justify="left")
     for name in ("cell", "baseline us", "current us", "ratio", "interval", "verdict", "note"):
         table.add_column(name, justify="left" if name in ("cell", "verdict", "note") else "right")
     for cell in shown:
         colour = "yellow" if cell.allowed else COLOURS[cell.verdict]
-        table.add_row(cell.label, *times_text(cell), ratio_text(cell), interval_text(cell),
-                      f"[{colour}]{verdict_text(cell)}[/{colour}]", note_text(cell))
+        table.add_row(console_text(cell.label), *times_text(cell), ratio_text(cell), console_text(interval_text(cell)),
+                      f"[{colour}]{console_text(verdict_text(cell))}[/{colour}]", console_text(note_text(cell)))
     return table
 
 
@@ -85,9 +91,9 @@ def _markdown_rows(cells: list[CellVerdict]) -> list[str]:
     lines = ["| cell | baseline µs | current µs | ratio | interval | verdict | note |",
              "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
     for cell in cells:
-        note = note_text(cell).replace("|", "\\|")
-        lines.append(f"| {cell.label} | {' | '.join(times_text(cell))} | {ratio_text(cell)} | {interval_text(cell)} "
-                     f"| {MARKS[cell.verdict]} {verdict_text(cell)} | {note} |")
+        lines.append(f"| {markdown_text(cell.label)} | {' | '.join(times_text(cell))} | {ratio_text(cell)} "
+                     f"| {interval_text(cell)} | {MARKS[cell.verdict]} {markdown_text(verdict_text(cell))} "
+                     f"| {markdown_text(note_text(cell))} |")
     return lines
 
 
@@ -95,7 +101,8 @@ def markdown(result: GateResult) -> str:
     """A pull-request comment / CI step summary."""
     counts = result.counts()
     lines = [f"### pccl-bench gate: {headline(result)}", "",
-             f"Baseline: {', '.join(result.baseline_runs) or '-'}  ", f"Current: {', '.join(result.current_runs)}  ",
+             f"Baseline: {markdown_text(', '.join(result.baseline_runs)) or '-'}  ",
+             f"Current: {markdown_text(', '.join(result.current_runs))}  ",
              f"Rule: {settings_text(result)}.", ""]
     if warning := result.common_shift():
         lines += [f"> **Warning:** {warning}.", ""]
@@ -116,11 +123,12 @@ def junit(result: GateResult) -> str:
     suite = ET.Element("testsuite", name="pccl-bench gate", tests=str(len(result.cells)),
                        failures=str(failures), errors="0", skipped=str(skipped))
     for cell in result.cells:
-        case = ET.SubElement(suite, "testcase", classname=f"gate.{cell.row['collective']}.{cell.row['impl']}",
-                             name=cell.label, time="0")
-        message = f"{verdict_text(cell)} {ratio_text(cell)} {interval_text(cell)} {note_text(cell)}".strip()
+        # ElementTree escapes, but writes characters XML 1.0 forbids as they are: drop those first
+        case = ET.SubElement(suite, "testcase", classname=xml_text(f"gate.{cell.row['collective']}.{cell.row['impl']}"),
+                             name=xml_text(cell.label), time="0")
+        message = xml_text(f"{verdict_text(cell)} {ratio_text(cell)} {interval_text(cell)} {note_text(cell)}".strip())
         if cell.fails:
-            ET.SubElement(case, "failure", message=message, type=cell.verdict).text = settings_text(result)
+            ET.SubElement(case, "failure", message=message, type=cell.verdict).text = xml_text(settings_text(result))
         elif cell.allowed or cell.verdict == "insufficient":
             ET.SubElement(case, "skipped", message=message)
         else:
@@ -148,4 +156,5 @@ def benchmark_json(result: GateResult) -> str:
 
 
 def write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)  # output_file checked that it can be created
     atomic_write(path, lambda temp: temp.write_text(text, encoding="utf-8"))

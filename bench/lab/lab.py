@@ -159,7 +159,9 @@ def _write_rsh(lab: Lab) -> None:
     ``rsh [ssh options] HOST COMMAND...`` runs COMMAND in HOST's namespaces, in the caller's working
     directory; killed with its caller (setpriv --pdeathsig), as a closed ssh session would end it."""
     cases = "\n".join(f"    {node.name}|{node.address}) pid={node.pid} ;;" for node in lab.hosts)
-    nsenter, setpriv = namespaces.tool("nsenter"), namespaces.tool("setpriv")
+    # names and addresses are the lab's own (state.NAME_PATTERN, generated); the tool paths come from
+    # PATH, so they are quoted like every value in a generated script
+    nsenter, setpriv = shlex.quote(str(namespaces.tool("nsenter"))), shlex.quote(str(namespaces.tool("setpriv")))
     script = f"""#!/bin/sh
 # ssh stand-in for the pccl-bench lab {lab.name!r}: rsh [ssh options] HOST COMMAND...
 while [ $# -gt 0 ]; do

@@ -12,17 +12,25 @@ out (the held-out error of ``model check --fit-on``) is not in it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from bench.errors import BadInput
 from bench.model.cost import Call, library_key, predict_us
+from bench.model.heldout import save_figure
 from bench.model.impls import Variant
-from bench.model.machine import Machine
+from bench.model.machine import MAX_US, Machine, shown_value
 from bench.model.robust import TERMS, library_values, with_library_values
 
 PERCENTILES = (5.0, 50.0, 95.0)
+#: parameter draws or bootstrap refits of one band (a 5-95% band needs a few hundred)
+MAX_SAMPLES = 10_000
+#: what the resampling may hold: samples x measured cells x 8 bytes
+MAX_RESAMPLE_BYTES = 2 << 30
+#: a fitted term's variance beyond this is no fit (sd 10^12 us or us per byte)
+MAX_VARIANCE = 1e24
 
 
 @dataclass(frozen=True)
@@ -43,15 +51,39 @@ class LibraryPosterior:
         return [{**self.values, **dict(zip(self.free, np.clip(row, 0.0, None), strict=True))} for row in draws]
 
 
+def _finite(value: object, where: str, field: str, bound: float) -> np.ndarray:
+    """``value`` as a float array, every entry finite and within +-``bound`` (a hand-edited fit record)."""
+    try:
+        array = np.array(value, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise BadInput(where, f"{field}: {shown_value(value)} is not numbers") from None
+    if not np.isfinite(array).all() or (np.abs(array) > bound).any():
+        raise BadInput(where, f"{field}: {shown_value(value)}: every entry must be finite and within +-{bound:g}")
+    return array
+
+
 def posterior(machine: Machine, library: str, where: str = "") -> LibraryPosterior:
-    """The fitted normal of ``library``'s terms, from the description's ``fit`` record."""
-    record = ((machine.fit or {}).get("libraries") or {}).get(library)
-    if not record or "covariance" not in record:
-        raise BadInput(where or machine.name, f"no fit covariance for library {library!r}: a band needs a "
+    """The fitted normal of ``library``'s terms, from the description's ``fit`` record (checked: a
+    description is a file anybody may edit)."""
+    where = where or machine.name
+    libraries = (machine.fit or {}).get("libraries") if isinstance(machine.fit, dict) else None
+    record = libraries.get(library) if isinstance(libraries, dict) else None
+    if not isinstance(record, dict) or "covariance" not in record:
+        raise BadInput(where, f"no fit covariance for library {library!r}: a band needs a "
                        "description fitted by `model fit --per-impl` (fit.libraries.<lib>.covariance)")
-    values = {**library_values(machine, library), **{k: float(v) for k, v in record["terms"].items() if k in TERMS}}
-    free = [name for name in record.get("free", []) if name in TERMS]
-    covariance = np.array(record["covariance"], dtype=float).reshape(len(free), len(free))
+    field = f"fit.libraries.{library}"
+    terms = record.get("terms") or {}
+    if not isinstance(terms, dict):
+        raise BadInput(where, f"{field}.terms: expected a mapping of term -> value, got {shown_value(terms)}")
+    fitted = {k: float(_finite(v, where, f"{field}.terms.{k}", MAX_US)) for k, v in terms.items() if k in TERMS}
+    values = {**library_values(machine, library), **fitted}
+    free = record.get("free", [])
+    if not isinstance(free, list) or any(name not in TERMS for name in free) or len(set(free)) != len(free):
+        raise BadInput(where, f"{field}.free: {shown_value(free)}: expected distinct names of {list(TERMS)}")
+    covariance = _finite(record["covariance"], where, f"{field}.covariance", MAX_VARIANCE)
+    if covariance.shape != (len(free), len(free)):
+        raise BadInput(where, f"{field}.covariance: shape {covariance.shape}, expected {len(free)} x {len(free)} "
+                              f"(one row and column per free term)")
     return LibraryPosterior(library, values, free, covariance)
 
 
@@ -64,9 +96,20 @@ def sampled_machines(machine: Machine, libraries: list[str], samples: int, seed:
     for index in range(samples):
         sampled = machine
         for lib in libraries:
-            sampled = with_library_values(sampled, lib, draws[lib][index])
+            try:
+                sampled = with_library_values(sampled, lib, draws[lib][index])
+            except BadInput as error:
+                raise BadInput(where or machine.name, f"fit.libraries.{lib}: a draw from its fitted normal leaves "
+                                                      f"the valid range ({error}); is the covariance right?") from None
         out.append(sampled)
     return out
+
+
+def check_resampling(samples: int, cells: int) -> None:
+    """Bootstrap refits hold ``samples`` x ``cells`` draws: refuse what would not fit in MAX_RESAMPLE_BYTES."""
+    if samples * cells * 8 > MAX_RESAMPLE_BYTES:
+        raise BadInput("--samples", f"{samples} resamples of {cells} measured cells need {samples * cells * 8} "
+                                    f"bytes, more than {MAX_RESAMPLE_BYTES} (2 GiB): give fewer")
 
 
 def bootstrap_machines(machine: Machine, libraries: list[str], measured: list, resamples: int, seed: int = 0,
@@ -79,6 +122,7 @@ def bootstrap_machines(machine: Machine, libraries: list[str], measured: list, r
 
     rng = np.random.default_rng(seed)
     cells = median_cells(measured)
+    check_resampling(resamples, len(cells))
     mine = {lib: [c for c in cells if library_key(c.call.variant, machine) == lib] for lib in libraries}
     for lib, chosen in mine.items():
         if not chosen:
@@ -112,7 +156,8 @@ def band_table(machine: Machine, variants: list[Variant], collective: str, nrank
                 else sampled_machines(machine, libraries, samples, seed, where))
     rows = []
     for size in sizes:
-        count = size // (nranks * itemsize) if collective != "allreduce" else size // itemsize
+        # at least one element per rank, as counts_for rounds the sizes of `model run`
+        count = max(1, size // (nranks * itemsize) if collective != "allreduce" else size // itemsize)
         calls = [Call(collective, v, nranks, per_node, count, itemsize) for v in variants]
         fitted = [predict_us(call, machine) for call in calls]
         times = np.array([[predict_us(call, m) for call in calls] for m in machines])  # (samples, variants)
@@ -154,5 +199,5 @@ def plot_band(table: pd.DataFrame, path, title: str, published: tuple[float, flo
     left.legend(fontsize=7)
     right.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    save_figure(figure, Path(path))
     plt.close(figure)

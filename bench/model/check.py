@@ -12,6 +12,7 @@ from bench.importers.rows import ITEMSIZE
 from bench.model.cost import Call, predict_us
 from bench.model.impls import variant_of_row
 from bench.model.machine import Machine
+from bench.model.run import MAX_MODEL_BYTES, shape_problem
 from collectives.dtypes import DTYPES, itemsize
 
 ERROR_COLUMNS = ["collective", "impl", "algorithm", "intra", "inter", "nranks", "ranks_per_node", "placement",
@@ -25,10 +26,33 @@ class Measured:
     row: dict
 
 
+#: a measured call of more than 10^12 us (11.6 days) is no measurement the model can fit
+MAX_MEASURED_US = 1e12
+
+
+def _row_problem(row: dict, shapes: dict, itemsize: int) -> str | None:
+    """Why the model cannot take this measured row (its shape or size out of bounds), or None."""
+    try:
+        nranks, per_node, count = int(row["nranks"]), int(row["ranks_per_node"]), int(row["count_per_rank"])
+    except (TypeError, ValueError, OverflowError):
+        return "nranks, ranks_per_node and count_per_rank must be whole numbers"
+    if (nranks, per_node) not in shapes:
+        shapes[nranks, per_node] = shape_problem(nranks, per_node)
+    if shapes[nranks, per_node]:
+        return shapes[nranks, per_node]
+    nbytes = count * itemsize * (1 if row["collective"] == "allreduce" else nranks)
+    if not 0 <= nbytes <= MAX_MODEL_BYTES:
+        return f"count_per_rank {count}: {nbytes} bytes a call, expected 0 to {MAX_MODEL_BYTES}"
+    if not float(row["time_us_p50"]) <= MAX_MEASURED_US:
+        return f"time_us_p50 {row['time_us_p50']!r} us: expected at most {MAX_MEASURED_US:g}"
+    return None
+
+
 def measured_calls(results: pd.DataFrame, libraries: set[str] | None = None) -> list[Measured]:
-    """The ok rows the model can express (known variant, library in ``libraries`` if given)."""
+    """The ok rows the model can express (known variant, library in ``libraries`` if given); a row whose
+    shape the model would not walk (more than MAX_RANKS GPUs, nodes that do not divide them) is a BadInput."""
     frame = results[(results["status"] == "ok") & (results["time_us_p50"] > 0)]
-    calls = []
+    calls, shapes = [], {}
     for row in frame.to_dict("records"):
         variant = variant_of_row(pd.Series(row))
         if variant is None or (libraries is not None and variant.library not in libraries):
@@ -36,6 +60,10 @@ def measured_calls(results: pd.DataFrame, libraries: set[str] | None = None) -> 
         size = itemsize(row["dtype"]) if row["dtype"] in DTYPES else ITEMSIZE.get(row["dtype"])  # bf16 imports
         if size is None or variant.problem(row["collective"]):
             continue
+        problem = _row_problem(row, shapes, size)
+        if problem:
+            raise BadInput("results", f"run {str(row.get('run_id', '?'))[:80]}, {row['collective']} {variant.label} "
+                                      f"on {row['nranks']} ranks: {problem}")
         call = Call(row["collective"], variant, int(row["nranks"]), int(row["ranks_per_node"]),
                     int(row["count_per_rank"]), size, row["placement"] == "in_place")
         calls.append(Measured(call, float(row["time_us_p50"]), row))

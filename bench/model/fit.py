@@ -23,7 +23,7 @@ import numpy as np
 
 from bench.model.check import Measured, error_table
 from bench.model.cost import PARAMS, call_features, theta
-from bench.model.machine import Library, Machine, Oversubscription
+from bench.model.machine import Machine, validated
 
 SHARED = PARAMS[: PARAMS.index("library.step_overhead_us")]
 #: parameters that may come out negative (a library cheaper per step than the reference)
@@ -141,16 +141,14 @@ def apply_values(machine: Machine, values: dict[str, float], host_cores: int | N
     for name in ("copy", "reduce", "host_reduce"):
         data[f"{name}_gbps"] = _gbps(values[f"{name}.us_per_byte"])
     if host_cores is not None:
-        data["oversubscription"] = Oversubscription(
-            host_cores=host_cores, latency_us=values["oversubscription.latency_us"],
-            rendezvous_us=values["oversubscription.rendezvous_us"]).model_dump()
+        data["oversubscription"] = {"host_cores": host_cores, "latency_us": values["oversubscription.latency_us"],
+                                    "rendezvous_us": values["oversubscription.rendezvous_us"]}
     for lib, library in machine.libraries.items():
-        data["libraries"][lib] = Library(**{**library.model_dump(),
-                                            "step_overhead_us": values.get(f"{lib}.step_overhead_us",
-                                                                           library.step_overhead_us),
-                                            "call_overhead_us": values.get(f"{lib}.call_overhead_us",
-                                                                           library.call_overhead_us)}).model_dump()
-    return Machine.model_validate(data)
+        data["libraries"][lib] = {**library.model_dump(),
+                                  "step_overhead_us": values.get(f"{lib}.step_overhead_us", library.step_overhead_us),
+                                  "call_overhead_us": values.get(f"{lib}.call_overhead_us", library.call_overhead_us)}
+    # validated: values outside a description's bounds (data no machine could produce) are a BadInput
+    return validated(data, "model fit: the fitted description")
 
 
 def host_cores_of(measured: list[Measured]) -> int | None:
@@ -208,7 +206,7 @@ def with_rendezvous(machine: Machine, threshold: int | None) -> Machine:
     data = machine.model_dump()
     for link in ("intra", "inter"):
         data[link]["rendezvous_bytes"] = threshold
-    return Machine.model_validate(data)
+    return validated(data, "--rendezvous")
 
 
 def fit(measured: list[Measured], base: Machine, tie_links: bool = False, search_rendezvous: bool = True) -> Fit:

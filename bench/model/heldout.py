@@ -8,11 +8,16 @@ predicted fastest in a cell (collective, GPU count, size) is the one measured fa
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from bench.files import atomic_write
 from bench.model.check import impl_label
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def factor_table(errors: pd.DataFrame) -> pd.DataFrame:
@@ -116,6 +121,12 @@ def plot_check(fit_errors: pd.DataFrame, check_errors: pd.DataFrame, path: Path,
         row[0].legend(fontsize=6, ncol=1)
     figure.suptitle(f"{title} (shaded: held out, not fitted)", fontsize=10)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    save_figure(figure, path)
     plt.close(figure)
+
+
+def save_figure(figure: Figure, path: Path) -> None:
+    """``figure`` to ``path`` atomically, in the format its suffix names (none: PNG)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image_format = path.suffix[1:].lower() or "png"  # the temp file has no suffix to go by
+    atomic_write(path, lambda temp: figure.savefig(temp, dpi=110, format=image_format))

@@ -5,19 +5,22 @@ what a step costs on each link class (intra-node, inter-node), how fast local
 copies and reductions run, how each library behaves (its NIC use, where it
 reduces, its own per-step and per-call costs), and optionally a price per
 GPU-hour. Units are in the names: microseconds, decimal GB/s, bytes, US dollars.
+
+Every number is finite and bounded (the bounds below), so a description can neither make the
+model walk without end (``gpus_per_node`` at most 1024) nor overflow its arithmetic.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.errors import BadInput
-from bench.files import project_folder
+from bench.files import atomic_write, project_folder
 from bench.plan.suite import read_yaml
 
 #: how a library's inter-node traffic uses the NICs of a node
@@ -27,28 +30,68 @@ NicPolicy = Literal["mapped", "single", "striped"]
 LIBRARY_KEYS = ("pccl", "mpi", "xccl")
 #: a hierarchical implementation's own terms (``model fit --per-impl``), e.g. ``pccl-hier:mpi/xccl``: its
 #: phases run different libraries (Cray MPICH or NCCL on the rail), so each pays its own software costs
-HIER_KEY = re.compile(r"^pccl-hier:[A-Za-z0-9+_-]+/[A-Za-z0-9+_-]+$")
+HIER_KEY = re.compile(r"^pccl-hier:[A-Za-z0-9+_-]{1,40}/[A-Za-z0-9+_-]{1,40}$")
+
+#: the largest node a description may have (GPUs or NICs per node): the model walks whole nodes
+MAX_GPUS_PER_NODE = 1024
+#: microseconds (latencies, overheads): a step or call of more than 10^15 us (31 years) is a typo
+MAX_US = 1e15
+#: decimal GB/s: the slowest (1 byte per 1000 s) and fastest rates, so per-byte costs stay finite
+MIN_GBPS, MAX_GBPS = 1e-12, 1e12
+#: message sizes (rendezvous threshold, band window): 1 PiB
+MAX_BYTES = 1 << 50
+#: cores of the oversubscribed host
+MAX_HOST_CORES = 1 << 20
+#: US$ per GPU-hour
+MAX_PRICE = 1e6
+MAX_LIBRARIES = 64
+MAX_NAME = 200
+MAX_TEXT = 100_000
+
+
+def _number(value: Any) -> Any:
+    """A YAML ``yes`` is not a number (pydantic would take it as 1). Text stays allowed: YAML 1.1 reads
+    ``1e-3`` (no dot) as a string, which pydantic then parses, finite or refused."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    return value
+
+
+Whole = Annotated[int, BeforeValidator(_number)]
+Real = Annotated[float, BeforeValidator(_number)]
+Micros = Annotated[float, BeforeValidator(_number), Field(ge=0, le=MAX_US)]
+Gbps = Annotated[float, BeforeValidator(_number), Field(ge=MIN_GBPS, le=MAX_GBPS)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # nan and inf are no figures of a machine: pydantic takes them for floats unless told not to
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Link(Strict):
     #: start-up cost of one message step on this link class
-    latency_us: float = Field(ge=0)
+    latency_us: Micros
     #: one message's bandwidth, decimal GB/s (inter: one NIC, each direction)
-    bandwidth_gbps: float = Field(gt=0)
+    bandwidth_gbps: Gbps
     #: messages of at least this many bytes use a rendezvous protocol (None: never)
-    rendezvous_bytes: int | None = Field(None, ge=1)
+    rendezvous_bytes: Whole | None = Field(None, ge=1, le=MAX_BYTES)
     #: what a rendezvous message costs on top of ``latency_us``
-    rendezvous_us: float = Field(0.0, ge=0)
+    rendezvous_us: Micros = 0.0
     #: inter only: added to every step, times log2(nodes of the call) (network diameter, congestion)
-    node_latency_us: float = Field(0.0, ge=0)
+    node_latency_us: Micros = 0.0
     #: inter only: messages of at least band_bytes[0] and below band_bytes[1] pay ``band_us`` more per step
     #: (a slow protocol regime, e.g. CXI rendezvous in one size range); None: no band
-    band_bytes: tuple[int, int] | None = None
-    band_us: float = Field(0.0, ge=0)
+    band_bytes: tuple[Annotated[Whole, Field(ge=0, le=MAX_BYTES)], Annotated[Whole, Field(ge=1, le=MAX_BYTES)]] | None \
+        = None
+    band_us: Micros = 0.0
+
+    @field_validator("band_bytes")
+    @classmethod
+    def _band_order(cls, band: tuple[int, int] | None) -> tuple[int, int] | None:
+        if band is not None and band[0] >= band[1]:
+            raise ValueError(f"the band's low end {band[0]} B must be below its high end {band[1]} B")
+        return band
 
 
 class Oversubscription(Strict):
@@ -56,54 +99,80 @@ class Oversubscription(Strict):
     running every virtual node itself)."""
 
     #: cores of the one host that runs every (virtual) node
-    host_cores: int = Field(ge=1)
+    host_cores: Whole = Field(ge=1, le=MAX_HOST_CORES)
     #: added to every message step, times the share of ranks off a core (1 - host_cores / ranks)
-    latency_us: float = Field(0.0, ge=0)
+    latency_us: Micros = 0.0
     #: added to every rendezvous message, times the same share
-    rendezvous_us: float = Field(0.0, ge=0)
+    rendezvous_us: Micros = 0.0
 
 
 class Library(Strict):
     #: what modelled rows name as ``library`` (e.g. "RCCL", "Cray MPICH")
-    name: str
+    name: Name
     nic_policy: NicPolicy = "mapped"
     #: where reductions run: device (GPU kernel or the host of a host run) or host (CPU of a GPU run)
     reduce_on: Literal["device", "host"] = "device"
     #: the library's own cost per message step, on top of the link (may be negative after a fit)
-    step_overhead_us: float = 0.0
+    step_overhead_us: Real = Field(0.0, ge=-MAX_US, le=MAX_US)
     #: the library's own cost per call
-    call_overhead_us: float = 0.0
+    call_overhead_us: Real = Field(0.0, ge=-MAX_US, le=MAX_US)
     #: per call, times the nodes of the call (multi-node calls only: per-peer setup, proxy progress)
-    call_us_per_node: float = Field(0.0, ge=0)
+    call_us_per_node: Micros = 0.0
     #: this library's own link terms (``model fit --per-impl``); None: the machine's ``intra``/``inter``
     intra: Link | None = None
     inter: Link | None = None
     #: this library's reduction throughput, GB/s of output bytes (None: the machine's, by ``reduce_on``)
-    reduce_gbps: float | None = Field(None, gt=0)
+    reduce_gbps: Gbps | None = None
     #: algorithm per collective where the library does not run MPICH's default selection (``mpi`` only),
     #: e.g. ``{reduce_scatter: rh}``; chosen by ``model fit --per-impl`` from the data
     algorithms: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("name")
+    @classmethod
+    def _printable(cls, name: str) -> str:
+        if not name.isprintable():
+            raise ValueError(f"{name[:60]!r} holds characters that are not printable")
+        return name
+
+    @field_validator("algorithms")
+    @classmethod
+    def _known_algorithms(cls, algorithms: dict[str, str]) -> dict[str, str]:
+        from collectives.algorithms import unsupported_reason
+        from collectives.spec import COLLECTIVES
+
+        for collective, algorithm in algorithms.items():
+            if collective not in COLLECTIVES:
+                raise ValueError(f"{collective[:60]!r} is not one of {list(COLLECTIVES)}")
+            mpich_own = collective == "reduce_scatter" and algorithm in ("pairwise", "rh-dd")
+            reason = None if mpich_own else unsupported_reason(collective, algorithm)
+            if reason:
+                raise ValueError(f"{collective}: {reason}")
+        return algorithms
+
+
+#: a description's name (it names the default run folder ``results/model-<name>``)
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
 
 class Machine(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    description: str = ""
+    name: str = Field(pattern=NAME_PATTERN, max_length=100)
+    description: str = Field("", max_length=MAX_TEXT)
     device: Literal["host", "cuda", "rocm"]
-    gpus_per_node: int = Field(ge=1)
-    nics_per_node: int = Field(1, ge=1)
+    gpus_per_node: Whole = Field(ge=1, le=MAX_GPUS_PER_NODE)
+    nics_per_node: Whole = Field(1, ge=1, le=MAX_GPUS_PER_NODE)
     #: NIC of each local rank (default: consecutive blocks of gpus_per_node / nics_per_node)
-    nic_of_gpu: list[int] | None = None
+    nic_of_gpu: list[Whole] | None = Field(None, max_length=MAX_GPUS_PER_NODE)
     intra: Link
     inter: Link
     #: local copies (read + write), GB/s of copied bytes
-    copy_gbps: float = Field(gt=0)
+    copy_gbps: Gbps
     #: reductions on the device, GB/s of output bytes
-    reduce_gbps: float = Field(gt=0)
+    reduce_gbps: Gbps
     #: reductions on the host CPU of a GPU node (libraries with reduce_on: host)
-    host_reduce_gbps: float = Field(gt=0)
+    host_reduce_gbps: Gbps
     oversubscription: Oversubscription | None = None
-    price_per_gpu_hour_usd: float | None = Field(None, ge=0)
-    libraries: dict[str, Library]
+    price_per_gpu_hour_usd: Real | None = Field(None, ge=0, le=MAX_PRICE)
+    libraries: dict[Annotated[str, Field(max_length=100)], Library] = Field(max_length=MAX_LIBRARIES)
     #: where each figure came from (free text per field)
     sources: dict[str, str] = Field(default_factory=dict)
     #: the fit that produced the parameters (``model fit``), if any
@@ -139,11 +208,30 @@ class Machine(Strict):
         return max(0.0, 1.0 - self.oversubscription.host_cores / nranks)
 
 
-def _error_line(where: str, error: ValidationError) -> str:
+def shown_value(value: object, limit: int = 60) -> str:
+    """repr(value) cut to ``limit`` characters: the offending value in a one-line error."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
+
+
+def error_line(where: str, error: ValidationError) -> str:
+    """``where: field.path: what is wrong (got value)`` from pydantic's first error."""
     first = error.errors()[0]
     loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
     message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-    return f"{where}: {loc}: {message}"
+    value = first.get("input")
+    # value_error: the project's own validators, whose messages show the value already
+    shown = first["type"] not in ("missing", "extra_forbidden", "value_error") and not isinstance(value, dict)
+    return f"{where}: {loc}: {message}" + (f" (got {shown_value(value)})" if shown else "")
+
+
+def validated(data: dict, where: str) -> Machine:
+    """``Machine.model_validate(data)``, a bad field a BadInput naming ``where`` (computed descriptions:
+    a fit or a sample that leaves the valid range)."""
+    try:
+        return Machine.model_validate(data)
+    except ValidationError as error:
+        raise BadInput("", error_line(where, error)) from None
 
 
 def machines_dir() -> Path:
@@ -161,10 +249,7 @@ def resolve_machine_path(name_or_path: str) -> Path:
 def parse_machine(raw: object, where: str) -> Machine:
     if not isinstance(raw, dict):
         raise BadInput(where, "a machine description is a YAML mapping of fields")
-    try:
-        return Machine.model_validate(raw)
-    except ValidationError as error:
-        raise BadInput("", _error_line(where, error)) from None
+    return validated(raw, where)
 
 
 def load_machine(name_or_path: str) -> tuple[Machine, Path]:
@@ -185,6 +270,8 @@ def _rounded(value: object, digits: int = 5) -> object:
 
 
 def dump_machine(machine: Machine, path: Path, header: str = "") -> None:
+    """Write ``machine`` as YAML (atomically: an existing file is replaced whole or left as it was)."""
     text = yaml.safe_dump(_rounded(machine.model_dump(exclude_none=True)), sort_keys=False, width=110)
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
-    path.write_text(comment + text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda temp: temp.write_text(comment + text))

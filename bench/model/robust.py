@@ -21,12 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import ValidationError
 
 from bench.errors import BadInput
 from bench.model.check import Measured
 from bench.model.cost import PARAMS, call_features, library_key, theta, us_per_byte
 from bench.model.fit import UNBOUNDED_GBPS, nnls
-from bench.model.machine import Link, Machine
+from bench.model.machine import Library, Machine, error_line
 
 #: the terms fitted per library (PARAMS names; ``reduce`` covers device and host reductions)
 BASE_TERMS = ("intra.latency_us", "intra.us_per_byte", "inter.latency_us", "inter.us_per_byte", "reduce.us_per_byte",
@@ -86,19 +87,25 @@ def with_library_values(machine: Machine, library: str, values: dict[str, float]
     """``machine`` with ``library``'s own links, reduction rate, call cost (and algorithms)."""
     lib = machine.libraries[library]
     base = {"intra": lib.intra or machine.intra, "inter": lib.inter or machine.inter}
-    links = {level: Link(**{**base[level].model_dump(), "latency_us": values[f"{level}.latency_us"],
-                            "bandwidth_gbps": gbps(values[f"{level}.us_per_byte"])}) for level in ("intra", "inter")}
-    links["inter"] = links["inter"].model_copy(update={"node_latency_us": values.get("inter.node_latency_us", 0.0),
-                                                       "band_us": values.get("inter.band_us", 0.0)})
-    if band is not _KEEP:
-        links["inter"] = links["inter"].model_copy(update={"band_bytes": band})
-    update = {**links, "reduce_gbps": gbps(values["reduce.us_per_byte"]), "step_overhead_us": 0.0,
-              "call_overhead_us": values["library.call_overhead_us"],
-              "call_us_per_node": values.get("library.call_us_per_node", 0.0)}
+    links = {}
+    for level in ("intra", "inter"):
+        update = {"latency_us": values[f"{level}.latency_us"], "bandwidth_gbps": gbps(values[f"{level}.us_per_byte"])}
+        if level == "inter":
+            update.update(node_latency_us=values.get("inter.node_latency_us", 0.0),
+                          band_us=values.get("inter.band_us", 0.0))
+            if band is not _KEEP:
+                update["band_bytes"] = band
+        links[level] = {**base[level].model_dump(), **update}
+    data = {**lib.model_dump(), **links, "reduce_gbps": gbps(values["reduce.us_per_byte"]), "step_overhead_us": 0.0,
+            "call_overhead_us": values["library.call_overhead_us"],
+            "call_us_per_node": values.get("library.call_us_per_node", 0.0)}
     if algorithms is not None:
-        update["algorithms"] = algorithms
-    libraries = {**machine.libraries, library: lib.model_copy(update=update)}
-    return machine.model_copy(update={"libraries": libraries})
+        data["algorithms"] = algorithms
+    try:  # validated: terms outside a description's bounds (a wild fit or draw) are refused, not carried on
+        fitted = Library.model_validate(data)
+    except ValidationError as error:
+        raise BadInput("", error_line(f"libraries.{library}", error)) from None
+    return machine.model_copy(update={"libraries": {**machine.libraries, library: fitted}})
 
 
 def gbps(value_us_per_byte: float) -> float:

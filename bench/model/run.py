@@ -19,12 +19,14 @@ import pandas as pd
 from bench.errors import BadInput
 from bench.model.cost import Call, predict
 from bench.model.impls import Variant
-from bench.model.machine import Machine
+from bench.model.machine import MAX_BYTES, Machine
+from bench.model.steps import representatives
 from bench.plan.cells import Cell, counts_for
 from bench.results.table import SCHEMA_VERSION, build_tables, write_run
 from bench.run.provenance import provenance
 from collectives.dtypes import itemsize
 from collectives.spec import total_count
+from collectives.topology import Grid
 
 METHOD = (
     "per step: latency (+ rendezvous) + library step overhead + bytes / bandwidth of the link class the step "
@@ -46,6 +48,43 @@ class ModelSpec:
     price_per_gpu_hour_usd: float | None = None
 
 
+#: the most GPUs one modelled call may span (all of Frontier, 9408 nodes x 8 GCDs, is 75264)
+MAX_RANKS = 1 << 17
+#: representative ranks x GPUs of one call: what the model walks (a ring has about one step per GPU, each
+#: step ~0.5 KB per representative rank); 48 representatives x 131072 GPUs (nodes of 8) is 6.3 million
+MAX_WALK = 1 << 23
+#: nccl-tests sizes a model call may have (1 PiB)
+MAX_MODEL_BYTES = MAX_BYTES
+RANKS_HELP = (f"each 1 to {MAX_RANKS}, whole nodes beyond one node, and at most {MAX_WALK} GPUs x representative "
+              "ranks (every rank up to 64, else up to 6 nodes' worth)")
+
+
+def shape_problem(nranks: int, ranks_per_node: int) -> str | None:
+    """Why the model will not walk a call of ``nranks`` GPUs, ``ranks_per_node`` a node (None: it will)."""
+    if isinstance(nranks, bool) or not isinstance(nranks, int) or not 1 <= nranks <= MAX_RANKS:
+        return f"{nranks!r} GPUs: the model takes 1 to {MAX_RANKS}"
+    if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int) or not 1 <= ranks_per_node <= nranks:
+        return f"{ranks_per_node!r} ranks per node for {nranks} GPUs: expected 1 to {nranks}"
+    if nranks % ranks_per_node:
+        return f"{nranks} GPUs do not fill nodes of {ranks_per_node}"
+    walk = len(representatives(Grid(nranks, ranks_per_node))) * nranks
+    if walk > MAX_WALK:
+        return (f"{nranks} GPUs in nodes of {ranks_per_node}: {walk} GPUs x representative ranks to walk, more "
+                f"than {MAX_WALK} (fewer GPUs, or smaller nodes)")
+    return None
+
+
+def check_ranks(machine: Machine, ranks: list[int], where: str = "--ranks") -> list[int]:
+    """``ranks`` if the model can project every one onto ``machine`` (checked before any work)."""
+    for nranks in ranks:
+        problem = shape_problem(nranks, 1)  # the count's own bounds first, then its node shape here
+        if problem is None:
+            problem = shape_problem(nranks, node_shape(machine, nranks, where))
+        if problem:
+            raise BadInput(where, problem)
+    return ranks
+
+
 def cost_usd(time_us: float, nranks: int, price_per_gpu_hour_usd: float | None) -> float | None:
     """What ``time_us`` on ``nranks`` GPUs costs at the price per GPU-hour (None without a price)."""
     if price_per_gpu_hour_usd is None:
@@ -53,12 +92,14 @@ def cost_usd(time_us: float, nranks: int, price_per_gpu_hour_usd: float | None) 
     return time_us * 1e-6 / 3600.0 * nranks * price_per_gpu_hour_usd
 
 
-def node_shape(machine: Machine, nranks: int) -> int:
+def node_shape(machine: Machine, nranks: int, where: str = "--ranks") -> int:
     """Ranks per node: a full node, or fewer ranks on one node."""
+    if nranks < 1:
+        raise BadInput(where, f"{nranks} GPUs: give at least 1")
     if nranks <= machine.gpus_per_node:
         return nranks
     if nranks % machine.gpus_per_node:
-        raise BadInput("--ranks", f"{nranks} GPUs do not fill nodes of {machine.gpus_per_node} ({machine.name})")
+        raise BadInput(where, f"{nranks} GPUs do not fill nodes of {machine.gpus_per_node} ({machine.name})")
     return machine.gpus_per_node
 
 

@@ -11,6 +11,10 @@ parameter buffers are padded to a multiple of the GPU count, as FSDP pads them.
 Times come from the model (a machine description) or from measured sweeps (log-log
 interpolation between the measured sizes of each implementation). Communication time
 per step is the sum over calls: no overlap with compute, as a lower bound on exposure.
+
+Every field is bounded (the MAX_* below: layers at most 10^5, GPU counts at most MAX_RANKS of
+bench/model/run.py, at most 10^6 calls per step), so a workload file cannot make a replay run
+without end.
 """
 
 from __future__ import annotations
@@ -18,28 +22,41 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.errors import BadInput
 from bench.files import project_folder
+from bench.model.machine import MAX_TEXT, NAME_PATTERN, Real, Whole, error_line
 from bench.plan.suite import read_yaml
 from collectives.dtypes import DTYPES, itemsize
 
+#: transformer layers (GPT-3 175B has 96; the largest published models a few hundred)
+MAX_LAYERS = 10**5
+#: hidden and MLP widths, vocabulary and sequence length
+MAX_WIDTH = 1 << 20
+MAX_VOCAB = MAX_SEQ_LEN = 1 << 24
+#: collective calls one training step may issue (ZeRO-3: 3 x layers + 2; DDP: one per bucket)
+MAX_CALLS_PER_STEP = 10**6
+#: GPU counts a workload lists
+MAX_RANK_COUNTS = 256
+#: the largest DDP gradient bucket, MiB (1 TiB)
+MAX_BUCKET_MIB = float(1 << 20)
+
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Transformer(Strict):
-    layers: int = Field(ge=1)
-    hidden: int = Field(ge=1)
+    layers: Whole = Field(ge=1, le=MAX_LAYERS)
+    hidden: Whole = Field(ge=1, le=MAX_WIDTH)
     #: MLP width (default 4 x hidden)
-    ffn_hidden: int | None = Field(None, ge=1)
-    vocab: int = Field(ge=1)
+    ffn_hidden: Whole | None = Field(None, ge=1, le=4 * MAX_WIDTH)
+    vocab: Whole = Field(ge=1, le=MAX_VOCAB)
     #: learned position embeddings (GPT-3); 0 for rotary or none
-    seq_len: int = Field(0, ge=0)
+    seq_len: Whole = Field(0, ge=0, le=MAX_SEQ_LEN)
 
     @property
     def ffn(self) -> int:
@@ -59,8 +76,8 @@ class Transformer(Strict):
 
 
 class Workload(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    description: str = ""
+    name: str = Field(pattern=NAME_PATTERN, max_length=100)
+    description: str = Field("", max_length=MAX_TEXT)
     model: Transformer
     strategy: Literal["zero3", "ddp"]
     #: parameters as gathered (bfloat16 moves like float16)
@@ -68,9 +85,23 @@ class Workload(Strict):
     #: gradients as reduced
     grad_dtype: Literal[tuple(DTYPES)] = "float16"  # type: ignore[valid-type]
     #: ddp only: gradient bucket size
-    bucket_mib: float = Field(25.0, gt=0)
+    bucket_mib: Real = Field(25.0, gt=0, le=MAX_BUCKET_MIB)
     #: GPU counts to evaluate by default
-    ranks: list[int] = Field(default_factory=lambda: [64, 512, 2048])
+    ranks: list[Annotated[Whole, Field(ge=1)]] = Field(default_factory=lambda: [64, 512, 2048], min_length=1,
+                                                     max_length=MAX_RANK_COUNTS)
+
+    @model_validator(mode="after")
+    def _bounded_step(self) -> Workload:
+        from bench.model.run import MAX_RANKS
+
+        too_many = [n for n in self.ranks if n > MAX_RANKS]
+        if too_many:
+            raise ValueError(f"ranks: {too_many[0]} GPUs is more than the model takes (at most {MAX_RANKS})")
+        calls = calls_per_step(self)
+        if calls > MAX_CALLS_PER_STEP:
+            raise ValueError(f"one step would issue {calls} collective calls, more than {MAX_CALLS_PER_STEP} "
+                             "(fewer layers, or larger bucket_mib)")
+        return self
 
 
 @dataclass(frozen=True)
@@ -102,10 +133,21 @@ def zero3_calls(workload: Workload, nranks: int) -> list[CollectiveCall]:
     return calls
 
 
+def _bucket_count(workload: Workload) -> int:
+    """Elements per DDP gradient bucket."""
+    return max(1, int(workload.bucket_mib * (1 << 20)) // itemsize(workload.grad_dtype))
+
+
+def calls_per_step(workload: Workload) -> int:
+    """How many calls step_calls returns, computed without building them."""
+    if workload.strategy == "zero3":
+        return 3 * workload.model.layers + 2
+    return -(-workload.model.total_params() // _bucket_count(workload))
+
+
 def ddp_calls(workload: Workload) -> list[CollectiveCall]:
     """All-reduce buckets of ``bucket_mib`` over every gradient element, the last one the remainder."""
-    size = itemsize(workload.grad_dtype)
-    per_bucket = max(1, int(workload.bucket_mib * (1 << 20)) // size)
+    per_bucket = _bucket_count(workload)
     remaining, calls = workload.model.total_params(), []
     while remaining > 0:
         count = min(per_bucket, remaining)
@@ -133,9 +175,9 @@ def load_workload(name_or_path: str) -> Workload:
     if path.suffix not in (".yaml", ".yml") and not path.exists():
         path = workloads_dir() / f"{name_or_path}.yaml"
     raw = read_yaml(path, "workload", sorted(p.stem for p in workloads_dir().glob("*.yaml")))
+    if not isinstance(raw, dict):
+        raise BadInput(str(path), "a workload is a YAML mapping of fields")
     try:
         return Workload.model_validate(raw)
     except ValidationError as error:
-        first = error.errors()[0]
-        loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise BadInput(str(path), f"{loc}: {first['msg']}") from None
+        raise BadInput("", error_line(str(path), error)) from None

@@ -5,6 +5,7 @@ K/M/G and KiB/MiB/GiB are binary (1024, as nccl-tests' -b/-e); kB/MB/GB are deci
 
 from __future__ import annotations
 
+import numbers
 import re
 
 _UNITS = {
@@ -43,8 +44,27 @@ def format_size(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def geometric(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
-    """min, min*factor, ... up to and including max (nccl-tests -b/-e/-f)."""
+def geometric(min_bytes: int, max_bytes: int, factor: int, limit: int | None = None) -> list[int]:
+    """min, min*factor, ... up to and including max (nccl-tests -b/-e/-f); empty when min > max.
+
+    ValueError (before any loop) for a factor below 2 or a smallest size below 1 byte, which would
+    never reach max, and for more than ``limit`` sizes when a limit is given."""
+    for name, value in (("factor", factor), ("smallest size", min_bytes), ("largest size", max_bytes)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"the {name} {value!r} is not a whole number")
+    if factor < 2:
+        raise ValueError(f"the factor {factor} is below 2: the sizes would never grow")
+    if min_bytes < 1:
+        raise ValueError(f"the smallest size {min_bytes} B is below 1 byte")
+    if limit is not None and min_bytes <= max_bytes:
+        # Count by integer division first (at most limit + 1 steps), so a huge range never builds a list.
+        steps = 0
+        ratio = max_bytes // min_bytes
+        while ratio >= factor and steps <= limit:
+            ratio //= factor
+            steps += 1
+        if steps + 1 > limit:
+            raise ValueError(f"{min_bytes} B to {max_bytes} B by factor {factor} gives more than {limit} sizes")
     sizes, size = [], min_bytes
     while size <= max_bytes:
         sizes.append(size)

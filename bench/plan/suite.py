@@ -58,7 +58,7 @@ Size = Annotated[int, BeforeValidator(_size)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf never ends a hung job
 
 
 class SizeSweep(Strict):

@@ -11,6 +11,7 @@ from bench.plan.cells import CELL_KEY
 from bench.plan.sizes import format_size
 from bench.results.labels import impl_label
 from bench.results.speedup import UNSURE_NOTE, Intervals, median_intervals, speedup
+from bench.text import console_text, printable
 
 BASELINE_IMPL = "mpi"
 #: distinct reasons printed under the summary; the rest are in the table's ``error`` column
@@ -20,8 +21,9 @@ REASON_CHARS = 300
 
 def progress_bar(console: Console) -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[current]}"), TimeElapsedColumn(), console=console, transient=False,
+        # the description (a launch id) and the current cell's name come from the suite: never markup
+        TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[current]}", markup=False), TimeElapsedColumn(), console=console, transient=False,
     )
 
 
@@ -54,12 +56,13 @@ def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None) -
                 first = position == 0
                 ratio, sure = _speedup(baselines.get(row.placement), row, intervals)
                 unsure |= not sure
-                rows.append(([format_size(int(size)) if first else "", str(count) if first else "", row.label,
-                              *_cell_text(row), ratio], position == len(cells) - 1))
+                rows.append(([format_size(int(size)) if first else "", str(count) if first else "",
+                              console_text(row.label), *_cell_text(row), ratio], position == len(cells) - 1))
         notes = (["pccl-hier:<inter>/<intra> phases"] if group["impl"].eq("pccl-hier").any() else []) + [timing]
         caption = "; ".join(notes) + (f"\n{UNSURE_NOTE}" if unsure else "")
-        table = Table(title=f"{collective}  {nranks} ranks / {nnodes} nodes  {device}  {dtype} {op}",
-                      title_justify="left", caption=caption, caption_justify="left")
+        # names from the table are data: escaped for Rich markup, escape sequences shown as text
+        title = "  ".join(map(console_text, (collective, f"{nranks} ranks / {nnodes} nodes", device, f"{dtype} {op}")))
+        table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
         for name in ("size", "count", "implementation", "time us p50", "busbw GB/s", "#wrong", "vs mpi"):
             table.add_column(name, justify="left" if name == "implementation" else "right")
         for cells, last in rows:
@@ -92,15 +95,16 @@ def reasons(results: pd.DataFrame) -> list[str]:
     failed = results[results["status"] != "ok"]
     if failed.empty:
         return []
-    failed = failed.assign(label=[_label(row) for row in failed.itertuples()],
+    # printed with markup=False (bench.sweep.run), but escape sequences must not reach the terminal
+    failed = failed.assign(label=[printable(_label(row)) for row in failed.itertuples()],
                            reason=failed["error"].fillna("").astype(str))
     groups = sorted(failed.groupby(["status", "reason"], sort=False), key=lambda item: -len(item[1]))
     lines = []
     for (status, reason), cells in groups[:MAX_REASONS]:
-        text = " ".join(reason.split())
+        text = printable(" ".join(reason.split()))
         text = text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
         labels = ", ".join(sorted(set(cells["label"])))
-        lines.append(f"{len(cells)} {status} ({labels}): {text or 'no reason recorded'}")
+        lines.append(f"{len(cells)} {printable(status)} ({labels}): {text or 'no reason recorded'}")
     if len(groups) > MAX_REASONS:
         lines.append(f"... {len(groups) - MAX_REASONS} more reasons: see the error column of the table")
     return lines
@@ -110,7 +114,7 @@ def _cell_text(row) -> tuple[str, str, str]:
     if row.status == "unsupported":
         return "[dim]unsupported[/dim]", "", ""
     if row.status != "ok":
-        return f"[red]{row.status}[/red]", "", f"[red]{row.n_wrong}[/red]" if row.n_wrong else ""
+        return f"[red]{console_text(row.status)}[/red]", "", f"[red]{row.n_wrong}[/red]" if row.n_wrong else ""
     return f"{row.time_us_p50:.2f}", f"{row.busbw_gbps:.3f}", str(row.n_wrong)
 
 

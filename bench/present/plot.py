@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from fnmatch import fnmatch
+from hashlib import sha1
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -19,10 +20,13 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from bench.errors import BadInput
+from bench.files import atomic_write, slug
 from bench.plan.cells import CELL_KEY
 from bench.present import plot_style as style  # selects the Agg backend
 from bench.results.labels import impl_label
 from bench.results.speedup import UNSURE_NOTE, WIDE_FACTOR, cell_identity, median_intervals
+from bench.text import printable
 
 FORMATS = ("png", "svg", "pdf")
 #: speedup heatmaps saturate beyond 2**4 = 16x either way (the cells still print the value)
@@ -68,6 +72,12 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
     return frame.sort_values(["collective", "nranks", "nnodes", "label", "bytes_total"]).reset_index(drop=True)
 
 
+def shown(text: object) -> str:
+    """Data as matplotlib text: one printable line, every ``$`` literal (a name like ``$\\x$`` would
+    otherwise be parsed as mathtext, and an unknown symbol makes ``savefig`` raise)."""
+    return printable(text).replace("$", r"\$")
+
+
 def select_impls(frame: pd.DataFrame, patterns: list[str]) -> pd.DataFrame:
     """Rows whose implementation label matches one of the shell patterns (all when none given)."""
     if not patterns:
@@ -102,7 +112,7 @@ def _legend(figure, axes) -> None:
 def _lines(axis, group: pd.DataFrame, x: str, y: str) -> None:
     for label, line in group.groupby("label", sort=True):
         line = line.groupby(x, as_index=False)[y].median()
-        axis.plot(line[x], line[y], label=label, color=style.colour(label), marker=style.marker(label),
+        axis.plot(line[x], line[y], label=shown(label), color=style.colour(label), marker=style.marker(label),
                   linestyle=style.line_style(label), markersize=4, linewidth=1.4)
 
 
@@ -121,7 +131,7 @@ def size_figure(data: pd.DataFrame, title: str, column: str, ylabel: str, what: 
         axis.set_title(shape)
         axis.set_xlabel("message size (total bytes, nccl-tests size)")
         axis.set_ylabel(ylabel)
-    figure.suptitle(f"{title}: {what}", x=0.02, ha="left", fontweight="bold")
+    figure.suptitle(f"{shown(title)}: {what}", x=0.02, ha="left", fontweight="bold")
     _legend(figure, axes)
     figure.tight_layout()
     return figure
@@ -178,9 +188,9 @@ def speedup_figure(data: pd.DataFrame, title: str, baseline: str) -> Figure | No
                            most_columns=1 if width > 8 else 2)
     for axis, (label, grid) in zip(axes, grids, strict=True):
         _heatmap(axis, grid, norm, marks[label])
-        axis.set_title(f"{label} vs {baseline}")
-    figure.suptitle(f"{title}: speedup over {baseline} (> 1: faster; colour scale is log2)", x=0.02, ha="left",
-                    fontweight="bold")
+        axis.set_title(f"{shown(label)} vs {shown(baseline)}")
+    figure.suptitle(f"{shown(title)}: speedup over {shown(baseline)} (> 1: faster; colour scale is log2)",
+                    x=0.02, ha="left", fontweight="bold")
     if any(np.nansum(mark.to_numpy(dtype=float)) for mark in marks.values()):
         figure.text(0.02, 0.0, UNSURE_NOTE.replace("x?", "?", 1), fontsize=7, ha="left", va="top")
     figure.tight_layout()
@@ -235,42 +245,73 @@ def scaling_figure(data: pd.DataFrame, title: str) -> Figure | None:
         axis.set_title(f"≈ {style.short_size(size)}")
         axis.set_xlabel(unit)
         axis.set_ylabel("time (µs, median)")
-    figure.suptitle(f"{title}: scaling at fixed message size", x=0.02, ha="left", fontweight="bold")
+    figure.suptitle(f"{shown(title)}: scaling at fixed message size", x=0.02, ha="left", fontweight="bold")
     _legend(figure, axes)
     figure.tight_layout()
     return figure
 
 
-def _slug(text: str) -> str:
-    return "-".join(text.split()).replace("/", "_")
+def _file_part(text: str) -> str:
+    """A file-name part from data: words joined by ``-``, then bench.files.slug (never leaves the folder)."""
+    return slug("-".join(str(text).split()))
 
 
 def _figures_of(data: pd.DataFrame, title: str, baseline: str) -> Iterator[tuple[str, Figure | None]]:
     yield "latency", size_figure(data, title, "time_us", "time (µs, median)", "latency against size")
     yield "busbw", size_figure(data, title, "busbw_gbps", "bus bandwidth (GB/s)", "bus bandwidth (nccl-tests formula)")
-    yield f"speedup-vs-{_slug(baseline).replace(':', '_')}", speedup_figure(data, title, baseline)
+    yield f"speedup-vs-{_file_part(baseline)}", speedup_figure(data, title, baseline)
     yield "scaling", scaling_figure(data, title)
 
 
+def _unique_stem(stem: str, identity: tuple, taken: dict[str, tuple]) -> str:
+    """``stem``, or, when another (collective, variant) already slugged to it, ``stem-<hash of the
+    names>`` (stable from run to run), so that no two collectives write the same file."""
+    if taken.setdefault(stem, identity) == identity:
+        return stem
+    hashed = f"{stem}-{sha1(repr(identity).encode(errors='surrogateescape')).hexdigest()[:8]}"
+    candidate, count = hashed, 1
+    while taken.get(candidate, identity) != identity:
+        count += 1
+        candidate = f"{hashed}-{count}"
+    taken[candidate] = identity
+    return candidate
+
+
 def figures(frame: pd.DataFrame, baseline: str = "mpi") -> Iterator[tuple[str, Figure]]:
-    """(name, figure) for every collective (and every variant of it), made one at a time."""
+    """(name, figure) for every collective (and every variant of it), made one at a time. Names are
+    file names made from data: slugged, at most ~190 bytes, distinct for distinct collectives."""
     style.apply_defaults()
     style.assign_colours(frame["label"].unique())
+    taken: dict[str, tuple] = {}
     for (collective, variant), data in frame.groupby(["collective", "variant"], sort=True):
-        name = f"{collective}-{_slug(variant)}" if variant else collective
+        stem = _file_part(f"{collective} {variant}" if variant else collective)
+        name = _unique_stem(stem, (collective, variant), taken)
         for suffix, figure in _figures_of(data, f"{collective} {variant}".strip(), baseline):
             if figure is not None:
                 yield f"{name}-{suffix}", figure
 
 
 def save(named: Iterable[tuple[str, Figure]], out: Path, formats: list[str]) -> list[Path]:
-    """Write every figure in every format; close them."""
+    """Write every figure in every format into ``out`` (each file atomically: an interrupted plot
+    leaves no half image, and a link in ``out`` is replaced, not followed); close them.
+    A name given twice gets a counter rather than overwriting the first figure."""
     out.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: list[Path] = []
+    used: set[str] = set()
     for name, figure in named:
+        if Path(name).name != name or name.startswith(".") or not name:
+            raise ValueError(f"figure name {name!r} is not a plain file name")  # figures() slugs them
+        unique, count = name, 1
+        while unique in used:
+            count += 1
+            unique = f"{name}-{count}"
+        used.add(unique)
         for extension in formats:
-            path = out / f"{name}.{extension}"
-            figure.savefig(path, bbox_inches="tight")
+            path = out / f"{unique}.{extension}"
+            if path.is_dir():  # os.replace cannot put a file over a folder: say so in one line
+                raise BadInput("--out", f"{path} is a folder, not a figure: remove it or plot elsewhere")
+            atomic_write(path, lambda temp, figure=figure, extension=extension:
+                         figure.savefig(temp, format=extension, bbox_inches="tight"))
             written.append(path)
         plt.close(figure)
     return written

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +25,7 @@ from bench.present import plot as plots
 from bench.present.report_doc import Details, Document, Image, Paragraph, Section, TableBlock
 from bench.results.runset import RunSet
 from bench.results.speedup import UNSURE_NOTE, Speedup
+from bench.text import printable
 
 #: the runs' own environment is long: these prefixes are shown first
 ENV_SHOWN = 40
@@ -34,35 +36,61 @@ def _joined(values) -> str:
     return ", ".join(found) or "-"
 
 
+def _mapping(value: object) -> dict:
+    """A field of meta.json that should be an object: itself, else {} (a hand-edited or foreign
+    meta.json may hold anything; the report still documents the run)."""
+    return value if isinstance(value, dict) else {}
+
+
+def started_text(value: object) -> str:
+    """meta.json ``started`` (seconds since the epoch) as UTC; an ISO date as given; "-" when absent;
+    anything else (text, null, a list, a number no clock reaches) as unknown, with what it holds."""
+    if value is None or value == "" or value == 0:
+        return "-"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:  # 1e20, 10**400, NaN and inf reach no calendar
+            return time.strftime("%Y-%m-%d %H:%M", time.gmtime(float(value)))
+        except (OverflowError, OSError, ValueError):
+            pass
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+            return (moment.astimezone(timezone.utc) if moment.tzinfo else moment).strftime("%Y-%m-%d %H:%M")
+        except (ValueError, OverflowError):
+            pass
+    shown = printable(value)
+    return f"unknown ({shown[:40]}{'...' if len(shown) > 40 else ''})"
+
+
 def _run_rows(runs: RunSet) -> list[list[str]]:
     rows = []
     for source, meta in zip(runs.sources, runs.metas, strict=True):
-        frame = runs.results[runs.results["run_id"].eq(meta.get("run_id"))] if meta else runs.results.iloc[0:0]
-        machine = meta.get("machine", {})
-        started = meta.get("started")
+        run_id = meta.get("run_id") if meta else None
+        frame = runs.results[runs.results["run_id"].eq(run_id)] if isinstance(run_id, str) else runs.results.iloc[0:0]
+        machine = _mapping(meta.get("machine"))
         libraries = _joined(f"{row.library} {row.library_version}".strip() for row in frame.itertuples())
         statuses = ", ".join(f"{n} {s}" for s, n in frame["status"].value_counts().items()) if len(frame) else "-"
-        rows.append([meta.get("run_id", Path(source).name), meta.get("suite", "-"),
-                     time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)) if started else "-",
+        rows.append([str(meta.get("run_id", Path(source).name)), str(meta.get("suite", "-")),
+                     started_text(meta.get("started")),
                      f"{machine.get('hostname', '-')} ({machine.get('cores', '?')} cores)",
                      libraries, str(meta.get("git_sha", "-")), statuses])
     return rows
 
 
 def _versions(runs: RunSet) -> TableBlock:
-    names = sorted({name for meta in runs.metas for name in meta.get("versions", {})})
-    rows = [[name, _joined(meta.get("versions", {}).get(name, "") for meta in runs.metas)] for name in names]
-    platforms = _joined(meta.get("machine", {}).get("platform", "") for meta in runs.metas)
+    names = sorted({name for meta in runs.metas for name in _mapping(meta.get("versions"))})
+    rows = [[name, _joined(_mapping(meta.get("versions")).get(name, "") for meta in runs.metas)] for name in names]
+    platforms = _joined(_mapping(meta.get("machine")).get("platform", "") for meta in runs.metas)
     return TableBlock(["component", "version"], [["platform", platforms], *rows])
 
 
 def _environment(runs: RunSet) -> TableBlock:
     env: dict[str, set] = {}
     for meta in runs.metas:
-        for name, value in meta.get("env", {}).items():
+        for name, value in _mapping(meta.get("env")).items():
             env.setdefault(name, set()).add(str(value))
-        for launch in meta.get("launches", {}).values():
-            for name, value in launch.get("env", {}).items():
+        for launch in _mapping(meta.get("launches")).values():
+            for name, value in _mapping(_mapping(launch).get("env")).items():
                 env.setdefault(name, set()).add(str(value))
     rows = [[name, ", ".join(sorted(values))] for name, values in sorted(env.items())]
     return TableBlock(["variable", "value"], rows)

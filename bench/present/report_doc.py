@@ -1,6 +1,8 @@
 """A small document model rendered twice: self-contained Markdown and self-contained HTML.
 
 Blocks are paragraphs, tables, images (PNG bytes, embedded as base64) and collapsible details.
+Their text holds names from result tables and meta.json: both renderers escape every piece of it
+(Markdown viewers render raw HTML, so report.md escapes it as report.html does).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ import base64
 import html
 import re
 from dataclasses import dataclass, field
+
+from bench.text import markdown_text
 
 
 @dataclass
@@ -48,13 +52,14 @@ class Document:
     sections: list[Section] = field(default_factory=list)
 
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _md_cell(text: object) -> str:
+    """Text in Markdown: one line, no raw HTML, pipes escaped (``**bold**`` of the document is kept)."""
+    return markdown_text(str(text).replace("\n", " "))
 
 
 def _md_block(block) -> list[str]:
     if isinstance(block, Paragraph):
-        return [block.text, ""]
+        return [_md_cell(block.text), ""]
     if isinstance(block, TableBlock):
         align = ["---:" if index in block.numeric else "---" for index in range(len(block.header))]
         lines = ["| " + " | ".join(map(_md_cell, block.header)) + " |", "| " + " | ".join(align) + " |"]
@@ -62,17 +67,18 @@ def _md_block(block) -> list[str]:
         return [*lines, ""]
     if isinstance(block, Image):
         data = base64.b64encode(block.png).decode()
-        return [f"![{block.title}](data:image/png;base64,{data})", ""]
+        title = _md_cell(block.title).replace("[", "\\[").replace("]", "\\]")  # a "]" would end the alt text
+        return [f"![{title}](data:image/png;base64,{data})", ""]
     if isinstance(block, Details):
         inner = [line for child in block.blocks for line in _md_block(child)]
-        return [f"<details><summary>{html.escape(block.summary)}</summary>", "", *inner, "</details>", ""]
+        return [f"<details><summary>{_md_cell(block.summary)}</summary>", "", *inner, "</details>", ""]
     raise TypeError(f"unknown block {block!r}")
 
 
 def markdown(document: Document) -> str:
-    lines = [f"# {document.title}", ""]
+    lines = [f"# {_md_cell(document.title)}", ""]
     for section in document.sections:
-        lines += [f"## {section.title}", ""]
+        lines += [f"## {_md_cell(section.title)}", ""]
         for block in section.blocks:
             lines += _md_block(block)
     return "\n".join(lines)

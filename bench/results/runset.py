@@ -7,15 +7,14 @@ baseline such as results/baselines/ci/). Every problem is a one-line BadInput.
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bench.errors import BadInput
-from bench.results.read import read_results
-from bench.results.table import SAMPLE_COLUMNS, SCHEMA_VERSION
+from bench.results.read import concat_samples, read_meta, read_results, read_samples
 
 
 @dataclass
@@ -39,44 +38,17 @@ class RunSet:
 
 def run_folders(path: Path) -> list[Path]:
     """The run folders (or results files) that ``path`` stands for."""
-    if not path.exists():
+    if not os.path.lexists(path):
         raise BadInput(str(path), "no such file or folder")
-    if path.is_file() or (path / "results.parquet").exists():
-        return [path]
-    inner = sorted(child for child in path.iterdir() if (child / "results.parquet").exists())
+    if not path.is_dir() or os.path.lexists(path / "results.parquet"):
+        return [path]  # a file (or a FIFO, a broken link): the reader says what is wrong with it
+    try:
+        inner = sorted(child for child in path.iterdir() if os.path.lexists(child / "results.parquet"))
+    except OSError as error:
+        raise BadInput(str(path), f"cannot be listed ({error.strerror or type(error).__name__})") from None
     if not inner:
         raise BadInput(str(path), "no results.parquet here or in its sub-folders")
     return inner
-
-
-def _read_samples(folder: Path) -> pd.DataFrame:
-    file = folder / "samples.parquet"
-    if not file.exists():
-        return pd.DataFrame(columns=SAMPLE_COLUMNS)
-    try:
-        frame = pd.read_parquet(file)
-    except Exception as error:  # pyarrow raises several types for corrupt files
-        raise BadInput(str(file), f"unreadable Parquet table ({type(error).__name__})") from None
-    missing = [name for name in ("cell_key", "launch_id", "time_us") if name not in frame.columns]
-    if missing:
-        raise BadInput(str(file), f"not a samples table (no column {', '.join(missing)})")
-    if "arm" not in frame.columns:  # written before same-job arms existed
-        frame["arm"] = ""
-    return frame
-
-
-def _read_meta(folder: Path) -> dict:
-    file = folder / "meta.json"
-    if not file.exists():
-        return {}
-    try:
-        meta = json.loads(file.read_text())
-    except (OSError, ValueError) as error:
-        raise BadInput(str(file), f"unreadable meta.json ({type(error).__name__})") from None
-    version = meta.get("schema_version", SCHEMA_VERSION) if isinstance(meta, dict) else None
-    if version != SCHEMA_VERSION:
-        raise BadInput(str(file), f"schema version {version} is not {SCHEMA_VERSION}")
-    return meta
 
 
 def load_runs(paths: list[Path]) -> RunSet:
@@ -88,10 +60,8 @@ def load_runs(paths: list[Path]) -> RunSet:
             frame = read_results([item])
             results.append(frame)
             keys = set(frame["cell_key"])
-            found = _read_samples(folder)
+            found = read_samples(folder)
             samples.append(found[found["cell_key"].isin(keys)] if len(found) else found)
-            metas.append(_read_meta(folder) if item.is_dir() else {})
+            metas.append(read_meta(folder) if item.is_dir() else {})
             sources.append(str(item))
-    filled = [frame for frame in samples if len(frame)]  # empty frames would turn numbers into objects
-    pooled = pd.concat(filled, ignore_index=True) if filled else samples[0]
-    return RunSet(pd.concat(results, ignore_index=True), pooled, metas, sources)
+    return RunSet(pd.concat(results, ignore_index=True), concat_samples(samples), metas, sources)

@@ -19,6 +19,8 @@ import numpy as np
 DEFAULT_RESAMPLES = 1000
 #: iterations drawn per launch in one resample (launches with more are subsampled)
 MAX_DRAWS_PER_LAUNCH = 256
+#: values drawn at once by one bootstrap (8 bytes each, and as many int64 positions)
+MAX_DRAWN = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,17 @@ def bootstrap_medians(groups: list[np.ndarray], resamples: int, rng: np.random.G
     values = np.concatenate(groups)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     draws = int(min(sizes.max(), MAX_DRAWS_PER_LAUNCH))
-    chosen = rng.integers(0, len(groups), size=(resamples, len(groups)))
-    positions = (rng.random((resamples, len(groups), draws)) * sizes[chosen][..., None]).astype(np.int64)
-    picked = values[offsets[chosen][..., None] + positions]
-    return np.median(picked.reshape(resamples, -1), axis=1)
+    # in chunks of at most MAX_DRAWN values (256 MB), whatever the resamples and launches; one
+    # chunk, and so the same draws as ever, below that
+    chunk = max(1, MAX_DRAWN // (len(groups) * draws))
+    medians = []
+    for start in range(0, resamples, chunk):
+        count = min(chunk, resamples - start)
+        chosen = rng.integers(0, len(groups), size=(count, len(groups)))
+        positions = (rng.random((count, len(groups), draws)) * sizes[chosen][..., None]).astype(np.int64)
+        picked = values[offsets[chosen][..., None] + positions]
+        medians.append(np.median(picked.reshape(count, -1), axis=1))
+    return np.concatenate(medians)
 
 
 def median_ratio(current: list[np.ndarray], baseline: list[np.ndarray], confidence: float = 0.95,

@@ -5,15 +5,20 @@ nothing that was flushed (it is in the kernel's page cache). Against the machine
 going down, rows are also synced to disk, at most ``SYNC_EVERY_S`` apart and at the end of
 a job, not after every cell: an fsync costs 0.2-3 ms on a shared disk, more than the rest
 of a small cell's harness. A row cut by a crash is skipped on reading and measured again by
-``--resume``.
+``--resume``: the last line of a file, or a line that the next append marked as cut
+(``TORN_MARK``). Any other line that is not a row is bad input naming the file and line.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
+from dataclasses import MISSING, fields
 from pathlib import Path
+
+from bench.errors import BadInput
 
 #: the most seconds of finished rows a machine crash may cost
 SYNC_EVERY_S = 1.0
@@ -42,23 +47,105 @@ def sync_file(part: Path) -> None:
         _last_sync[str(part)] = time.monotonic()
 
 
+#: appended to a line cut by a crash before rows go after it: the line is then known for a cut row
+#: (skipped on reading) wherever it ends up, not taken for garbage
+TORN_MARK = "\t<- a row cut short by a crash; skipped"
+#: how much of a file's end is read back to find a cut line's start (rows are far shorter)
+_TAIL_CHUNK = 1 << 16
+
+
+def _last_line(handle) -> bytes:
+    """The bytes after the last line break of an open binary file (read backwards, chunk by chunk)."""
+    end = handle.seek(0, os.SEEK_END)
+    tail = b""
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        handle.seek(start)
+        tail = handle.read(end - start) + tail
+        if b"\n" in tail:
+            return tail.rsplit(b"\n", 1)[1]
+        end = start
+    return tail
+
+
 def end_with_newline(part: Path) -> None:
-    """Terminate a line cut by a crash, so rows appended later stay on lines of their own."""
+    """Terminate a line cut by a crash, so rows appended later stay on lines of their own; a cut that
+    is no complete row gets ``TORN_MARK`` (a row whose line break alone was lost stays a row)."""
     if part.exists() and part.stat().st_size:
         with part.open("rb+") as handle:
             handle.seek(-1, os.SEEK_END)
-            if handle.read(1) != b"\n":
-                handle.write(b"\n")
+            if handle.read(1) == b"\n":
+                return
+            try:
+                complete = isinstance(json.loads(_last_line(handle)), dict)
+            except ValueError:
+                complete = False
+            handle.seek(0, os.SEEK_END)
+            handle.write(b"\n" if complete else TORN_MARK.encode() + b"\n")
 
 
-def read_parts(folder: Path) -> list[dict]:
-    """Every complete row of a run's part files; the last row of a cell wins (a rerun replaces it)."""
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def row_problem(row: object) -> str | None:
+    """Why a parsed line is not a row a sweep writes (None when it is one)."""
+    if not isinstance(row, dict):
+        return f"a row is a JSON object, not {type(row).__name__}"
+    for name in ("cell_key", "status"):
+        if not isinstance(row.get(name), str):
+            return f"the row has no {name} text (got {row.get(name)!r:.60})"
+    samples = row.get("samples_us", [])
+    if not isinstance(samples, list) or not all(_is_number(value) for value in samples):
+        return "samples_us is not a list of finite numbers"
+    return None
+
+
+def _cell_problem(row: dict) -> str | None:
+    """Why a row's cell fields cannot be the cell it names (a missing field, a wrong type)."""
+    from bench.plan.cells import Cell  # plan/cells imports the heavier planning modules
+
+    for field in fields(Cell):
+        if field.name not in row:
+            if field.default is MISSING:
+                return f"the row has no {field.name}"
+            continue
+        value, wanted = row[field.name], {"str": str, "int": int, "bool": bool}[field.type]
+        if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
+            return f"{field.name}: {value!r:.60} is not {field.type}"
+    return None
+
+
+def _rows(part: Path, check_cells: bool) -> list[dict]:
+    try:
+        lines = part.read_text(errors="surrogateescape").splitlines()
+    except OSError as error:
+        raise BadInput(str(part), f"cannot read the part file: {error.strerror or error}") from None
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if number == len(lines) or line.endswith(TORN_MARK):
+                continue  # a line cut by a crash mid-write: the cell is measured again
+            raise BadInput(f"{part}: line {number}", f"not a JSON row ({line[:60]!r}); a part file "
+                           "holds one JSON object per line (only its last line may be cut short)") from None
+        problem = row_problem(row) or (_cell_problem(row) if check_cells else None)
+        if problem:
+            raise BadInput(f"{part}: line {number}", f"{problem}; not a row that a sweep writes")
+        rows.append(row)
+    return rows
+
+
+def read_parts(folder: Path, check_cells: bool = False) -> list[dict]:
+    """Every complete row of a run's part files; the last row of a cell wins (a rerun replaces it).
+
+    A line that is not a row (garbage, JSON other than a row object) is BadInput naming the file and
+    line; ``check_cells`` also checks each row's cell fields (a resumed run, before it writes)."""
     by_key: dict[str, dict] = {}
     for part in sorted((folder / "parts").glob("*.jsonl")):
-        for line in part.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash mid-write
+        for row in _rows(part, check_cells):
             by_key[row["cell_key"]] = row
     return list(by_key.values())

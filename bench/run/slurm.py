@@ -25,6 +25,7 @@ from bench.errors import BadInput
 from bench.files import atomic_write
 from bench.plan.cells import Launch
 from bench.plan.suite import Slurm
+from bench.text import printable
 
 BATCH_SCRIPT = "sbatch.sh"
 JOB_RECORD = "slurm.json"
@@ -54,6 +55,13 @@ def allocation_hosts() -> list[str]:
 
 
 def _directive(option: str) -> str:
+    """One ``#SBATCH`` line. The line is a shell comment, where quoting does not hold: a line break
+    in a value would end the comment and start a command, so a value with any control character is
+    refused (sbatch could not read it either)."""
+    if not all(char.isprintable() for char in option):
+        raise BadInput("sbatch", f"#SBATCH {printable(option)}: a batch directive cannot hold a line break or "
+                                 "other control character (the folder, the working directory or the suite's slurm "
+                                 "block)")
     return f"#SBATCH {shlex.quote(option)}"
 
 
@@ -78,7 +86,8 @@ def inner_command(folder: Path) -> list[str]:
 def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path) -> str:
     lines = [
         "#!/bin/bash",
-        f"# pccl-bench run {run_id}: the sweep in one allocation, one srun job step per launch.",
+        # a comment line: the run id (a resumed run's run.json holds anything) shown on one line
+        f"# pccl-bench run {printable(run_id)}: the sweep in one allocation, one srun job step per launch.",
         "# Submit again (sbatch this file) to finish cells that a time limit cut off: the sweep resumes.",
         *(_directive(option) for option in batch_options(slurm, launches, folder)),
         "set -eu",

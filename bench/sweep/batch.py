@@ -26,11 +26,13 @@ def submit_sweep(options: SweepOptions, out: Console) -> int:
     hosts = suite_host_plan(suite)
     launches = expand(suite, hosts if hosts.hosts else HostPlan(source="sbatch", launcher_nodes=True))
     script = folder / slurm.BATCH_SCRIPT
+    # Made before anything is written: a value the script cannot hold is bad input, the folder untouched.
+    text = slurm.batch_script(run.run_id, suite.slurm, launches, folder)
     if options.dry_run:
-        out.print(f"# {script}", highlight=False)
-        out.print(slurm.batch_script(run.run_id, suite.slurm, launches, folder), highlight=False, soft_wrap=True,
-                  end="")
-        out.print(shlex.join(slurm.sbatch_argv("sbatch", script, options.wait)), highlight=False, soft_wrap=True)
+        out.print(f"# {shlex.quote(str(script))}", highlight=False, markup=False)
+        out.print(text, highlight=False, soft_wrap=True, end="", markup=False)
+        out.print(shlex.join(slurm.sbatch_argv("sbatch", script, options.wait)), highlight=False, soft_wrap=True,
+                  markup=False)
         return EXIT_OK
     sbatch = find_slurm_tool("sbatch")
     created = not folder.exists()
@@ -39,7 +41,7 @@ def submit_sweep(options: SweepOptions, out: Console) -> int:
     lock = lock_folder(options, folder, out)
     try:
         start_folder(folder, run.raw, run.run_id, "--out" if options.out else "results")
-        script.write_text(slurm.batch_script(run.run_id, suite.slurm, launches, folder))
+        script.write_text(text)
         script.chmod(0o755)
         argv = slurm.sbatch_argv(sbatch, script, options.wait)
         record = slurm.submission_record(argv, script)

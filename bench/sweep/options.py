@@ -15,10 +15,12 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from bench.errors import BadInput
+from bench.files import output_folder
 from bench.plan.cells import expand
 from bench.plan.hosts import host_list, split_flag
 from bench.plan.suite import Slurm, Suite, apply_overrides, parse_suite, read_yaml
 from bench.run import slurm
+from bench.run.parts import read_parts
 from bench.run.runlock import RunLock
 
 
@@ -41,6 +43,9 @@ class SweepOptions:
     #: cells run may change, what is measured may not)
     hosts: str | None = None
     hostfile: Path | None = None
+    #: whether the suite was named (``run sweep SUITE``) rather than taken by default: a resumed run
+    #: refuses a named suite that is not its own
+    suite_named: bool = True
 
 
 @dataclass
@@ -105,6 +110,22 @@ def _with_host_flags(raw: object, options: SweepOptions) -> object:
     return {**raw, "hostfile": str(options.hostfile.resolve())}  # a resume may run from elsewhere
 
 
+def check_folder_flags(options: SweepOptions) -> None:
+    """--out and --resume, before any work: a folder that can be made (not a file, not under one, no
+    over-long name, no line break, which no batch directive or log line could hold), not inside
+    results/baselines/ (a run there would silently become the pooled baseline)."""
+    if options.resume is not None and options.out is not None:
+        raise BadInput("--out", f"{options.out}: a resumed run stays in its folder ({options.resume}); "
+                       "give --out or --resume, not both")
+    for flag, folder in (("--out", options.out), ("--resume", options.resume)):
+        if folder is None:
+            continue
+        if not all(char.isprintable() for char in str(folder)):
+            raise BadInput(flag, f"{folder}: a run folder's path cannot hold a line break or other control "
+                                 "character")
+        output_folder(folder, flag)
+
+
 def load_for(options: SweepOptions) -> tuple[Suite, dict]:
     """The suite of a new run: the file (or ``run point``'s mapping) with --set, the host flags and
     the Slurm flags applied."""
@@ -126,6 +147,7 @@ def open_run(options: SweepOptions) -> Run:
     """The suite, its raw form, the run folder and the run id (new or resumed)."""
     if options.resume is not None and options.overrides:
         raise BadInput("--set", "a resumed run keeps the suite it started with; --set cannot change it")
+    check_folder_flags(options)
     if options.resume is not None:
         folder = options.resume
         saved = folder / "suite.yaml"
@@ -134,12 +156,30 @@ def open_run(options: SweepOptions) -> Run:
         # Where and how long Slurm runs it may change, and on which hosts; what is measured may not.
         raw = _with_host_flags(_with_slurm_flags(read_yaml(saved, "saved suite"), options.slurm_flags), options)
         suite = parse_suite(raw, str(saved))
-        return Run(suite, raw, folder, _saved_run_id(folder))
-    suite, raw = load_for(options)
-    run_id = _new_run_id(suite.name)
-    folder = options.out if options.out is not None else Path("results") / run_id
-    _refuse_used_out(options, folder)
-    return Run(suite, raw, folder, run_id)
+        _refuse_other_suite(options, suite)
+        run = Run(suite, raw, folder, _saved_run_id(folder))
+    else:
+        suite, raw = load_for(options)
+        run_id = _new_run_id(suite.name)
+        folder = options.out if options.out is not None else output_folder(Path("results") / run_id, "results")
+        _refuse_used_out(options, folder)
+        run = Run(suite, raw, folder, run_id)
+    # Rows already in the folder are read before anything is written there: a line that is no row
+    # is bad input naming the file and line, and the folder stays as it was.
+    read_parts(folder, check_cells=True)
+    return run
+
+
+def _refuse_other_suite(options: SweepOptions, saved: Suite) -> None:
+    """``run sweep ci --resume <a smoke run>``: the named suite is not the one the run measures."""
+    if not options.suite_named or options.suite_raw is not None:
+        return
+    named = read_yaml(options.suite_path)
+    name = named.get("name") if isinstance(named, dict) else None
+    if name != saved.name:
+        raise BadInput("--resume", f"{options.resume} is a run of suite {saved.name!r}; the suite argument "
+                       f"{options.suite_path} is suite {name!r}. A resumed run keeps its own suite: drop the "
+                       "suite argument")
 
 
 def _saved_run_id(folder: Path) -> str:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import time
 from pathlib import Path
@@ -25,7 +26,16 @@ from bench.run import memory, slurm
 from bench.run.launch import BASE_ENV, LAUNCHERS, Launcher, choose_launcher, run_job
 from bench.run.parts import append_rows, read_parts
 from bench.run.provenance import provenance, recorded_env
-from bench.sweep.options import Run, SweepOptions, load_for, lock_folder, open_run, start_folder, where_of
+from bench.sweep.options import (
+    Run,
+    SweepOptions,
+    check_folder_flags,
+    load_for,
+    lock_folder,
+    open_run,
+    start_folder,
+    where_of,
+)
 from bench.sweep.where import Where
 
 #: statuses that a resumed sweep keeps; the rest are measured again
@@ -92,7 +102,9 @@ def _run_launch(launch: Launch, todo: list[Cell], run: Run, where: Where, on_row
 
 
 def dry_run_commands(options: SweepOptions, out: Console) -> int:
-    suite, _ = load_for(options)
+    check_folder_flags(options)
+    # a resumed run's own suite (with its checks), not the suite argument's
+    suite = open_run(options).suite if options.resume is not None else load_for(options)[0]
     where = Where.of(suite, choose_launcher(options.launcher, suite.slurm))
     if where.plan.hosts:
         out.print(f"# hosts ({where.plan.source}): {', '.join(map(str, where.plan.hosts))}; not probed in a dry run, "
@@ -100,7 +112,8 @@ def dry_run_commands(options: SweepOptions, out: Console) -> int:
     for launch in where.launches(suite):
         argv, _ = job_command(launch, suite, where, f"<run>/plans/{launch.launch_id}.json")
         out.print(f"# {launch.launch_id}: {len(launch.cells)} cells, timeout {suite.timeout_s:g} s", highlight=False)
-        out.print(" ".join(argv), highlight=False, soft_wrap=True)
+        # quoted as a shell reads it: the line can be pasted, and a value cannot start a command
+        out.print(shlex.join(argv), highlight=False, soft_wrap=True, markup=False)
     return EXIT_OK
 
 
@@ -177,6 +190,7 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
     launches = where.launches(run.suite)  # a rank count the hosts cannot hold: bad input, before the probe
     where.probe(run.suite)
     check_fits(run.suite, run.raw, where, launches, where_of(options))
+    memory.check_processes(launches, where.process_room, where_of(options))
     lock = lock_folder(options, run.folder, out)
     try:
         return _sweep(options, run, where, out)

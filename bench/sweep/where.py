@@ -75,6 +75,16 @@ class Where:
         room = self.room(launch)
         return room.ranks, None if self.plan.launcher_nodes else room.memory, room.name
 
+    def process_room(self, launch: Launch) -> tuple[int, int, str, bool] | None:
+        """For the process check: (ranks on the busiest machine, its cores, its name, whether it is this
+        host); None for srun's own nodes, which cannot be seen from here (Slurm checks those)."""
+        if self.plan.launcher_nodes:
+            return None
+        room = self.room(launch)
+        # busiest_machine takes this host where the placement's hosts were not probed
+        here = not launch.where.named or any(name not in self.facts for name in launch.where.names)
+        return room.ranks, room.cores, room.name, here
+
     def record(self) -> dict:
         """meta.json's ``hosts``: where the names came from and each host's facts."""
         facts = [self.facts[host.name] for host in self.plan.hosts if host.name in self.facts]

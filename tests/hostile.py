@@ -1,0 +1,59 @@
+"""Helpers of the hostile-input tests: the CLI in this process, the one-line error contract, and a
+small real run folder to mutate (12 cells of the committed ci baseline)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from conftest import ROOT
+
+from bench.cli import main
+
+SOURCE = ROOT / "results" / "baselines" / "ci" / "run-1"
+
+
+def run_in_process(*argv: str) -> tuple[int, str, str]:
+    """``pccl-bench argv...`` in this process: (exit code, stdout, stderr)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = None
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main([str(arg) for arg in argv])
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    assert code is not None, "main() returned without an exit code"
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def assert_bad_input(result: tuple[int, str, str], *names: str) -> str:
+    """Exit 2, one line on stderr that starts as the CLI's errors do and names each of ``names``."""
+    code, stdout, stderr = result
+    shown = f"exit {code}\nstdout: {stdout[-1500:]}\nstderr: {stderr[-1500:]}"
+    assert code == 2, shown
+    assert "Traceback" not in stdout + stderr, shown
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pccl-bench: error: "), shown
+    for name in names:
+        assert name in lines[0], f"{name!r} not named\n{shown}"
+    return lines[0]
+
+
+def small_run(folder: Path, cells: int = 12) -> Path:
+    """A copy of the first ``cells`` cells (both repeats) of the committed ci baseline's first run."""
+    folder.mkdir(parents=True)
+    results = pd.read_parquet(SOURCE / "results.parquet")
+    keys = results.drop_duplicates(["collective", "impl", "algorithm", "count_per_rank"]).head(cells)
+    kept = results.merge(keys[["collective", "impl", "algorithm", "count_per_rank"]])
+    samples = pd.read_parquet(SOURCE / "samples.parquet")
+    kept.to_parquet(folder / "results.parquet", index=False)
+    samples[samples["cell_key"].isin(kept["cell_key"])].to_parquet(folder / "samples.parquet", index=False)
+    shutil.copy(SOURCE / "meta.json", folder / "meta.json")
+    return folder
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {path for path in folder.rglob("*")}
