@@ -87,15 +87,7 @@ def topology(comm, ranks_per_node: int | None = None) -> Topology:
     shared = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
     real_size, real_local = shared.Get_size(), shared.Get_rank()
     shared.Free()
-    placement = comm.allgather((real_size, real_local, MPI.Get_processor_name()))
-    hosts = tuple(dict.fromkeys(host for _, _, host in placement))
-    sizes = {size for size, _, _ in placement}
-    if len(sizes) != 1:
-        raise ShapeError(f"nodes hold different numbers of ranks ({sorted(sizes)}); hierarchy needs equal nodes")
-    real = sizes.pop()
-    if any(local != rank % real for rank, (_, local, _) in enumerate(placement)):
-        raise ShapeError("ranks are not placed in blocks per node (rank = node * ranks_per_node + local); "
-                         "launch with block placement")
+    real, hosts = _placement(comm, real_size, real_local)
     per_node = ranks_per_node or real
     if real % per_node:
         raise ShapeError(f"ranks_per_node={per_node} does not divide the {real} ranks placed on each real node")
@@ -106,6 +98,35 @@ def topology(comm, ranks_per_node: int | None = None) -> Topology:
     result = Topology(comm, node_comm, rail_comm, grid, per_node < real, hosts, real)
     _CACHE[key] = result
     return result
+
+
+def _placement(comm, real_size: int, real_local: int) -> tuple[int, tuple[str, ...]]:
+    """(ranks on each real node, the nodes' names in rank order), or ShapeError on every rank.
+
+    Fixed-size exchanges, whatever the rank count: one all-reduce of three integers decides equal
+    nodes and block placement; only the nodes' first ranks send their names (to rank 0, which
+    broadcasts them), not every rank its own to every rank (60 p^2 bytes: 4 GB at 8192 ranks)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    rank = comm.Get_rank()
+    mine = np.array([real_size, -real_size, int(real_local == rank % real_size)], dtype=np.int64)
+    agreed = np.empty_like(mine)
+    comm.Allreduce(mine, agreed, op=MPI.MIN)
+    smallest, largest, blocks = int(agreed[0]), -int(agreed[1]), bool(agreed[2])
+    if smallest != largest:
+        raise ShapeError(f"nodes hold different numbers of ranks ({smallest} to {largest}); hierarchy needs equal "
+                         "nodes")
+    if not blocks:
+        raise ShapeError("ranks are not placed in blocks per node (rank = node * ranks_per_node + local); "
+                         "launch with block placement")
+    leaders = comm.Split(0 if real_local == 0 else MPI.UNDEFINED, rank)
+    names = None
+    if leaders != MPI.COMM_NULL:
+        names = leaders.gather(MPI.Get_processor_name(), root=0)
+        leaders.Free()
+    hosts = comm.bcast(tuple(dict.fromkeys(names)) if rank == 0 else None, root=0)
+    return smallest, hosts
 
 
 def as_topology(comm_or_topology, ranks_per_node: int | None = None) -> Topology:

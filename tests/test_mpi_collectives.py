@@ -30,3 +30,10 @@ def test_every_implementation_is_exact(nranks):
     assert summary["checked"] + len(summary["unsupported"]) == len(host) * COMBINATIONS
     assert summary["checked"] >= COMBINATIONS  # at least pccl-flat ran everything
     assert summary["api_checked"] > 0 and summary["api_errors_checked"] == 11
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nranks", [1, 3])
+def test_bookkeeping_and_topology_in_fixed_size_exchanges(nranks):
+    result = run_mpi(nranks, MPI_SCRIPTS / "check_bookkeeping.py")
+    assert result.returncode == 0 and "bookkeeping ok" in result.stderr, describe(result)

@@ -22,10 +22,11 @@ from bench.plan.suite import parse_suite
 from bench.run import memory
 from bench.run.runlock import LOCK_FILE, RunLock
 
-#: a sweep that runs for a minute unless stopped: a 5 s budget for each of many cells
+#: a sweep that runs for a minute unless stopped: a 2 s budget for each of many cells (short, so that
+#: the first row comes soon and an interrupt ends the cell in progress soon)
 SLOW_SUITE = {**TINY_SUITE, "collectives": ["allreduce"], "implementations": ["mpi"],
-              "sizes": {"min": "8B", "max": "1KiB"},
-              "timing": {"warmup": 1, "iters": 10_000_000, "min_iters": 1, "budget_s": 5}}
+              "sizes": {"min": "8B", "max": "128KiB"},
+              "timing": {"warmup": 1, "iters": 10_000_000, "min_iters": 1, "budget_s": 2}}
 
 
 def _held(path: Path) -> bool:
@@ -41,17 +42,22 @@ def _held(path: Path) -> bool:
 
 
 def _start_sweep(suite: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bench", "run", "sweep", str(suite), "--out", str(out)],
-                            cwd=ROOT, env=subprocess_env(1), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=sigint_default)
+    # Output to files, not pipes: nobody reads a pipe until the end, and a sweep whose progress bar
+    # fills one blocks on it (and answers its interrupt only when the pipe is drained).
+    logs = suite.parent
+    with open(logs / "first.out", "w") as stdout, open(logs / "first.err", "w") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "bench", "run", "sweep", str(suite), "--out", str(out)],
+                                   cwd=ROOT, env=subprocess_env(1), stdin=subprocess.DEVNULL, stdout=stdout,
+                                   stderr=stderr, text=True, start_new_session=True, preexec_fn=sigint_default)
+    process.logs = logs
+    return process
 
 
 def _wait_until_running(first: subprocess.Popen, out: Path, timeout_s: float = 60) -> None:
     """Until the first sweep holds the lock and has written a row (it is timing cells)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        assert first.poll() is None, f"the first sweep ended early: {first.communicate()}"
+        assert first.poll() is None, f"the first sweep ended early: {(first.logs / 'first.err').read_text()}"
         parts = list((out / "parts").glob("*.jsonl")) if (out / "parts").is_dir() else []
         if (out / LOCK_FILE).exists() and _held(out / LOCK_FILE) and any(p.stat().st_size for p in parts):
             return
@@ -62,11 +68,11 @@ def _wait_until_running(first: subprocess.Popen, out: Path, timeout_s: float = 6
 def _stop(first: subprocess.Popen) -> tuple[int, str, str]:
     os.killpg(first.pid, signal.SIGINT)
     try:
-        stdout, stderr = first.communicate(timeout=60)
+        first.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(first.pid, signal.SIGKILL)
-        stdout, stderr = first.communicate()
-    return first.returncode, stdout, stderr
+        first.wait()
+    return first.returncode, (first.logs / "first.out").read_text(), (first.logs / "first.err").read_text()
 
 
 def _assert_refused(result, out: Path) -> None:

@@ -50,12 +50,16 @@ def median_intervals(samples: pd.DataFrame | None) -> Intervals:
         return {}
     launch = [name for name in ("run_id", "launch_id") if name in samples]
     present = [name for name in CELL_KEY if name in samples]  # tables from before same-job arms lack "arm"
-    identities = [cell_identity(row) for row in samples[present].to_dict("records")]
-    frame = samples.assign(_identity=identities)
+    # one identity per distinct key, not per sample (a fast cell has millions of samples); keys that
+    # differ only where the identity does not look (an all-gather's op) pool
+    pooled: dict[tuple, list[np.ndarray]] = {}
+    for key, cell in samples.groupby(present, sort=False, dropna=False, observed=True):
+        identity = cell_identity(dict(zip(present, key if isinstance(key, tuple) else (key,), strict=True)))
+        groups = [part["time_us"].to_numpy(dtype=float) for _, part in cell.groupby(launch, sort=False,
+                                                                                      observed=True)]
+        pooled.setdefault(identity, []).extend(group[np.isfinite(group)] for group in groups)
     intervals = {}
-    for identity, cell in frame.groupby("_identity", sort=False):
-        groups = [part["time_us"].to_numpy(dtype=float) for _, part in cell.groupby(launch, sort=False)]
-        groups = [group[np.isfinite(group)] for group in groups]
+    for identity, groups in pooled.items():
         groups = [group for group in groups if len(group)]
         if groups:
             intervals[identity] = median_interval(groups, resamples=RESAMPLES)

@@ -181,13 +181,29 @@ def timing_stats(samples_us: list[float], bytes_total: int, collective: str, nra
 
 
 def build_tables(rows: list[dict], identity: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(results, samples) DataFrames from part rows (or any ``make_row`` values) plus run identity."""
-    results, samples = [], []
+    """(results, samples) DataFrames from part rows (or any ``make_row`` values) plus run identity.
+
+    The samples table is built column by column (a cell's identity repeated, its iterations counted),
+    not a dict per sample: a sub-microsecond cell timed for a 2 s budget has millions of samples,
+    which as dicts took tens of seconds to tabulate at the end of a sweep."""
+    results, sampled, times = [], [], []
     for values in rows:
         row = make_row(values, identity)
         results.append(row)
-        samples += sample_rows(row, values.get("samples_us") or [])
-    return frames(results, samples)
+        samples_us = values.get("samples_us") or []
+        if len(samples_us):
+            sampled.append(row)
+            times.append(np.asarray(samples_us, dtype=np.float64))
+    table, _ = frames(results, [])
+    if not sampled:
+        return table, pd.DataFrame(columns=SAMPLE_COLUMNS)
+    counts = [len(part) for part in times]
+    # each identity column repeated in C (Arrow-backed strings stay Arrow: a quick Parquet write)
+    columns = {name: pd.Series([getattr(row, name) for row in sampled]).repeat(counts).reset_index(drop=True)
+               for name in SAMPLE_COLUMNS[:-2]}
+    columns["iteration"] = np.concatenate([np.arange(count) for count in counts])
+    columns["time_us"] = np.concatenate(times)
+    return table, pd.DataFrame(columns, columns=SAMPLE_COLUMNS)
 
 
 def write_run(folder: Path, results: pd.DataFrame, samples: pd.DataFrame, meta: dict) -> None:

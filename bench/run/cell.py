@@ -81,10 +81,31 @@ def _allocate(context, call: CallSpec, rank: int):
     return (send, recv), ""
 
 
+def first_error(comm, error: str) -> str:
+    """The error of the lowest rank that has one ("" when none has): one all-reduce of one integer
+    (O(log p) messages of 8 bytes), and the text broadcast only when there is an error."""
+    import numpy as np
+    from mpi4py import MPI
+
+    mine = np.array([comm.rank if error else comm.size], dtype=np.int64)
+    lowest = np.empty_like(mine)
+    comm.Allreduce(mine, lowest, op=MPI.MIN)
+    return "" if lowest[0] == comm.size else comm.bcast(error, root=int(lowest[0]))
+
+
+def total(comm, count: int) -> int:
+    """The sum of one integer over the ranks, as a fixed-size buffer (no pickling)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    mine, summed = np.array([count], dtype=np.int64), np.empty(1, dtype=np.int64)
+    comm.Allreduce(mine, summed, op=MPI.SUM)
+    return int(summed[0])
+
+
 def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> tuple[dict, object]:
     """Build, call once and check one cell: (the row so far, the op to time), or (the finished row of a
     cell that cannot be timed, None). ``where``: (index in the launch, launch id), for fault injection."""
-    from mpi4py import MPI
 
     comm = topo.comm
     call = call_of(cell)
@@ -99,16 +120,15 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple
         return _not_run(row, "unsupported", reason), None
     buffers, error = _allocate(context, call, comm.rank)
     # every rank learns whether every rank has its buffers before anyone communicates
-    errors = [text for text in comm.allgather(error) if text]
-    if errors:
-        return _not_run(row, "failed", errors[0]), None
+    if failed := first_error(comm, error):
+        return _not_run(row, "failed", failed), None
     send, recv = buffers
     op = context.timed(comm, implementation.build(topo, call, send, recv, context))
     row.update(implementation.describe(call, context))  # what the op really uses (UCX's transport) is known now
     op()
     faults.before_check(comm.rank, *where, recv)
     if check:
-        row["n_wrong"] = comm.allreduce(spec.count_wrong(call, comm.rank, recv, context.backend.xp), op=MPI.SUM)
+        row["n_wrong"] = total(comm, spec.count_wrong(call, comm.rank, recv, context.backend.xp))
     if row["n_wrong"]:
         return _not_run(row, "wrong", f"{row['n_wrong']} wrong elements over all ranks"), None
     return row, op
