@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import shutil
+import traceback
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +17,9 @@ from bench.cli import main
 SOURCE = ROOT / "results" / "baselines" / "ci" / "run-1"
 
 
-def run_in_process(*argv: str) -> tuple[int, str, str]:
-    """``pccl-bench argv...`` in this process: (exit code, stdout, stderr)."""
+def run_in_process(*argv: object) -> tuple[int, str, str]:
+    """``pccl-bench argv...`` in this process: (exit code, stdout, stderr); a bug's exception is exit 1
+    with its traceback on stderr (as the installed command would show it)."""
     stdout, stderr = io.StringIO(), io.StringIO()
     code = None
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -25,6 +27,9 @@ def run_in_process(*argv: str) -> tuple[int, str, str]:
             main([str(arg) for arg in argv])
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        except Exception:
+            traceback.print_exc()
+            code = 1
     assert code is not None, "main() returned without an exit code"
     return code, stdout.getvalue(), stderr.getvalue()
 

@@ -6,9 +6,7 @@ a log of many runs streams into the same table the old in-memory import built.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
 import os
 import socket
@@ -18,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import ROOT, run_cli
+from hostile import run_in_process
 
-from bench.cli import main
 from bench.importers.writer import CHUNK_ROWS
 from bench.plan.cells import Cell
 
@@ -43,17 +41,6 @@ IMB_LOG = """#------------------------------------------------------------
 """
 
 
-def run_in_process(*argv: str) -> tuple[int, str, str]:
-    """``pccl-bench argv...`` in this process: (exit code, stdout, stderr)."""
-    stdout, stderr = io.StringIO(), io.StringIO()
-    code = None
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            main(list(argv))
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    assert code is not None, "main() returned without an exit code"
-    return code, stdout.getvalue(), stderr.getvalue()
 
 
 def listing(folder: Path) -> set[Path]:

@@ -8,8 +8,6 @@ regression fails the test instead of hanging the suite; the rest run in process.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -20,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from hostile import run_in_process
 
-from bench.cli import main
 from bench.model.band import MAX_RESAMPLE_BYTES, check_resampling
 from bench.plan.sizes import geometric
 
@@ -32,17 +30,6 @@ WORKLOADS = ROOT / "suites" / "workloads"
 LIMIT_S = 10.0
 
 
-def run_in_process(*argv: object) -> tuple[int, str, str]:
-    """``pccl-bench argv...`` in this process: (exit code, stdout, stderr)."""
-    stdout, stderr = io.StringIO(), io.StringIO()
-    code = None
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            main([str(arg) for arg in argv])
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    assert code is not None, "main() returned without an exit code"
-    return code, stdout.getvalue(), stderr.getvalue()
 
 
 def one_error_line(code: int, stdout: str, stderr: str, *needed: str) -> str:

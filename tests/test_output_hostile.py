@@ -15,22 +15,20 @@ in their cells, so results and samples agree; the CLI runs in this process.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import time
-import traceback
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from hostile import run_in_process
 from rich.console import Console
 from test_console import row
 from test_gate import cell, make_run
 
-from bench.cli import main
 from bench.present import console as screen
 from bench.present import plot as plots
 
@@ -43,21 +41,6 @@ XML_ILLEGAL = "a\x01b\x0bc"
 SECONDS = 10
 
 
-def run_in_process(*argv: object) -> tuple[int, str, str]:
-    """``pccl-bench argv...`` in this process: (exit code, stdout, stderr); a bug's exception is exit 1
-    with its traceback on stderr (as the installed command would show it)."""
-    stdout, stderr = io.StringIO(), io.StringIO()
-    code = None
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            main([str(arg) for arg in argv])
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-        except Exception:
-            traceback.print_exc()
-            code = 1
-    assert code is not None, "main() returned without an exit code"
-    return code, stdout.getvalue(), stderr.getvalue()
 
 
 def timed(*argv: object) -> tuple[int, str, str]:

@@ -6,7 +6,7 @@ The inputs are real ones mutated: the committed ci baseline's tables (a column d
 or given hostile values in some rows), its meta.json (random JSON, truncated, deep), the logs in
 tests/data (bytes inserted, deleted, replaced, lines repeated), suites/machines/*.yaml (fields
 given hostile values). Everything runs in this process through the CLI's entry point; no MPI job
-is started. PCCL_FUZZ_EXAMPLES raises the examples per property (default 12; CI runs the default).
+is started. PCCL_FUZZ_EXAMPLES raises the examples per property (default 8; CI runs the default).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-EXAMPLES = int(os.environ.get("PCCL_FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("PCCL_FUZZ_EXAMPLES", "8"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=timedelta(seconds=20), database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 

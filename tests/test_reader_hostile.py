@@ -40,10 +40,11 @@ def _mutated(good: Path, folder: Path, results=None, samples=None) -> Path:
     return folder
 
 
-def _assert_every_reader_refuses(run: Path, out: Path, *names: str) -> None:
+def _assert_every_reader_refuses(run: Path, out: Path, *names: str, commands: tuple[str, ...] = tuple(READERS)) -> None:
     out.mkdir(exist_ok=True)
     before = files_under(run.parent)
-    for command, argv in READERS.items():
+    for command in commands:
+        argv = READERS[command]
         line = assert_bad_input(run_in_process(*argv(run, out)), *names)
         assert str(run) in line, f"{command}: {line}"
         assert files_under(run.parent) == before, f"{command} wrote something"
@@ -70,7 +71,9 @@ def test_a_missing_column_is_named(good, tmp_path, column):
 ])
 def test_a_bad_value_is_named_with_its_column(good, tmp_path, column, value):
     run = _mutated(good, tmp_path / "run", results=_set(column, value, slice(3, 4)))
-    _assert_every_reader_refuses(run, tmp_path / "out", "results.parquet", column, "row 3")
+    # one reader serves every command (the missing-column cases above run them all): three suffice
+    _assert_every_reader_refuses(run, tmp_path / "out", "results.parquet", column, "row 3",
+                                 commands=("gate", "plot", "model check"))
 
 
 @pytest.mark.parametrize(("column", "value"), [("collective", 7), ("nranks", "four"), ("status", 1.5)])

@@ -9,8 +9,6 @@ through the CLI's entry point: no MPI job is started, so a few hundred examples 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -18,12 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
+from hostile import run_in_process
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
-from bench.cli import main  # noqa: E402
 
 REAL_SUITES = sorted((ROOT / "suites").glob("*.yaml"))
 TEXTS = {path.name: path.read_bytes() for path in REAL_SUITES}
@@ -36,17 +33,6 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=timedelta(seconds=10), database=
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-def run_in_process(*argv: str) -> tuple[int, str, str]:
-    """``pccl-bench argv...`` in this process: (exit code, stdout, stderr)."""
-    stdout, stderr = io.StringIO(), io.StringIO()
-    code = None
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            main(list(argv))
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    assert code is not None, "main() returned without an exit code"
-    return code, stdout.getvalue(), stderr.getvalue()
 
 
 def assert_contract(folder: Path, data: bytes) -> None:

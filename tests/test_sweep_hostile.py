@@ -8,8 +8,6 @@ written or changed.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shlex
@@ -20,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import describe, run_cli
+from hostile import run_in_process
 
-from bench.cli import main
 from bench.errors import BadInput
 from bench.plan.cells import expand
 from bench.plan.hosts import HostPlan
@@ -40,17 +38,6 @@ SUITE = {
 }
 
 
-def run_in_process(*argv: str) -> tuple[int, str, str]:
-    """``pccl-bench argv...`` in this process: (exit code, stdout, stderr)."""
-    stdout, stderr = io.StringIO(), io.StringIO()
-    code = None
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            main(list(argv))
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    assert code is not None, "main() returned without an exit code"
-    return code, stdout.getvalue(), stderr.getvalue()
 
 
 def refused(*argv: object, needles: tuple[str, ...] = ()) -> str:
