@@ -62,3 +62,29 @@ def small_run(folder: Path, cells: int = 12) -> Path:
 
 def files_under(folder: Path) -> set[Path]:
     return {path for path in folder.rglob("*")}
+
+
+def mutate_bytes(draw, data: bytes, specials: list[bytes], edits: int, longest_delete: int,
+                 most_copies: int = 1) -> bytes:
+    """``data`` with 1..``edits`` edits drawn by hypothesis: a piece inserted or written over (one of
+    ``specials`` or random bytes), up to ``longest_delete`` bytes deleted, or a line repeated (up to
+    ``most_copies`` times: a repeated key in most places)."""
+    from hypothesis import strategies as st
+
+    data = bytearray(data)
+    for _ in range(draw(st.integers(1, edits))):
+        position = draw(st.integers(0, len(data)))
+        kind = draw(st.sampled_from(["insert", "delete", "replace", "duplicate-line"]))
+        piece = draw(st.one_of(st.sampled_from(specials), st.binary(min_size=1, max_size=4)))
+        if kind == "insert":
+            data[position:position] = piece
+        elif kind == "delete":
+            del data[position: position + draw(st.integers(1, longest_delete))]
+        elif kind == "replace":
+            data[position: position + len(piece)] = piece
+        else:
+            start = data.rfind(b"\n", 0, position) + 1
+            end = data.find(b"\n", position)
+            end = len(data) if end < 0 else end + 1
+            data[end:end] = data[start:end] * draw(st.integers(1, most_copies))
+    return bytes(data)

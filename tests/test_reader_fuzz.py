@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import ROOT
-from hostile import files_under, run_in_process, small_run
+from hostile import files_under, mutate_bytes, run_in_process, small_run
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -158,23 +158,7 @@ SPECIALS = [b" ", b"#", b"\n", b"-1", b"0", b"nan", b"inf", b"1e999", b"99999999
 @st.composite
 def log_mutations(draw) -> tuple[Path, bytes]:
     path = draw(st.sampled_from(sorted(LOGS)))
-    data = bytearray(LOGS[path])
-    for _ in range(draw(st.integers(1, 5))):
-        position = draw(st.integers(0, len(data)))
-        kind = draw(st.sampled_from(["insert", "delete", "replace", "duplicate-line"]))
-        piece = draw(st.one_of(st.sampled_from(SPECIALS), st.binary(min_size=1, max_size=4)))
-        if kind == "insert":
-            data[position:position] = piece
-        elif kind == "delete":
-            del data[position: position + draw(st.integers(1, 40))]
-        elif kind == "replace":
-            data[position: position + len(piece)] = piece
-        else:
-            start = data.rfind(b"\n", 0, position) + 1
-            end = data.find(b"\n", position)
-            end = len(data) if end < 0 else end + 1
-            data[end:end] = data[start:end] * draw(st.integers(1, 3))
-    return path, bytes(data)
+    return path, mutate_bytes(draw, LOGS[path], SPECIALS, edits=5, longest_delete=40, most_copies=3)
 
 
 @FUZZ

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
-from hostile import run_in_process
+from hostile import mutate_bytes, run_in_process
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -67,23 +67,7 @@ SPECIALS = [b":", b"- ", b"[", b"]", b"{", b"}", b",", b"&a ", b"*a", b"!!", b"\
 
 @st.composite
 def byte_mutations(draw) -> bytes:
-    data = bytearray(TEXTS[draw(st.sampled_from(sorted(TEXTS)))])
-    for _ in range(draw(st.integers(1, 6))):
-        position = draw(st.integers(0, len(data)))
-        kind = draw(st.sampled_from(["insert", "delete", "replace", "duplicate-line"]))
-        piece = draw(st.one_of(st.sampled_from(SPECIALS), st.binary(min_size=1, max_size=4)))
-        if kind == "insert":
-            data[position:position] = piece
-        elif kind == "delete":
-            del data[position : position + draw(st.integers(1, 20))]
-        elif kind == "replace":
-            data[position : position + len(piece)] = piece
-        else:  # a line given twice: a repeated key in most places
-            start = data.rfind(b"\n", 0, position) + 1
-            end = data.find(b"\n", position)
-            end = len(data) if end < 0 else end + 1
-            data[end:end] = data[start:end]
-    return bytes(data)
+    return mutate_bytes(draw, TEXTS[draw(st.sampled_from(sorted(TEXTS)))], SPECIALS, edits=6, longest_delete=20)
 
 
 SIZES = st.sampled_from(["8B", "4MiB", "1.5K", "-1", "0", "1024GiB", "1e30", "4 parsecs", "9" * 40, "1kB"])
