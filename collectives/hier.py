@@ -25,8 +25,6 @@ alone and broadcasts back (MPICH's node-aware composition: one rank per node on 
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from collectives.algorithms import ALGORITHMS, phase_algorithm, supports
 from collectives.schedule import (
     ACT_MPI_ALLGATHER,
@@ -42,6 +40,7 @@ from collectives.schedule import (
     Schedule,
     StepList,
     StridedLayout,
+    schedule_templates,
 )
 from collectives.spec import phases
 from collectives.topology import Grid
@@ -252,7 +251,7 @@ def _scratch_end(parts: list[Schedule]) -> int:
     return max((part.scratch for part in parts), default=0)
 
 
-@lru_cache(maxsize=4096)
+@schedule_templates
 def hier_schedule(collective: str, grid: Grid, rank: int, count: int, in_place: bool,
                   intra: str, inter: str) -> Schedule:
     """One rank's whole hierarchical call as a single schedule over (world, node, rail)."""

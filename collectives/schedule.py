@@ -20,8 +20,11 @@ only element for element (dst == src or dst == src2), never shifted.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 
 import numpy as np
 
@@ -33,6 +36,9 @@ COLUMNS = (
     "src_buf", "src_off", "src_stride", "src2_buf", "src2_off", "src2_stride",
     "dst_buf", "dst_off", "dst_stride",
 )
+#: the columns that are lengths in elements: a schedule for n elements a block is the one for one
+#: element a block with these multiplied by n (Schedule.scaled)
+LENGTH_COLUMNS = np.array([name.endswith(("_off", "_count", "_stride")) for name in COLUMNS])
 SEND, RECV, SCRATCH = 0, 1, 2
 BUFFER_NAMES = ("send", "recv", "scratch")
 ACT_NONE, ACT_COPY, ACT_REDUCE = 0, 1, 2
@@ -112,6 +118,106 @@ class Schedule:
     def __len__(self) -> int:
         return len(self.steps)
 
+    def scaled(self, unit: int) -> Schedule:
+        """The schedule of the same shape with every length ``unit`` times as long (the offsets,
+        counts and strides, and the scratch; peers, buffers, piece numbers and actions stay)."""
+        return Schedule(self.steps * np.where(LENGTH_COLUMNS, unit, 1), self.scratch * unit)
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """``Block``'s fields as columns, one block per schedule row (a field may be one number for all
+    rows): the operands of rows written at once (``rows``)."""
+
+    buf: np.ndarray | int
+    off: np.ndarray | int
+    count: np.ndarray | int
+    nblocks: np.ndarray | int = 1
+    stride: np.ndarray | int = 0
+
+    @classmethod
+    def of(cls, block: Block) -> Blocks:
+        return cls(block.buf, block.off, block.count, block.nblocks, block.stride)
+
+    def take(self, rows: np.ndarray) -> Blocks:
+        return Blocks(*(np.broadcast_to(column, np.shape(self.off))[rows] for column in self.columns()))
+
+    def where(self, mask: np.ndarray, other: Blocks) -> Blocks:
+        """These blocks where ``mask``, ``other``'s elsewhere."""
+        return Blocks(*(np.where(mask, mine, theirs) for mine, theirs in zip(self.columns(), other.columns(),
+                                                                             strict=True)))
+
+    def columns(self) -> tuple:
+        return self.buf, self.off, self.count, self.nblocks, self.stride
+
+    @property
+    def total(self) -> np.ndarray:
+        """Every row's elements (an array as long as ``off``)."""
+        return np.broadcast_to(np.multiply(self.count, self.nblocks), np.shape(self.off))
+
+    @property
+    def contiguous(self) -> np.ndarray:
+        return np.equal(self.nblocks, 1) | np.equal(self.stride, self.count)
+
+    def pieces(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``Block.pieces`` of every row."""
+        folded, total = self.contiguous, self.total
+        return (np.where(folded, 1, self.nblocks), np.where(folded, total, self.count),
+                np.where(folded, total, self.stride))
+
+    def scratch_end(self) -> int:
+        """The scratch elements these blocks reach (0 where none is in scratch)."""
+        end = np.where(np.greater(self.nblocks, 1), np.add(self.off, np.multiply(np.subtract(self.nblocks, 1),
+                                                                                  self.stride)), self.off)
+        return int(np.max(np.where(np.equal(self.buf, SCRATCH), end + self.count, 0), initial=0))
+
+
+def rows(comm: int, send: tuple[int, Blocks], recv: tuple[int, Blocks],
+         reduce: tuple[Blocks, Blocks, Blocks] | None = None) -> Schedule:
+    """Rows that each send to one peer and receive from one (the same peers in every row), and
+    reduce ``reduce`` = (src, src2, dst) where given: the rows ``StepList.step`` writes one at a
+    time, for generators with O(p) rows (ring), where a row per Python call costs ~14 us.
+
+    StepList's rules, for columns: a message is its block's pieces; a reduce takes its pieces
+    from the first non-contiguous operand (``Block.shaped_like``), every operand's stride cut
+    to them."""
+    nrows = len(send[1].off)
+    steps = np.zeros((nrows, len(COLUMNS)), dtype=np.int64)
+    steps[:, 0] = comm
+    scratch = 0
+    for first, (peer, blocks) in ((1, send), (7, recv)):
+        nblocks, count, stride = blocks.pieces()
+        for column, values in enumerate((peer, blocks.buf, blocks.off, count, nblocks, stride), first):
+            steps[:, column] = values
+        scratch = max(scratch, blocks.scratch_end())
+    steps[:, 13:16] = (ACT_NONE, 1, 0)
+    if reduce is not None:
+        scratch = max(scratch, _reduce_columns(steps, reduce))
+    return Schedule(steps, scratch)
+
+
+def _reduce_columns(steps: np.ndarray, operands: tuple[Blocks, Blocks, Blocks]) -> int:
+    """Write the local-action columns (13-24) of rows that all reduce; the scratch they reach."""
+    shape = operands[0]
+    for candidate in reversed(operands):  # the first non-contiguous operand wins: taken last
+        shape = candidate.where(~candidate.contiguous, shape)
+    nblocks, count, _ = shape.pieces()
+    steps[:, 13:16] = np.column_stack(np.broadcast_arrays(ACT_REDUCE, nblocks, count))
+    scratch = 0
+    for position, block in enumerate(operands):
+        mismatch = np.not_equal(block.total, shape.total) | (~block.contiguous & (
+            np.not_equal(block.nblocks, nblocks) | np.not_equal(block.count, count)))
+        if np.any(mismatch):
+            row = int(np.flatnonzero(np.broadcast_to(mismatch, (len(steps),)))[0])
+            raise ValueError(f"row {row}: reduce operand {position} does not match the action's pieces "
+                             f"({int(np.broadcast_to(nblocks, (len(steps),))[row])} x "
+                             f"{int(np.broadcast_to(count, (len(steps),))[row])})")
+        stride = np.where(block.contiguous, count, block.stride)
+        for column, values in enumerate((block.buf, block.off, stride), 16 + 3 * position):
+            steps[:, column] = values
+        scratch = max(scratch, block.scratch_end())
+    return scratch
+
 
 def _message(peer: int, block: Block) -> list[int]:
     nblocks, count, stride = block.pieces()
@@ -181,17 +287,22 @@ class StepList:
 class ContiguousLayout:
     """Blocks of possibly unequal length, back to back from ``base`` in ``buf``."""
 
-    def __init__(self, buf: int, counts: tuple[int, ...], base: int = 0) -> None:
-        self.buf, self.counts = buf, tuple(counts)
-        self.ends = tuple(accumulate(self.counts, initial=base))  # ends[i] = start of block i
+    def __init__(self, buf: int, counts: Sequence[int] | np.ndarray, base: int = 0) -> None:
+        self.buf = buf
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.ends = np.concatenate([[base], base + np.cumsum(self.counts)])  # ends[i] = start of block i
         self.offsets = self.ends[:-1]
 
     def block(self, index: int) -> Block:
-        return Block(self.buf, self.offsets[index], self.counts[index])
+        return Block(self.buf, int(self.offsets[index]), int(self.counts[index]))
 
     def span(self, first: int, number: int) -> Block:
         """Blocks first .. first+number-1 (no wrap-around) as one block."""
-        return Block(self.buf, self.ends[first], self.ends[first + number] - self.ends[first])
+        return Block(self.buf, int(self.ends[first]), int(self.ends[first + number] - self.ends[first]))
+
+    def blocks(self, indices: np.ndarray) -> Blocks:
+        """``block(i)`` for every i of ``indices``, as columns."""
+        return Blocks(self.buf, self.offsets[indices], self.counts[indices])
 
 
 class StridedLayout:
@@ -205,6 +316,11 @@ class StridedLayout:
 
     def block(self, index: int) -> Block:
         return Block(self.buf, self.base + index * self.block_stride, self.chunk, self.nchunks, self.chunk_stride)
+
+    def blocks(self, indices: np.ndarray) -> Blocks:
+        """``block(i)`` for every i of ``indices``, as columns."""
+        offsets = self.base + np.asarray(indices, dtype=np.int64) * self.block_stride
+        return Blocks(self.buf, offsets, self.chunk, self.nchunks, self.chunk_stride)
 
     def span(self, first: int, number: int) -> Block:
         off = self.base + first * self.block_stride
@@ -220,3 +336,56 @@ class StridedLayout:
 
 
 Layout = ContiguousLayout | StridedLayout
+
+
+#: what one rank keeps of built schedules (times the ranks of a node: 512 MiB for 64): a ring
+#: all-reduce's rows at 8192 ranks are 3.3 MB, so a cache of entries, not bytes, held gigabytes
+MAX_CACHED_SCHEDULE_BYTES = 8 << 20
+
+
+def template_count(collective: str, nranks: int, count: int) -> tuple[int, int] | None:
+    """(the count of the shape's template, the unit it is scaled by) where a call of ``count`` is
+    the template scaled (all-gather and reduce-scatter: blocks of ``count``; all-reduce: p equal
+    blocks); None where it is not (an all-reduce of count % p != 0, or an empty call)."""
+    if collective == "allreduce":
+        return (nranks, count // nranks) if count >= nranks and count % nranks == 0 else None
+    return (1, count) if count >= 1 else None
+
+
+def schedule_templates(build: Callable[..., Schedule]) -> Callable[..., Schedule]:
+    """``build`` (positional arguments: the collective first, ``count`` and ``nranks`` or a ``grid``
+    among the others) built once per shape for every count: the cached template scaled to the call,
+    so the sizes of a sweep share one build (scaled == built: tests/test_schedule.py). Templates are
+    kept up to MAX_CACHED_SCHEDULE_BYTES, least recently used dropped first."""
+    names = list(inspect.signature(build).parameters)
+    at_count = names.index("count")
+    at_group = names.index("nranks") if "nranks" in names else names.index("grid")
+    kept: OrderedDict[tuple, Schedule] = OrderedDict()
+    held = [0]
+
+    def cached(key: tuple) -> Schedule:
+        if key in kept:
+            kept.move_to_end(key)
+            return kept[key]
+        schedule = kept[key] = build(*key)
+        held[0] += schedule.steps.nbytes
+        while held[0] > MAX_CACHED_SCHEDULE_BYTES and len(kept) > 1:
+            held[0] -= kept.popitem(last=False)[1].steps.nbytes
+        return schedule
+
+    @functools.wraps(build)
+    def schedule(*key) -> Schedule:
+        group = key[at_group]
+        template = template_count(key[0], group if isinstance(group, int) else group.nranks, key[at_count])
+        if template is None:
+            return cached(key)
+        return cached((*key[:at_count], template[0], *key[at_count + 1:])).scaled(template[1])
+
+    def cache_clear() -> None:
+        kept.clear()
+        held[0] = 0
+
+    schedule.cache_clear = cache_clear  # type: ignore[attr-defined]
+    schedule.cached_bytes = lambda: held[0]  # type: ignore[attr-defined]
+    schedule.build = build  # type: ignore[attr-defined]  (the uncached builder, for tests)
+    return schedule

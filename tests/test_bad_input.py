@@ -1,5 +1,9 @@
-"""Bad input through the real CLI: exit code 2, one line on stderr naming the
+"""Bad input through the CLI: exit code 2, one line on stderr naming the
 file or field and the bad value, no traceback, and no result files written.
+
+The corpus runs ``main()`` in this process (tests/hostile.py run_in_process: the same exit code
+and streams, without a Python start per case); a sample of it, and everything around an existing
+run, goes through the real command in a process of its own.
 """
 
 from __future__ import annotations
@@ -7,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import TINY_SUITE, describe, run_cli
+from hostile import run_in_process
 
 GOOD = {**TINY_SUITE, "timeout_s": 60}
 RESULT_FILES = ("results.parquet", "results.csv", "samples.parquet", "meta.json")
@@ -223,8 +229,26 @@ def test_bad_input(case: Case, tmp_path: Path):
         n.replace("{suite}", str(suite)).replace("{out}", str(out)).replace("{tmp}", str(tmp_path))
         for n in case.needles
     ]
-    result = run_cli(*argv, timeout=60)
-    assert_bad_input(result, out, needles)
+    assert_bad_input(in_process(*argv), out, needles)
+
+
+#: the corpus cases also run through the real command (a process of its own, as a user runs it)
+REAL_PROCESS = ("malformed-yaml", "unknown-implementation", "size-in-parsecs")
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if case.id in REAL_PROCESS], ids=list(REAL_PROCESS))
+def test_bad_input_through_the_real_command(case: Case, tmp_path: Path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(case.suite)
+    out = tmp_path / "out"
+    needles = [n.replace("{suite}", str(suite)).replace("{out}", str(out)) for n in case.needles]
+    assert_bad_input(run_cli(*case.argv(suite, out, tmp_path), timeout=60), out, needles)
+
+
+def in_process(*argv: object) -> subprocess.CompletedProcess:
+    """run_in_process as the CompletedProcess the assertions here read."""
+    code, stdout, stderr = run_in_process(*argv)
+    return subprocess.CompletedProcess([str(arg) for arg in argv], code, stdout, stderr)
 
 
 def test_corpus_is_big_enough():
@@ -263,7 +287,7 @@ VALIDATE_CASES = [
 def test_suites_validate_reports_one_line(tmp_path: Path, text: str, needles: list[str]):
     path = tmp_path / "suite.yaml"
     path.write_text(text)
-    result = run_cli("suites", "validate", path, timeout=60)
+    result = in_process("suites", "validate", path)
     assert "Traceback" not in result.stdout + result.stderr, describe(result)
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("pccl-bench: error:"), describe(result)
@@ -276,20 +300,20 @@ def test_suites_validate_reports_one_line(tmp_path: Path, text: str, needles: li
 def test_suites_validate_bad_suite_exits_2(tmp_path: Path, text: str, needles: list[str]):
     path = tmp_path / "suite.yaml"
     path.write_text(text)
-    result = run_cli("suites", "validate", path, timeout=60)
+    result = in_process("suites", "validate", path)
     assert result.returncode == 2, describe(result)
 
 
 def test_suites_validate_one_bad_among_good_exits_2(tmp_path: Path, repo_root: Path):
     path = tmp_path / "bad.yaml"
     path.write_text(suite_text(ranks=[0]))
-    result = run_cli("suites", "validate", repo_root / "suites" / "smoke.yaml", path, timeout=60)
+    result = in_process("suites", "validate", repo_root / "suites" / "smoke.yaml", path)
     assert ": ok (" in result.stdout
     assert result.returncode == 2, describe(result)
 
 
 def test_suites_validate_missing_file(tmp_path: Path):
-    result = run_cli("suites", "validate", tmp_path / "nope.yaml", timeout=60)
+    result = in_process("suites", "validate", tmp_path / "nope.yaml")
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "nope.yaml" in lines[0] and "not found" in lines[0], describe(result)
 
@@ -308,7 +332,7 @@ def test_suites_validate_missing_file(tmp_path: Path):
     ids=["unknown-option", "non-integer-ranks", "non-integer-iters", "unknown-command"],
 )
 def test_usage_errors_are_one_line_exit_2(tmp_path: Path, argv: list[str]):
-    result = run_cli(*argv, timeout=60)
+    result = run_cli(*argv, timeout=60) if argv == ["run", "sweep", "--bogus"] else in_process(*argv)
     assert "Traceback" not in result.stdout + result.stderr, describe(result)
     assert result.returncode == 2, describe(result)
     lines = result.stderr.splitlines()

@@ -155,9 +155,11 @@ def test_srun_must_be_on_path(tmp_path, monkeypatch):
 
 
 def test_batch_allocation_holds_every_launch():
-    assert slurm.allocation_shape(expand(suite_of(), SRUN_NODES)) == (2, 2)
-    assert slurm.allocation_shape(expand(suite_of(ranks=[2, 6], ranks_per_node=None), SRUN_NODES)) == (1, 6)
-    assert slurm.allocation_shape(expand(suite_of(ranks=[1, 4], ranks_per_node=1), SRUN_NODES)) == (4, 1)
+    assert slurm.allocation_shape(expand(suite_of(), SRUN_NODES)) == ["--nodes=2", "--ntasks-per-node=2"]
+    # no ranks_per_node: the most tasks, Slurm choosing the nodes (not 6 tasks asked of one node)
+    assert slurm.allocation_shape(expand(suite_of(ranks=[2, 6], ranks_per_node=None), SRUN_NODES)) == ["--ntasks=6"]
+    assert slurm.allocation_shape(expand(suite_of(ranks=[1, 4], ranks_per_node=1), SRUN_NODES)) == [
+        "--nodes=4", "--ntasks-per-node=1"]
 
 
 def test_batch_script(tmp_path):

@@ -1,8 +1,10 @@
 """Named hosts and where each launch's ranks go on them.
 
 Hosts come from the suite (``hosts:`` or ``hostfile:``), from ``--hosts``/``--hostfile``, from
-MPICH's ``HYDRA_HOST_FILE``, or from the Slurm allocation the sweep runs in. A launch takes as
-many of them as it has nodes (at most all), the same number of ranks on each, in blocks
+the launcher's own hostfile variable (MPICH's ``HYDRA_HOST_FILE``, Open MPI's default hostfile),
+from the batch job the sweep runs in (PBS/Torque ``PBS_NODEFILE``, LSF ``LSB_DJOB_HOSTFILE`` or
+``LSB_MCPU_HOSTS``), or from the Slurm allocation (bench/sweep/where.py decides which). A launch
+takes as many of them as it has nodes (at most all), the same number of ranks on each, in blocks
 (rank = host * ranks_per_host + local rank), so the real placement is known before the job
 starts and the launch id names it. ``ranks_per_node`` smaller than the ranks a host holds cuts
 each host into virtual nodes, as on one host.
@@ -77,9 +79,8 @@ def split_flag(text: str) -> list[str]:
     return [part for part in (piece.strip() for piece in text.split(",")) if part]
 
 
-def read_hostfile(path: Path, where: str) -> list[Host]:
-    """An MPICH (``host[:slots]``) or Open MPI (``host slots=N``) hostfile; ``#`` starts a comment.
-    Read boundedly (a FIFO or device is refused, never waited on)."""
+def _read_text(path: Path, where: str) -> str:
+    """A hostfile's text, read boundedly: a FIFO or device is refused, never waited on."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -93,9 +94,15 @@ def read_hostfile(path: Path, where: str) -> list[Host]:
     if len(data) > MAX_HOSTFILE_BYTES:
         raise BadInput(where, f"{path}: larger than the {MAX_HOSTFILE_BYTES} bytes a hostfile may be")
     try:
-        text = data.decode()
+        return data.decode()
     except UnicodeDecodeError:
         raise BadInput(where, f"{path}: not UTF-8 text") from None
+
+
+def read_hostfile(path: Path, where: str) -> list[Host]:
+    """An MPICH (``host[:slots]``) or Open MPI (``host slots=N``) hostfile; ``#`` starts a comment.
+    Read boundedly (a FIFO or device is refused, never waited on)."""
+    text = _read_text(path, where)
     entries = []
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split("#", 1)[0].split()
@@ -118,18 +125,49 @@ def read_hostfile(path: Path, where: str) -> list[Host]:
     return _distinct([(f"{path}:{number}", entry) for number, entry in entries], where)
 
 
+def read_slot_file(path: Path, where: str) -> list[Host]:
+    """A batch system's host file of one line per slot (PBS_NODEFILE, LSB_DJOB_HOSTFILE): a host
+    listed on k lines is ``Host(name, k)``, the hosts in the order they first appear. Read boundedly."""
+    text = _read_text(path, where)
+    slots: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) > 1 or not HOST_NAME.match(words[0]):
+            raise BadInput(where, f"{path}:{number}: {line.strip()!r} is not a host name (one host name a line, "
+                                  "a line per slot)")
+        slots[words[0]] = slots.get(words[0], 0) + 1
+        if len(slots) > MAX_HOSTS:
+            raise BadInput(where, f"{path}: more than {MAX_HOSTS} hosts")
+    if not slots:
+        raise BadInput(where, f"{path}: names no host")
+    return [Host(name, count) for name, count in slots.items()]
+
+
+def parse_host_counts(text: str, where: str) -> list[Host]:
+    """LSF's ``LSB_MCPU_HOSTS``: ``h1 4 h2 4``, each host and its slots, each host once."""
+    words = text.split()
+    if not words or len(words) % 2:
+        raise BadInput(where, f"{len(words)} words: expected pairs of a host and its slots (h1 4 h2 4)")
+    if len(words) > 2 * MAX_HOSTS:
+        raise BadInput(where, f"more than {MAX_HOSTS} hosts")
+    pairs = [(f"host {index + 1}", f"{words[2 * index]}:{words[2 * index + 1]}") for index in range(len(words) // 2)]
+    return _distinct(pairs, where)
+
+
 @dataclass(frozen=True)
 class HostPlan:
     """The hosts a sweep's launches go to, and where that list came from."""
 
     hosts: tuple[Host, ...] = ()
-    #: "this host", "suite hosts", "--hosts", "hostfile PATH", "HYDRA_HOST_FILE=PATH", "Slurm allocation N"
+    #: "this host", "suite hosts", "--hosts", "hostfile PATH", "HYDRA_HOST_FILE=PATH", "PBS_NODEFILE=PATH",
+    #: "Slurm allocation N", ...; the launcher is told the names of every launch whatever the source
+    #: (bench/sweep/where.py host_plan says why)
     source: str = "this host"
     #: no names, the launcher picks whole nodes (srun making a job of its own): ranks_per_node
-    #: sets how many ranks each real node gets
+    #: sets how many ranks each real node gets; without it Slurm chooses the nodes
     launcher_nodes: bool = False
-    #: whether the launcher must be told the names (not when they are its own allocation)
-    pass_names: bool = True
 
 
 @dataclass(frozen=True)
@@ -140,6 +178,9 @@ class Placement:
     nhosts: int
     ranks_per_host: int
     names: tuple[str, ...] = ()
+    #: srun's own job without ranks_per_node: Slurm chooses the nodes and the ranks on each, so
+    #: ``nhosts`` x ``ranks_per_host`` (1 x nranks) is only the most one node could be asked to hold
+    launcher_spreads: bool = False
 
     @property
     def named(self) -> bool:
@@ -154,8 +195,9 @@ def place(nranks: int, ranks_per_node: int | None, plan: HostPlan) -> Placement:
     """The placement of a launch of ``nranks`` ranks in nodes of ``ranks_per_node`` (None: the
     real nodes); ValueError where it does not fit."""
     if plan.launcher_nodes:
-        per_node = ranks_per_node or nranks
-        return Placement(nranks // per_node, per_node)
+        if ranks_per_node is None:
+            return Placement(1, nranks, launcher_spreads=True)
+        return Placement(nranks // ranks_per_node, ranks_per_node)
     if not plan.hosts:
         return Placement(1, nranks)
     nodes = nranks // ranks_per_node if ranks_per_node else nranks

@@ -53,7 +53,11 @@ class Row:
     ranks_per_node: int | None = None
     #: nodes cut out of a real node (``ranks_per_node`` below the real placement)
     virtual_nodes: bool | None = None
+    #: the hosts' names in rank order (past 16: ``first,...,last (N hosts)``; every name is in
+    #: parts/<launch>.placement.json)
     hosts: str | None = None
+    #: 16 hex digits of the SHA-256 of the host names, one a line: which hosts, at any length
+    hosts_digest: str | None = None
     # size
     dtype: str | None = None
     op: str | None = None

@@ -8,10 +8,9 @@ oversubscription is judged per machine, with the same remedies as on one host.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import socket
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -104,6 +103,8 @@ def available_memory() -> tuple[int, str] | None:
 
 
 def local(name: str = "") -> HostFacts:
+    import socket  # not at import: every rank imports this module, only the driver asks
+
     hostname = socket.gethostname()
     memory = available_memory()
     return HostFacts(name or hostname, hostname, boot_id(), _cores(), memory[0] if memory else None,
@@ -114,6 +115,8 @@ def probe(argv: list[str], env: dict[str, str], names: list[str], cwd: str) -> l
     """Run ``argv`` (the launcher's command for one rank on each of ``names``, ending in
     ``python -m bench.run.hostfacts``) and read each rank's facts; a host that does not answer is
     BadInput naming it and the launcher's last words."""
+    import subprocess  # the driver's alone (see local)
+
     try:
         result = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, cwd=cwd,
                                 timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -156,30 +159,60 @@ def machines(facts: list[HostFacts]) -> dict[str, list[HostFacts]]:
 
 @dataclass(frozen=True)
 class MachineRoom:
-    """The machine of a launch that holds the most ranks per core."""
+    """One machine of a launch: the ranks it holds, its cores and memory."""
 
     name: str
     ranks: int
     cores: int
     #: (bytes available, where that is read), None where unknown
     memory: tuple[int, str] | None
+    #: this machine (the sweep's own), or judged by its figures: whose process limits can be read
+    here: bool = False
+
+
+def _memory(host: HostFacts, where: str = "") -> tuple[int, str] | None:
+    """(bytes available, where the figure is read and on which host) for a room."""
+    return (host.mem_available, f"{host.mem_source} {where}".strip()) if host.mem_available is not None else None
+
+
+def machine_rooms(placement: Placement, facts: dict[str, HostFacts]) -> list[MachineRoom]:
+    """Every machine of a launch. Hosts with one boot id add up their ranks and share one machine's
+    cores and memory. No names: this machine, holding the one host's ranks.
+
+    A named host without facts (a dry run, which probes nothing) is a machine of its own judged by
+    this host's figures: the sweep runs on a node of the same job (PBS and LSF start the job script
+    on the first host of the allocation, which their host file lists too) or of the same cluster,
+    the nearest figures there are. Each such host holds its own share of the ranks, never all of them."""
+    here = local()
+    if not placement.named:
+        return [MachineRoom("this host", placement.ranks_per_host, here.cores, _memory(here), True)]
+    known = [facts[name] for name in placement.names if name in facts]
+    rooms = []
+    for hosts in machines(known).values():
+        least = min((host for host in hosts if host.mem_available is not None),
+                    key=lambda host: host.mem_available, default=None)
+        name = hosts[0].name if len(hosts) == 1 else f"the machine of {','.join(host.name for host in hosts)}"
+        rooms.append(MachineRoom(name, placement.ranks_per_host * len(hosts), min(host.cores for host in hosts),
+                                 _memory(least, f"on {least.name}") if least else None,
+                                 bool(here.boot_id) and hosts[0].boot_id == here.boot_id))
+    for name in (name for name in placement.names if name not in facts):
+        rooms.append(MachineRoom(name, placement.ranks_per_host, here.cores,
+                                 _memory(here, f"here, standing in for {name} (not probed)"), True))
+    return rooms
 
 
 def busiest_machine(placement: Placement, facts: dict[str, HostFacts]) -> MachineRoom:
-    """Hosts with one boot id add up their ranks and share one machine's cores and memory.
-    Without facts for the placement's hosts: this machine, holding one host's ranks."""
-    if not placement.named or any(name not in facts for name in placement.names):
-        here = local()
-        memory = (here.mem_available, here.mem_source) if here.mem_available is not None else None
-        return MachineRoom("this host", placement.ranks_per_host, here.cores, memory)
-    rooms = []
-    for hosts in machines([facts[name] for name in placement.names]).values():
-        known = [host for host in hosts if host.mem_available is not None]
-        least = min(known, key=lambda host: host.mem_available) if known else None
-        name = hosts[0].name if len(hosts) == 1 else f"the machine of {','.join(host.name for host in hosts)}"
-        rooms.append(MachineRoom(name, placement.ranks_per_host * len(hosts), min(host.cores for host in hosts),
-                                 (least.mem_available, f"{least.mem_source} on {least.name}") if least else None))
-    return max(rooms, key=lambda room: room.ranks / max(room.cores, 1))
+    """The machine of a launch that holds the most ranks per core (machine_rooms says which there are)."""
+    return max(machine_rooms(placement, facts), key=lambda room: room.ranks / max(room.cores, 1))
+
+
+def tightest_memory(placement: Placement, facts: dict[str, HostFacts]) -> MachineRoom:
+    """The machine of a launch with the least memory a rank; the busiest where no memory is known."""
+    rooms = machine_rooms(placement, facts)
+    known = [room for room in rooms if room.memory is not None]
+    if not known:
+        return max(rooms, key=lambda room: room.ranks / max(room.cores, 1))
+    return min(known, key=lambda room: room.memory[0] / max(room.ranks, 1))
 
 
 def placement_problem(plan: LaunchPlan, topo: Topology) -> str | None:
@@ -204,3 +237,22 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+#: a row names at most this many hosts; a longer list is its first and last name and its length,
+#: the digest says which list it is and parts/<launch>.placement.json has every name (every name
+#: on every row was 42 MB of part rows and CSV at 8192 nodes)
+MAX_HOSTS_ON_ROW = 16
+
+
+def hosts_on_row(hosts: tuple[str, ...] | list[str]) -> str:
+    """The ``hosts`` column: the names, or ``first,...,last (N hosts)`` past MAX_HOSTS_ON_ROW."""
+    if len(hosts) <= MAX_HOSTS_ON_ROW:
+        return ",".join(hosts)
+    return f"{hosts[0]},...,{hosts[-1]} ({len(hosts)} hosts)"
+
+
+def hosts_digest(hosts: tuple[str, ...] | list[str]) -> str:
+    """The ``hosts_digest`` column: 16 hex digits of the SHA-256 of the names in rank order, one a
+    line; the same hosts in the same order, the same digest, at any length."""
+    return hashlib.sha256("\n".join(hosts).encode()).hexdigest()[:16]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from bench.errors import BadInput
 from bench.files import PACKAGE_ROOT
 from collectives.envsettings import MACHINE_RANKS_VARIABLE
+from collectives.version import VERSION_VARIABLE, library_version
 
 if TYPE_CHECKING:
     from bench.plan.hosts import Placement
@@ -51,14 +52,15 @@ SRUN_TIME_MARGIN_S = 60
 
 @dataclass(frozen=True)
 class MachineLoad:
-    """The ranks on the busiest machine of a launch and that machine's cores."""
+    """The ranks on the busiest machine of a launch and that machine's cores; None where not known
+    here (srun's own nodes: Slurm sizes them, so they are not oversubscribed)."""
 
-    ranks: int
-    cores: int
+    ranks: int | None
+    cores: int | None
 
     @property
     def oversubscribed(self) -> bool:
-        return self.ranks > self.cores
+        return self.ranks is not None and self.cores is not None and self.ranks > self.cores
 
     @classmethod
     def here(cls, ranks: int) -> MachineLoad:
@@ -128,8 +130,9 @@ class Launcher:
 
     def job_env(self, load: MachineLoad, suite_env: dict) -> dict[str, str]:
         """Environment every rank gets: base settings, oversubscription aids, the suite's own."""
-        env = dict(BASE_ENV)
-        env[MACHINE_RANKS_VARIABLE] = str(load.ranks)
+        env = {**BASE_ENV, VERSION_VARIABLE: library_version()}
+        if load.ranks is not None:  # else each rank counts its node's ranks itself
+            env[MACHINE_RANKS_VARIABLE] = str(load.ranks)
         if load.oversubscribed:
             # Ranks outnumber cores: a rank spinning in the progress loop holds the core its
             # peer needs until the scheduler tick (4 ms here). usleep(1) after a few empty
@@ -176,9 +179,12 @@ class Launcher:
         return argv + ["-n", str(nranks)]
 
     def _srun_argv(self, nranks: int, placement: Placement, env: dict[str, str], timeout_s: float | None) -> list[str]:
-        argv = [*_env_prefix(env), self.program or "srun", f"--nodes={placement.nhosts}",
-                f"--ntasks={nranks}", f"--ntasks-per-node={placement.ranks_per_host}", "--kill-on-bad-exit=1",
-                _srun_export(env)]
+        # without ranks_per_node srun's own job is Slurm's to spread (as many nodes as the tasks need),
+        # not one node asked to hold every rank; the worker measures where they went
+        shape = [] if placement.launcher_spreads else [f"--nodes={placement.nhosts}"]
+        shape.append(f"--ntasks={nranks}")
+        shape += [] if placement.launcher_spreads else [f"--ntasks-per-node={placement.ranks_per_host}"]
+        argv = [*_env_prefix(env), self.program or "srun", *shape, "--kill-on-bad-exit=1", _srun_export(env)]
         argv += [f"--nodelist={','.join(placement.names)}"] if placement.named else []
         if self.pmi and not any(arg.startswith("--mpi=") for arg in self.srun_args):
             argv.append(f"--mpi={self.pmi}")

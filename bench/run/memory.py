@@ -1,5 +1,5 @@
-"""Before launch: do the buffers of the largest cell fit in this host's memory, and can the
-machine start the ranks at all?
+"""Before launch: do the buffers of the largest cell fit in the memory of each machine of the
+launch (its share of the ranks, bench/sweep/where.py), and can the machine start the ranks at all?
 
 A size far past the memory (``max: 1024GiB``) otherwise runs until numpy fails in every rank:
 exit 3 and a run folder of failed cells, instead of bad input that names both figures.
@@ -39,8 +39,8 @@ def check_memory(launches: list[Launch], room: Callable[[Launch], tuple[int, tup
                  raw_max: object, where: str) -> None:
     """BadInput naming sizes.max, the memory the ranks of one machine need and the memory it has.
 
-    ``room(launch)``: (the ranks that share the memory of the launch's busiest machine, (bytes it
-    has available, where the figure comes from) or None where unknown, the machine's name).
+    ``room(launch)``: (the ranks that share the memory of the launch's machine with the least memory a
+    rank, (bytes it has available, where the figure comes from) or None where unknown, its name).
     Host buffers only: device buffers live in GPU memory.
     """
     for launch in launches:

@@ -35,10 +35,14 @@ ALLOCATION_ENV = {"job_id": "SLURM_JOB_ID", "job_name": "SLURM_JOB_NAME", "clust
                   "nnodes": "SLURM_JOB_NUM_NODES"}
 
 
-def allocation_shape(launches: list[Launch]) -> tuple[int, int]:
-    """(nodes, tasks per node) that hold every launch of the sweep, one after another."""
-    return (max(launch.where.nhosts for launch in launches),
-            max(launch.where.ranks_per_host for launch in launches))
+def allocation_shape(launches: list[Launch]) -> list[str]:
+    """The sbatch options of an allocation that holds every launch of the sweep, one after another:
+    nodes and tasks per node, or (no ``ranks_per_node``) the most tasks, as many nodes as Slurm
+    needs for them; never every rank asked of one node."""
+    if any(launch.where.launcher_spreads for launch in launches):
+        return [f"--ntasks={max(launch.nranks for launch in launches)}"]
+    return [f"--nodes={max(launch.where.nhosts for launch in launches)}",
+            f"--ntasks-per-node={max(launch.where.ranks_per_host for launch in launches)}"]
 
 
 def allocation_hosts() -> list[str]:
@@ -67,9 +71,8 @@ def _directive(option: str) -> str:
 
 def batch_options(slurm: Slurm, launches: list[Launch], folder: Path) -> list[str]:
     """The sbatch options of the sweep's batch job, then the suite's extras."""
-    nodes, per_node = allocation_shape(launches)
     names = list(dict.fromkeys(name for launch in launches for name in launch.where.names))
-    options = ["--job-name=pccl-bench", f"--nodes={nodes}", f"--ntasks-per-node={per_node}", "--export=ALL",
+    options = ["--job-name=pccl-bench", *allocation_shape(launches), "--export=ALL",
                *([f"--nodelist={','.join(names)}"] if names else []),
                f"--output={folder.resolve()}/logs/sbatch-%j.log", f"--chdir={Path.cwd()}"]
     options += [f"--time={slurm.time}"] if slurm.time else []

@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import mpi4py
@@ -60,8 +59,10 @@ def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None,
     misplaced = hostfacts.placement_problem(plan, topo) if plan is not None else None
     if misplaced:
         return None, {**facts, **failed, "error": f"placement: {misplaced}"}
-    return topo, {**facts, "hosts": ",".join(topo.hosts), "virtual_nodes": topo.virtual_nodes,
-                  "nnodes": topo.grid.nnodes, "ranks_per_node": topo.grid.ranks_per_node}
+    hosts = {"hosts": hostfacts.hosts_on_row(topo.hosts), "hosts_digest": hostfacts.hosts_digest(topo.hosts)}
+    return topo, {**facts, **hosts,
+                  "virtual_nodes": topo.virtual_nodes, "nnodes": topo.grid.nnodes,
+                  "ranks_per_node": topo.grid.ranks_per_node}
 
 
 def record_placement(comm: MPI.Comm, part: Path) -> None:
@@ -134,6 +135,8 @@ if __name__ == "__main__":
         raise
     except BaseException:
         # A rank that fails mid-collective would leave the others waiting: end the whole job.
+        import traceback  # only a failing rank needs it: not every rank's start-up
+
         traceback.print_exc()
         sys.stderr.flush()
         MPI.COMM_WORLD.Abort(1)

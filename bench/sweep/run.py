@@ -62,7 +62,9 @@ def launch_plan(launch: Launch, todo: list[Cell], suite: Suite, where: Where, ru
                       ranks_per_node=launch.ranks_per_node, requested_ranks_per_node=launch.requested_ranks_per_node,
                       part=str(part.resolve()), timing=TimingPlan(**suite.timing.model_dump()), check=suite.check,
                       cells=todo, row_extra={"oversubscribed": where.load(launch).oversubscribed}, argv=argv,
-                      env=env, hosts=list(launch.where.names), ranks_per_host=launch.where.ranks_per_host)
+                      env=env, hosts=list(launch.where.names),
+                      # 0 where Slurm chooses the nodes: no planned placement for the worker to hold it to
+                      ranks_per_host=0 if launch.where.launcher_spreads else launch.where.ranks_per_host)
 
 
 def job_command(launch: Launch, suite: Suite, where: Where, plan_path: str) -> tuple[list[str], dict[str, str]]:

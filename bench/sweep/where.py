@@ -1,6 +1,7 @@
-"""Where a sweep's launches run: the hosts (named by the suite, a flag, MPICH's hostfile variable or
-the Slurm allocation), what each host is (probed once, before the first launch), and per launch
-the busiest machine, whose cores decide the oversubscription settings and whose memory the
+"""Where a sweep's launches run: the hosts (named by the suite or a flag, else taken from the job the
+sweep runs in: the launcher's own hostfile variable, the PBS or LSF job's host list, the Slurm
+allocation), what each host is (probed once, before the first launch), and per launch its
+machines: the busiest one's cores decide the oversubscription settings, each one's memory the
 size check."""
 
 from __future__ import annotations
@@ -11,23 +12,61 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.plan.cells import Launch, expand
-from bench.plan.hosts import Host, HostPlan, Placement, read_hostfile, suite_host_plan
+from bench.plan.hosts import (
+    Host,
+    HostPlan,
+    Placement,
+    parse_host_counts,
+    read_hostfile,
+    read_slot_file,
+    suite_host_plan,
+)
 from bench.plan.suite import Suite
 from bench.run import hostfacts, slurm
 from bench.run.hostfacts import HostFacts, MachineRoom
 from bench.run.launch import BASE_ENV, PACKAGE_HOME, Launcher, MachineLoad
 
+#: the hostfile a launcher reads by itself when set, per MPI flavour: MPICH's hydra; Open MPI 4 (orte)
+#: and 5 (prte)
+LAUNCHER_HOSTFILES = {"mpich": ("HYDRA_HOST_FILE",),
+                      "openmpi": ("OMPI_MCA_orte_default_hostfile", "PRTE_MCA_prte_default_hostfile")}
+#: batch systems' host lists of one line per slot (the job's first host, where the script runs, too)
+SLOT_FILES = ("PBS_NODEFILE", "LSB_DJOB_HOSTFILE")
+
+
+def job_host_plan(launcher: Launcher) -> HostPlan | None:
+    """The hosts a site's mpiexec takes by itself: its flavour's hostfile variable, else the PBS/Torque
+    or LSF job's host list (``LSB_MCPU_HOSTS`` where LSF wrote no file); None outside such a job.
+
+    The names are still passed to mpiexec for every launch (``-hosts h1:64,...``, Open MPI ``--host``):
+    left to itself each launcher fills the first host's slots before the next (hydra's blocks of a
+    host's count, Open MPI's map-by-slot, either one inside PBS or LSF), so a launch of fewer ranks
+    than the job holds would not be where the plan (and the launch id) put it: the same hosts in equal
+    blocks. Inside its allocation every launcher takes a subset named this way."""
+    for name in LAUNCHER_HOSTFILES.get(launcher.flavour, ()):
+        value = os.environ.get(name)
+        if value:
+            return HostPlan(tuple(read_hostfile(Path(value), name)), f"{name}={value}")
+    for name in SLOT_FILES:
+        value = os.environ.get(name)
+        if value:
+            return HostPlan(tuple(read_slot_file(Path(value), name)), f"{name}={value}")
+    counts = os.environ.get("LSB_MCPU_HOSTS")
+    if counts:
+        hosts = tuple(parse_host_counts(counts, "LSB_MCPU_HOSTS"))
+        return HostPlan(hosts, f"LSB_MCPU_HOSTS ({len(hosts)} hosts)")
+    return None
+
 
 def host_plan(suite: Suite, launcher: Launcher) -> HostPlan:
-    """The hosts of the suite; else those the launcher is set up with (MPICH's HYDRA_HOST_FILE, the
-    Slurm allocation); else this host (mpiexec) or whole nodes of srun's own job."""
+    """The hosts of the suite (or --hosts/--hostfile); else those of the job mpiexec runs in
+    (job_host_plan) or the Slurm allocation srun runs in; else this host (mpiexec) or the nodes
+    of srun's own job."""
     plan = suite_host_plan(suite)
     if plan.hosts:
         return plan
-    hydra_file = os.environ.get("HYDRA_HOST_FILE")
-    if launcher.kind == "mpiexec" and launcher.flavour == "mpich" and hydra_file:
-        source = f"HYDRA_HOST_FILE={hydra_file}"
-        return HostPlan(tuple(read_hostfile(Path(hydra_file), "HYDRA_HOST_FILE")), source)
+    if launcher.kind == "mpiexec":
+        return job_host_plan(launcher) or plan
     if launcher.kind == "srun":
         names = slurm.allocation_hosts() if os.environ.get("SLURM_JOB_ID") else []
         if names:
@@ -64,26 +103,32 @@ class Where:
         self.facts = {host.name: host for host in hostfacts.probe(argv, env, names, PACKAGE_HOME)}
 
     def room(self, launch: Launch) -> MachineRoom:
+        """The launch's machine with the most ranks a core (each host holds its share of the ranks)."""
         return hostfacts.busiest_machine(launch.where, self.facts)
 
     def load(self, launch: Launch) -> MachineLoad:
+        if self.plan.launcher_nodes:
+            # srun's own nodes cannot be seen from here, and need not be: Slurm gives every task a CPU
+            # of its own (short of --overcommit), so they are never oversubscribed. Where Slurm also
+            # chooses how many ranks a node gets, the ranks count themselves (their node communicator).
+            spread = launch.where
+            return MachineLoad(None if spread.launcher_spreads else spread.ranks_per_host, None)
         room = self.room(launch)
         return MachineLoad(room.ranks, room.cores)
 
     def memory_room(self, launch: Launch) -> tuple[int, tuple[int, str] | None, str]:
-        """For the size check: srun's own nodes cannot be seen from here."""
-        room = self.room(launch)
+        """For the size check: the machine with the least memory a rank (srun's own nodes cannot be
+        seen from here: no figure)."""
+        room = hostfacts.tightest_memory(launch.where, self.facts)
         return room.ranks, None if self.plan.launcher_nodes else room.memory, room.name
 
     def process_room(self, launch: Launch) -> tuple[int, int, str, bool] | None:
-        """For the process check: (ranks on the busiest machine, its cores, its name, whether it is this
-        host); None for srun's own nodes, which cannot be seen from here (Slurm checks those)."""
+        """For the process check: (ranks on the busiest machine, its cores, its name, whether its process
+        limits are this host's); None for srun's own nodes, which cannot be seen from here (Slurm checks those)."""
         if self.plan.launcher_nodes:
             return None
         room = self.room(launch)
-        # busiest_machine takes this host where the placement's hosts were not probed
-        here = not launch.where.named or any(name not in self.facts for name in launch.where.names)
-        return room.ranks, room.cores, room.name, here
+        return room.ranks, room.cores, room.name, room.here
 
     def record(self) -> dict:
         """meta.json's ``hosts``: where the names came from and each host's facts."""

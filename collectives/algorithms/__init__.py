@@ -8,10 +8,9 @@ reduce-scatter followed by any all-gather: ``"ring"`` or ``"<rs>+<ag>"``.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Protocol
 
-from collectives.schedule import RECV, SEND, Block, ContiguousLayout, Layout, Schedule, StepList
+from collectives.schedule import RECV, SEND, Block, ContiguousLayout, Layout, Schedule, StepList, schedule_templates
 from collectives.spec import even_blocks, phases
 
 
@@ -81,7 +80,7 @@ def split_allreduce(algorithm: str) -> list[tuple[str, str]]:
     return [(phase, phase_algorithm(algorithm, phase)) for phase in phases("allreduce")]
 
 
-@lru_cache(maxsize=4096)
+@schedule_templates
 def schedule_for(collective: str, algorithm: str, nranks: int, rank: int, count: int, in_place: bool) -> Schedule:
     """The schedule of one rank for one call (``count`` as in collectives.spec)."""
     reason = unsupported_reason(collective, algorithm)

@@ -24,7 +24,7 @@ blocks; nothing else changes.
 
 from __future__ import annotations
 
-from itertools import accumulate
+import numpy as np
 
 from collectives.algorithms import register
 from collectives.schedule import SCRATCH, Block, ContiguousLayout, Layout, Schedule, StepList, StridedLayout
@@ -38,8 +38,8 @@ class Bruck:
         steps = StepList()
         if nranks == 1:
             return steps.build()
-        order = [(rank + j) % nranks for j in range(nranks)]
-        offsets = list(accumulate((layout.block(i).total for i in order), initial=scratch_base))
+        order = (rank + np.arange(nranks)) % nranks
+        offsets = _offsets(layout, order, scratch_base)
 
         def held(position: int, number: int) -> Block:
             """Scratch blocks at rotated positions position .. position+number-1."""
@@ -78,8 +78,8 @@ class Bruck:
             if source.block(0) != result:
                 steps.step(copy=(source.block(0), result))
             return steps.build()
-        order = [(rank + j) % nranks for j in range(nranks)]
-        offsets = list(accumulate((source.block(i).total for i in order), initial=scratch_base))
+        order = (rank + np.arange(nranks)) % nranks
+        offsets = _offsets(source, order, scratch_base)
 
         def held(position: int, number: int) -> Block:
             return Block(SCRATCH, offsets[position], offsets[position + number] - offsets[position])
@@ -106,6 +106,11 @@ class Bruck:
             steps.step(send=(to, held(distance, number)), recv=(source_rank, landing),
                        reduce=(landing, kept, target))
         return steps.build()
+
+
+def _offsets(layout: Layout, order: np.ndarray, base: int) -> list[int]:
+    """Where the blocks ``order`` start when held back to back from ``base`` (and where the last ends)."""
+    return [base, *(base + np.cumsum(layout.blocks(order).total)).tolist()]
 
 
 def _rotation(layout: Layout, nranks: int, runs: list[tuple[int, int, int]],

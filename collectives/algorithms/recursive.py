@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from itertools import accumulate
 
+import numpy as np
+
 from collectives.algorithms import register
 from collectives.schedule import SCRATCH, Block, ContiguousLayout, Layout, Schedule, StepList, StridedLayout
 
@@ -111,7 +113,7 @@ def packed(layout: Layout, first: int, number: int, buf: int, base: int) -> Layo
     ``base`` in ``buf``, in the element order of ``layout.span(first, number)``: its
     spans match the same spans of ``layout`` element for element."""
     if isinstance(layout, ContiguousLayout):
-        return _Run(buf, [layout.block(i).total for i in range(first, first + number)], base)
+        return _Run(buf, layout.blocks(np.arange(first, first + number)).total.tolist(), base)
     if isinstance(layout, StridedLayout):
         if layout.nchunks == 1:
             return StridedLayout(buf, base, layout.chunk, layout.chunk)

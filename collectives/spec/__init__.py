@@ -107,7 +107,7 @@ def count_wrong(call: CallSpec, rank: int, recv, xp=np) -> int:
 def even_blocks(total: int, nranks: int) -> tuple[int, ...]:
     """Split ``total`` elements into nranks blocks; the first ``total % nranks`` get one more."""
     base, extra = divmod(total, nranks)
-    return tuple(base + (1 if i < extra else 0) for i in range(nranks))
+    return (base + 1,) * extra + (base,) * (nranks - extra)
 
 
 from collectives.spec import allgather, reduce_scatter, allreduce  # noqa: E402,F401,I001  (registers, in order)
