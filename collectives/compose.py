@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectives.schedule import ACT_MPI_ALLGATHER, COLUMNS, LIBRARY_ACTIONS
-
-C = {name: index for index, name in enumerate(COLUMNS)}
+from collectives.schedule import ACT_MPI_ALLGATHER, LIBRARY_ACTIONS
+from collectives.schedule import COLUMN as C
 
 
 def library_views(row, buffers, nranks: int):

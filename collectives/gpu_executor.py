@@ -28,11 +28,10 @@ from collectives.schedule import (
     ACT_MPI_ALLGATHER,
     ACT_MPI_REDUCE_SCATTER,
     ACT_NONE,
-    COLUMNS,
     LIBRARY_ACTIONS,
 )
+from collectives.schedule import COLUMN as C
 
-C = {name: index for index, name in enumerate(COLUMNS)}
 TAG = 0x5CC1  # the host executor's tag
 #: contiguous messages above this go in pieces, as in the host executor (int counts of MPI-3)
 MAX_MESSAGE_BYTES = 1 << 30

@@ -40,9 +40,9 @@ from collectives.schedule import (
     Schedule,
     StepList,
     StridedLayout,
-    schedule_templates,
 )
 from collectives.spec import phases
+from collectives.templates import schedule_templates
 from collectives.topology import Grid
 from collectives.transports import TRANSPORTS
 

@@ -20,10 +20,7 @@ only element for element (dst == src or dst == src2), never shifted.
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +33,14 @@ COLUMNS = (
     "src_buf", "src_off", "src_stride", "src2_buf", "src2_off", "src2_stride",
     "dst_buf", "dst_off", "dst_stride",
 )
+#: the index of each column: the one map every reader of schedule rows uses (simulate, compose,
+#: the device executor, the model; cython_ext/executor.pyx declares the same, tests check it)
+COLUMN = {name: index for index, name in enumerate(COLUMNS)}
+#: where a row's fields start: a message's six (peer, buf, off, count, nblocks, stride), the local
+#: action's three (action, nblocks, count), each operand's three (buf, off, stride: src, src2, dst)
+SEND_FIELDS, RECV_FIELDS = COLUMN["send_peer"], COLUMN["recv_peer"]
+ACTION_FIELDS = slice(COLUMN["action"], COLUMN["action_count"] + 1)
+OPERAND_FIELDS = (COLUMN["src_buf"], COLUMN["src2_buf"], COLUMN["dst_buf"])
 #: the columns that are lengths in elements: a schedule for n elements a block is the one for one
 #: element a block with these multiplied by n (Schedule.scaled)
 LENGTH_COLUMNS = np.array([name.endswith(("_off", "_count", "_stride")) for name in COLUMNS])
@@ -112,7 +117,7 @@ class Schedule:
     def on(self, comm: int) -> Schedule:
         """The same steps on another communicator (a hierarchical phase)."""
         steps = self.steps.copy()
-        steps[:, 0] = comm
+        steps[:, COLUMN["comm"]] = comm
         return Schedule(steps, self.scratch)
 
     def __len__(self) -> int:
@@ -183,26 +188,27 @@ def rows(comm: int, send: tuple[int, Blocks], recv: tuple[int, Blocks],
     to them."""
     nrows = len(send[1].off)
     steps = np.zeros((nrows, len(COLUMNS)), dtype=np.int64)
-    steps[:, 0] = comm
+    steps[:, COLUMN["comm"]] = comm
     scratch = 0
-    for first, (peer, blocks) in ((1, send), (7, recv)):
+    for first, (peer, blocks) in ((SEND_FIELDS, send), (RECV_FIELDS, recv)):
         nblocks, count, stride = blocks.pieces()
         for column, values in enumerate((peer, blocks.buf, blocks.off, count, nblocks, stride), first):
             steps[:, column] = values
         scratch = max(scratch, blocks.scratch_end())
-    steps[:, 13:16] = (ACT_NONE, 1, 0)
+    steps[:, ACTION_FIELDS] = (ACT_NONE, 1, 0)
     if reduce is not None:
         scratch = max(scratch, _reduce_columns(steps, reduce))
     return Schedule(steps, scratch)
 
 
 def _reduce_columns(steps: np.ndarray, operands: tuple[Blocks, Blocks, Blocks]) -> int:
-    """Write the local-action columns (13-24) of rows that all reduce; the scratch they reach."""
+    """Write the local-action columns (ACTION_FIELDS, OPERAND_FIELDS) of rows that all reduce; the
+    scratch they reach."""
     shape = operands[0]
     for candidate in reversed(operands):  # the first non-contiguous operand wins: taken last
         shape = candidate.where(~candidate.contiguous, shape)
     nblocks, count, _ = shape.pieces()
-    steps[:, 13:16] = np.column_stack(np.broadcast_arrays(ACT_REDUCE, nblocks, count))
+    steps[:, ACTION_FIELDS] = np.column_stack(np.broadcast_arrays(ACT_REDUCE, nblocks, count))
     scratch = 0
     for position, block in enumerate(operands):
         mismatch = np.not_equal(block.total, shape.total) | (~block.contiguous & (
@@ -213,7 +219,7 @@ def _reduce_columns(steps: np.ndarray, operands: tuple[Blocks, Blocks, Blocks]) 
                              f"({int(np.broadcast_to(nblocks, (len(steps),))[row])} x "
                              f"{int(np.broadcast_to(count, (len(steps),))[row])})")
         stride = np.where(block.contiguous, count, block.stride)
-        for column, values in enumerate((block.buf, block.off, stride), 16 + 3 * position):
+        for column, values in enumerate((block.buf, block.off, stride), OPERAND_FIELDS[position]):
             steps[:, column] = values
         scratch = max(scratch, block.scratch_end())
     return scratch
@@ -243,19 +249,20 @@ class StepList:
         ``reduce`` is (src, src2, dst) with dst = src (op) src2, all the same length."""
         row = [self.comm] + [-1, 0, 0, 0, 1, 0] * 2 + [ACT_NONE, 1, 0] + [0, 0, 0] * 3
         if send is not None:
-            row[1:7] = _message(*send)
+            row[SEND_FIELDS : SEND_FIELDS + 6] = _message(*send)
         if recv is not None:
-            row[7:13] = _message(*recv)
+            row[RECV_FIELDS : RECV_FIELDS + 6] = _message(*recv)
         operands = copy or reduce
         if operands:
             shape_source = next((b for b in operands if not b.contiguous), operands[0])
             nblocks, count, _ = shape_source.pieces()
-            row[13:16] = [ACT_COPY if copy else ACT_REDUCE, nblocks, count]
+            row[ACTION_FIELDS] = [ACT_COPY if copy else ACT_REDUCE, nblocks, count]
             slots = (operands[0], None, operands[1]) if copy else operands
             for position, block in enumerate(slots):
                 if block is not None:
                     _, _, stride = block.shaped_like(shape_source)
-                    row[16 + 3 * position : 19 + 3 * position] = [block.buf, block.off, stride]
+                    first = OPERAND_FIELDS[position]
+                    row[first : first + 3] = [block.buf, block.off, stride]
         self.rows.append(row)
         for block in [b for pair in (send, recv) if pair for b in pair[1:]] + list(operands or ()):
             if block.buf == SCRATCH:
@@ -336,56 +343,3 @@ class StridedLayout:
 
 
 Layout = ContiguousLayout | StridedLayout
-
-
-#: what one rank keeps of built schedules (times the ranks of a node: 512 MiB for 64): a ring
-#: all-reduce's rows at 8192 ranks are 3.3 MB, so a cache of entries, not bytes, held gigabytes
-MAX_CACHED_SCHEDULE_BYTES = 8 << 20
-
-
-def template_count(collective: str, nranks: int, count: int) -> tuple[int, int] | None:
-    """(the count of the shape's template, the unit it is scaled by) where a call of ``count`` is
-    the template scaled (all-gather and reduce-scatter: blocks of ``count``; all-reduce: p equal
-    blocks); None where it is not (an all-reduce of count % p != 0, or an empty call)."""
-    if collective == "allreduce":
-        return (nranks, count // nranks) if count >= nranks and count % nranks == 0 else None
-    return (1, count) if count >= 1 else None
-
-
-def schedule_templates(build: Callable[..., Schedule]) -> Callable[..., Schedule]:
-    """``build`` (positional arguments: the collective first, ``count`` and ``nranks`` or a ``grid``
-    among the others) built once per shape for every count: the cached template scaled to the call,
-    so the sizes of a sweep share one build (scaled == built: tests/test_schedule.py). Templates are
-    kept up to MAX_CACHED_SCHEDULE_BYTES, least recently used dropped first."""
-    names = list(inspect.signature(build).parameters)
-    at_count = names.index("count")
-    at_group = names.index("nranks") if "nranks" in names else names.index("grid")
-    kept: OrderedDict[tuple, Schedule] = OrderedDict()
-    held = [0]
-
-    def cached(key: tuple) -> Schedule:
-        if key in kept:
-            kept.move_to_end(key)
-            return kept[key]
-        schedule = kept[key] = build(*key)
-        held[0] += schedule.steps.nbytes
-        while held[0] > MAX_CACHED_SCHEDULE_BYTES and len(kept) > 1:
-            held[0] -= kept.popitem(last=False)[1].steps.nbytes
-        return schedule
-
-    @functools.wraps(build)
-    def schedule(*key) -> Schedule:
-        group = key[at_group]
-        template = template_count(key[0], group if isinstance(group, int) else group.nranks, key[at_count])
-        if template is None:
-            return cached(key)
-        return cached((*key[:at_count], template[0], *key[at_count + 1:])).scaled(template[1])
-
-    def cache_clear() -> None:
-        kept.clear()
-        held[0] = 0
-
-    schedule.cache_clear = cache_clear  # type: ignore[attr-defined]
-    schedule.cached_bytes = lambda: held[0]  # type: ignore[attr-defined]
-    schedule.build = build  # type: ignore[attr-defined]  (the uncached builder, for tests)
-    return schedule

@@ -11,17 +11,16 @@ from collectives.schedule import (
     ACT_MPI_ALLGATHER,
     ACT_MPI_REDUCE_SCATTER,
     ACT_REDUCE,
-    COLUMNS,
     RECV,
     SCRATCH,
     SEND,
     Schedule,
 )
+from collectives.schedule import COLUMN as C
 
 REDUCERS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
 }
-C = {name: index for index, name in enumerate(COLUMNS)}
 #: (comm index, world rank) -> world ranks of that communicator, in its rank order
 Groups = Callable[[int, int], list[int]]
 

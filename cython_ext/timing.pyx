@@ -18,15 +18,21 @@ An iteration's time is the maximum over ranks (the honest cross-rank reduction).
 clock (always in window mode; in the others when the caller passes one) each iteration's start
 skew, the latest start minus the earliest over ranks, is measured too.
 
-``time_cell``/``time_turns`` add, without the GIL in the loop:
+``measure`` times one op, or two in turns, as a plan (collectives/timing_plan.py ``TimingPlan``)
+says; its options, without the GIL in the loop:
 
-* warm-up until stable: after the fixed warm-up, timed warm-up batches until a batch's median
-  is within ``warm_tol`` of the previous one (at most ``max_warmup`` iterations, at most the
-  time budget); what was discarded (iterations, the slowest of them) is reported;
-* an adaptive stop (hyperfine/asv style): timed batches until the distribution-free 95%
-  interval of the median is within +-``target_ci`` of it, the time budget (the sum of the
-  samples; in window mode, of the windows) is spent, or ``iters`` is reached, never below
-  ``min_iters``; why it stopped is reported.
+* warm-up until stable (``max_warmup`` > 0): after the fixed warm-up, timed warm-up batches until
+  a batch's median is within ``warm_tol`` of the previous one (at most ``max_warmup`` iterations,
+  at most the time budget); what was discarded (iterations, the slowest of them) is reported;
+* an adaptive stop (``target_ci`` > 0, hyperfine/asv style): timed batches until the
+  distribution-free 95% interval of the median is within +-``target_ci`` of it, the time budget
+  (the sum of the samples; in window mode, of the windows) is spent, or ``iters`` is reached,
+  never below ``min_iters``;
+* with neither (and not in window mode), one batch of the count the budget allows at the
+  warm-up's pace, never below ``min_iters``.
+
+Why the warm-up and the timed loop stopped are the enums ``Warm`` and ``Stop``; the rows carry
+their names (``WARMUP_REASONS``, ``STOP_REASONS``).
 
 Every decision is taken from samples already reduced over ranks, so every rank reaches the same
 one with no extra synchronisation.
@@ -43,40 +49,29 @@ from mpi4py.MPI cimport Comm
 
 import numpy as np
 
-from cython_ext.clock cimport ClockModel, SyncedClock, global_now
+from collectives.timing_plan import MODES, TimingPlan
+
+from cython_ext.clock cimport SyncedClock, global_now
 from cython_ext.core cimport CollOp, check_mpi
 
-MODES = ("sync", "pipelined", "window")
-#: why a cell's timed loop stopped
-STOP_REASONS = ("precision", "budget", "iters", "fixed")
-#: why the warm-up stopped: "fixed" (warm-up count only), "stable", "max_warmup", "budget"
-WARMUP_REASONS = ("fixed", "stable", "max_warmup", "budget")
 #: 97.5% normal quantile: the order-statistic interval of the median is two-sided 95%
 cdef double Z95 = 1.959964
-cdef enum:
-    SYNC = 0
-    PIPELINED = 1
-    WINDOW = 2
-    # the most ops timed in turns
-    MAX_OPS = 2
+
+#: the name a row carries for each reason of timing.pxd (the tidy table's stop_reason / warmup_reason values)
+STOP_NAMES = {STOP_PRECISION: "precision", STOP_BUDGET: "budget", STOP_ITERS: "iters", STOP_FIXED: "fixed"}
+WARMUP_NAMES = {WARM_FIXED: "fixed", WARM_STABLE: "stable", WARM_MAX: "max_warmup", WARM_BUDGET: "budget"}
+#: the names, in the order of the enums
+STOP_REASONS = tuple(STOP_NAMES[code] for code in sorted(STOP_NAMES))
+WARMUP_REASONS = tuple(WARMUP_NAMES[code] for code in sorted(WARMUP_NAMES))
+cdef dict MODE_CODES = {"sync": SYNC, "pipelined": PIPELINED, "window": WINDOW}
+if set(MODE_CODES) != set(MODES):
+    raise ImportError(f"cython_ext.timing: its Mode enum has {sorted(MODE_CODES)}, the plan's modes are {MODES}")
 
 
-cdef struct Starts:
-    # how each timed call of a batch begins
-    int mode
-    ClockModel *clock     # NULL: no common clock, no skew measured (sync and pipelined only)
-    double first          # window: when the batch's first window opens (common time)
-    double window         # window: the length of each call's window (s)
-    double tolerance      # window: a call that began later than this after its window opened missed it
-    double lead           # window: from the decision to the first window (the broadcast's time)
-    double clock_error    # the clocks' synchronisation error bound (s)
-    double initial        # window: the first length of the windows (they grow to at most 16 times it)
-
-
-cdef int _mode(str mode) except -1:
-    if mode not in MODES:
+cdef Mode _mode(str mode) except *:
+    if mode not in MODE_CODES:
         raise ValueError(f"timing mode must be one of {MODES}, got {mode!r}")
-    return MODES.index(mode)
+    return MODE_CODES[mode]
 
 
 cdef inline double _now(Starts *s) noexcept nogil:
@@ -258,20 +253,6 @@ cdef inline double _account(const double *w, int count, double *slowest) noexcep
     return total
 
 
-cdef struct Plan:
-    # the rules of one cell's loop
-    int warmup, cap, lowest, max_warmup
-    double budget_s, target_ci, warm_tol
-
-
-cdef struct Outcome:
-    # what one cell's loop did
-    int n, warm_done, wreason, sreason, missed, attempted
-    double slowest
-    # the fixed warm-up's time per call, the slowest rank's (first calls included)
-    double warm_call_s
-
-
 cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Outcome *o, double **w,
                   double **ws, double *work, double *scratch) except -1 nogil:
     """The fixed warm-up, then warm-up batches until two agree (for every op)."""
@@ -307,7 +288,7 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
     while p.max_warmup > 0:
         batch = min(wbatch, p.max_warmup + p.warmup - o.warm_done)
         if batch <= 0:
-            o.wreason = 2
+            o.warm_reason = WARM_MAX
             break
         _batch(a, b, nops, c, s, w, ws, 0, work, batch)
         o.warm_done += batch
@@ -322,10 +303,10 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
             agreed = agreed and _agrees(current, previous[j], p.warm_tol)
             previous[j] = current
         if agreed:
-            o.wreason = 1
+            o.warm_reason = WARM_STABLE
             break
         if p.budget_s > 0 and warm_spent >= nops * p.budget_s:
-            o.wreason = 3
+            o.warm_reason = WARM_BUDGET
             break
     return 0
 
@@ -342,7 +323,7 @@ cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Ou
     if fixed:
         batch = p.cap
         if p.budget_s > 0 and o.warm_call_s > 0:
-            batch = <int>min(<double>p.cap, max(<double>p.lowest, ceil(p.budget_s / (nops * o.warm_call_s))))
+            batch = <int>min(<double>p.cap, max(<double>p.lowest, ceil(nops * p.budget_s / o.warm_call_s)))
     while True:
         batch = min(batch, p.cap - o.attempted)
         _batch(a, b, nops, c, s, t, skew, o.n, work, batch)
@@ -360,29 +341,32 @@ cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Ou
                     spent += t[j][o.n + i]
         o.n += batch
         if fixed:
-            o.sreason = 3
+            o.stop_reason = STOP_FIXED
             break
         precise = p.target_ci > 0 and o.n >= p.lowest
         for j in range(nops):
             rel = _median_ci_rel(t[j], o.n, scratch) if p.target_ci > 0 else 1e300
             precise = precise and rel <= p.target_ci
         if precise:
-            o.sreason = 0
+            o.stop_reason = STOP_PRECISION
             break
         if o.attempted >= p.cap:
-            o.sreason = 2
+            o.stop_reason = STOP_ITERS
             break
         if p.budget_s > 0 and spent >= nops * p.budget_s and o.n >= p.lowest:
-            o.sreason = 1
+            o.stop_reason = STOP_BUDGET
             break
         if p.target_ci <= 0 and p.budget_s > 0 and o.n >= p.lowest and o.n > 0:
             # no precision target: the count the budget allows from here
             batch = <int>ceil((nops * p.budget_s - spent) / (spent / o.n))
             if batch < 1:
-                o.sreason = 1
+                o.stop_reason = STOP_BUDGET
                 break
         else:
             batch = max(8, o.n // 4)
+    if p.target_ci <= 0 and p.max_warmup <= 0:
+        # no adaptive stop (window mode too, whose batches ended on the budget or the cap)
+        o.stop_reason = STOP_FIXED
     return 0
 
 
@@ -414,48 +398,85 @@ cdef class _Loop:
         free(self.block)
 
 
-def _measure(CollOp a, CollOp b, Comm comm, str mode, int warmup, int iters, int min_iters, double budget_s,
-             double target_ci, int max_warmup, double warm_tol, SyncedClock clock, int rounds):
-    """The loop for op ``a`` (and ``b``, in turns, unless None): per op, (samples in s, start
-    skews in s); the info the ops share."""
-    cdef int j, nops = 1 if b is None else 2
+cdef int _rules(Plan *p, plan) except -1:
+    """The loop's rules from a TimingPlan (or anything with its fields)."""
+    cdef int warmup = plan.warmup, iters = plan.iters, min_iters = plan.min_iters, max_warmup = plan.max_warmup
+    p.warmup, p.cap, p.max_warmup = max(warmup, 0), max(iters, 1), max(max_warmup, 0)
+    p.lowest = max(min(min_iters, p.cap), 1)
+    p.budget_s, p.target_ci, p.warm_tol = plan.budget_s, plan.target_ci, plan.warm_tol
+    return 0
+
+
+def measure(ops, Comm comm, plan=None, SyncedClock clock=None, int clock_rounds=10) -> list:
+    """Time one op, or two in turns, as ``plan`` (collectives.timing_plan.TimingPlan; default
+    ``TimingPlan()``) says: per op, (per-iteration seconds, max over ranks; info dict).
+
+    ``ops``: a CollOp (one cell), or a tuple of one or two. Two (two arms of one cell, same-job
+    comparison) are timed in turns, iteration by iteration: every change of the machine's speed
+    lands on both alike; the plan's rules hold for both (precision: both intervals narrow enough;
+    the budget is per op). A clock (cython_ext/clock.pyx, needed in window mode) is synchronised
+    first, in ``clock_rounds`` rounds.
+
+    ``info`` holds ``stop_reason`` (``STOP_REASONS``; "fixed" without a precision target or a
+    warm-up until stable), ``ci_rel`` (the half-width reached, relative; nan when unbounded),
+    ``warmup_discarded`` (iterations run before the samples, all ranks alike),
+    ``warmup_slowest_us`` (the slowest timed warm-up iteration; nan when none was timed) and
+    ``warmup_reason`` (``WARMUP_REASONS``); with a clock, ``clock_error_us`` and
+    ``start_skew_us_p50``/``_p95``; in window mode ``window_us`` and ``window_missed``.
+    """
+    ops = (ops,) if isinstance(ops, CollOp) else tuple(ops)
+    if not 1 <= len(ops) <= MAX_OPS:
+        raise ValueError(f"the timing loop times one op or {MAX_OPS} in turns, not {len(ops)}")
+    plan = TimingPlan() if plan is None else plan
+    cdef CollOp a = ops[0]
+    cdef int j, nops = len(ops)
+    cdef CollOp b = ops[nops - 1]  # one op: never called as b
     cdef Starts s
     cdef Plan p
     cdef Outcome o
     cdef MPI_Comm c = comm.ob_mpi
     cdef _Loop buffers
-    s.mode = _mode(mode)
+    s.mode = _mode(plan.mode)
     if s.mode == WINDOW and clock is None:
         raise ValueError("window mode needs a SyncedClock")
-    if s.mode == WINDOW and warmup < 1:
+    if s.mode == WINDOW and plan.warmup < 1:
         raise ValueError("window mode needs a warm-up (its windows are sized from it)")
     s.clock = &clock.model if clock is not None else NULL
     s.clock_error = 0.0
-    p.warmup, p.cap, p.max_warmup = max(warmup, 0), max(iters, 1), max(max_warmup, 0)
-    p.lowest = max(min(min_iters, p.cap), 1)
-    p.budget_s, p.target_ci, p.warm_tol = budget_s, target_ci, warm_tol
-    o.n = o.warm_done = o.wreason = o.sreason = o.missed = o.attempted = 0
+    _rules(&p, plan)
+    o.n = o.warm_done = o.missed = o.attempted = 0
+    o.warm_reason, o.stop_reason = WARM_FIXED, STOP_FIXED
     o.slowest = -1.0
     buffers = _Loop(nops, p.cap, p.max_warmup + max(p.warmup, 5))
     if clock is not None:
-        s.clock_error = clock.sync(comm, rounds)
+        s.clock_error = clock.sync(comm, clock_rounds)
     with nogil:
         _warm_up(a, b, nops, c, &s, &p, &o, buffers.w, buffers.ws, buffers.work, buffers.scratch)
         _timed(a, b, nops, c, &s, &p, &o, buffers.t, buffers.skew, buffers.work, buffers.scratch)
+    shared = {"stop_reason": STOP_NAMES[o.stop_reason], "warmup_discarded": o.warm_done,
+              "warmup_slowest_us": o.slowest * 1e6 if o.slowest >= 0 else float("nan"),
+              "warmup_reason": WARMUP_NAMES[o.warm_reason]}
+    if clock is not None:
+        shared["clock_error_us"] = s.clock_error * 1e6
+    if s.mode == WINDOW:
+        shared["window_us"] = s.window * 1e6
+        shared["window_missed"] = o.missed
     out = []
     for j in range(nops):
         samples = np.asarray(<double[:o.n]>buffers.t[j]).copy() if o.n else np.empty(0)
         skews = np.asarray(<double[:o.n]>buffers.skew[j]).copy() if o.n else np.empty(0)
-        out.append((samples, skews))
-    info = {"stop_reason": STOP_REASONS[o.sreason], "warmup_discarded": o.warm_done,
-            "warmup_slowest_us": o.slowest * 1e6 if o.slowest >= 0 else float("nan"),
-            "warmup_reason": WARMUP_REASONS[o.wreason] if p.max_warmup > 0 else "fixed"}
-    if clock is not None:
-        info["clock_error_us"] = s.clock_error * 1e6
-    if s.mode == WINDOW:
-        info["window_us"] = s.window * 1e6
-        info["window_missed"] = o.missed
-    return out, info
+        out.append((samples, {**shared, "ci_rel": _ci_of(samples), **_skew_info(skews)}))
+    return out
+
+
+def time_op(CollOp op, Comm comm, str mode, int warmup, int iters, int min_iters=1, double budget_s=0.0,
+            SyncedClock clock=None):
+    """The samples only, for the probes and benchmarks: per-iteration seconds (max over ranks),
+    shape (n,), n <= iters, of ``measure`` with a fixed warm-up and no precision target (with a
+    time budget, the count the budget allows after the warm-up, never below min_iters)."""
+    plan = TimingPlan(mode=mode, warmup=warmup, iters=iters, min_iters=min_iters, budget_s=budget_s,
+                      target_ci=0.0, max_warmup=0)
+    return measure(op, comm, plan, clock)[0][0]
 
 
 def _skew_info(skews) -> dict:
@@ -464,53 +485,6 @@ def _skew_info(skews) -> dict:
         return {}
     return {"start_skew_us_p50": float(np.median(valid)) * 1e6,
             "start_skew_us_p95": float(np.quantile(valid, 0.95)) * 1e6}
-
-
-def time_op(CollOp op, Comm comm, str mode="sync", int warmup=5, int iters=20,
-            int min_iters=1, double budget_s=0.0, SyncedClock clock=None):
-    """Per-iteration seconds (max over ranks), shape (n,), with n <= iters: the loop with a fixed
-    warm-up and no precision target (with a time budget, the count the budget allows after the
-    warm-up, never below min_iters)."""
-    (samples, _), = _measure(op, None, comm, mode, warmup, iters, min_iters, budget_s, 0.0, 0, 0.1, clock, 10)[0]
-    return samples
-
-
-def time_cell(CollOp op, Comm comm, str mode="sync", int warmup=5, int iters=20, int min_iters=1,
-              double budget_s=0.0, double target_ci=0.0, int max_warmup=0, double warm_tol=0.1,
-              SyncedClock clock=None, int clock_rounds=10):
-    """(per-iteration seconds, max over ranks; info dict) of one cell.
-
-    ``info`` holds ``stop_reason`` ("fixed" without a precision target or a warm-up until stable),
-    ``ci_rel`` (the half-width reached, relative; nan when unbounded), ``warmup_discarded``
-    (iterations run before the samples, all ranks alike), ``warmup_slowest_us`` (the slowest timed
-    warm-up iteration; nan when none was timed) and ``warmup_reason``; with a clock,
-    ``clock_error_us`` and ``start_skew_us_p50``/``_p95``; in window mode ``window_us`` and
-    ``window_missed``.
-    """
-    out, common = _measure(op, None, comm, mode, warmup, iters, min_iters, budget_s, target_ci, max_warmup,
-                           warm_tol, clock, clock_rounds)
-    (samples, skews), = out
-    return samples, {**common, **_measure_info(samples, skews, target_ci, max_warmup)}
-
-
-def time_turns(CollOp a, CollOp b, Comm comm, str mode="sync", int warmup=5, int iters=20, int min_iters=1,
-               double budget_s=0.0, double target_ci=0.0, int max_warmup=0, double warm_tol=0.1,
-               SyncedClock clock=None, int clock_rounds=10):
-    """Two arms of one cell timed in turns, iteration by iteration (same-job comparison): every
-    change of the machine's speed lands on both alike. (samples of a, samples of b, infos); the
-    rules of ``time_cell``, applied to both (precision: both intervals narrow enough; the budget
-    is per arm)."""
-    out, common = _measure(a, b, comm, mode, warmup, iters, min_iters, budget_s, target_ci, max_warmup,
-                           warm_tol, clock, clock_rounds)
-    infos = [{**common, **_measure_info(samples, skews, target_ci, max_warmup)} for samples, skews in out]
-    return out[0][0], out[1][0], infos
-
-
-def _measure_info(samples, skews, double target_ci, int max_warmup) -> dict:
-    info = {"ci_rel": _ci_of(samples), **_skew_info(skews)}
-    if target_ci <= 0 and max_warmup <= 0:
-        info["stop_reason"] = "fixed"
-    return info
 
 
 def _ci_of(samples) -> float:

@@ -1,4 +1,4 @@
-"""The adaptive timing loop (cython_ext/timing.pyx time_cell): warm-up until stable, stop on
+"""The adaptive timing loop (cython_ext/timing.pyx measure): warm-up until stable, stop on
 precision / budget / iters, and the new row columns that say why. Structure only: no assertion
 depends on how fast this machine is."""
 

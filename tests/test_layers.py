@@ -62,3 +62,78 @@ def test_the_library_never_imports_the_harness():
     assert stage("collectives.rdma_probe") == -1
     assert stage("bench.plan.cells") < stage("bench.run.worker") < stage("bench.results.table") \
         < stage("bench.judge.gate") < stage("bench.present.report")
+
+
+def _module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The project modules ``path`` imports at module level (``if``/``try`` blocks included, so
+    TYPE_CHECKING imports count; imports inside functions do not)."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name in modules)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    found.update([full] if full in modules else [node.module] if node.module in modules else [])
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+
+    visit(ast.parse(path.read_text()).body)
+    return found - {module_name(path)}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = stack[stack.index(node):]
+                    del stack[stack.index(node):]
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif target not in index:
+                index[target] = low[target] = len(index)
+                stack.append(target)
+                work.append((target, iter(sorted(graph[target]))))
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+    return found
+
+
+#: cycles that are a design, not an accident: CallSpec checks a call against its collective's spec,
+#: and the specs take a CallSpec (type hints only, on their side)
+KNOWN_CYCLES = [{"collectives.call", "collectives.spec", "collectives.spec.allgather", "collectives.spec.allreduce",
+                 "collectives.spec.reduce_scatter"}]
+
+
+def test_no_import_circle_outside_a_registry():
+    """A registry package and its plug-ins import each other (the package imports them to register,
+    they import ``register``); any other circle of module-level imports is a layering mistake."""
+    paths = {module_name(path): path for path in [*ROOT.glob("bench/**/*.py"), *ROOT.glob("collectives/**/*.py")]}
+    graph = {name: _module_imports(path, set(paths)) for name, path in paths.items()}
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the finder finds
+    circles = []
+    for component in _cycles(graph):
+        package = min(component, key=len)
+        registry = paths[package].name == "__init__.py" and all(
+            name == package or name.startswith(f"{package}.") for name in component)
+        if not registry and set(component) not in KNOWN_CYCLES:
+            circles.append(component)
+    assert not circles, f"modules that import each other: {circles}"

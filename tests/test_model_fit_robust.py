@@ -237,16 +237,16 @@ def test_band_without_a_fit_record_fails_in_one_line(capsys) -> None:
 
 
 def test_held_out_counts_never_reach_the_fit(tmp_path: Path, monkeypatch) -> None:
-    import bench.cli.model_cmd as model_cmd
+    import bench.cli.model_fit as model_fit
 
     seen: list[int] = []
-    real = model_cmd.fit_per_library
+    real = model_fit.fit_per_library
 
     def spy(measured, base):
         seen.extend(m.call.nranks for m in measured)
         return real(measured, base)
 
-    monkeypatch.setattr(model_cmd, "fit_per_library", spy)
+    monkeypatch.setattr(model_fit, "fit_per_library", spy)
     truth = with_library_values(_machine(TRUE), "mpi", {**TRUE, "inter.latency_us": 5.0})
     run = tmp_path / "run"
     run.mkdir()

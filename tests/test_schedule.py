@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collectives import algorithms, schedule
+from collectives import algorithms, templates
 from collectives.algorithms import ALGORITHMS, schedule_for, supports
 from collectives.algorithms.ring import Ring
 from collectives.hier import composition_problem, hier_schedule
@@ -121,7 +121,7 @@ def test_templates_are_per_shape_not_per_count():
 
 
 def test_the_template_cache_is_bounded_by_bytes(monkeypatch):
-    monkeypatch.setattr(schedule, "MAX_CACHED_SCHEDULE_BYTES", 1 << 20)
+    monkeypatch.setattr(templates, "MAX_CACHED_SCHEDULE_BYTES", 1 << 20)
     schedule_for.cache_clear()
     for nranks in (512, 600, 700, 800):  # a ring all-gather's rows: 200 B a rank
         schedule_for("allgather", "ring", nranks, 0, 4, False)
@@ -132,12 +132,12 @@ def test_the_template_cache_is_bounded_by_bytes(monkeypatch):
 
 
 def test_template_count_rules():
-    assert schedule.template_count("allgather", 4, 10) == (1, 10)
-    assert schedule.template_count("reduce_scatter", 3, 1) == (1, 1)
-    assert schedule.template_count("allreduce", 4, 12) == (4, 3)
-    assert schedule.template_count("allreduce", 4, 13) is None
-    assert schedule.template_count("allreduce", 4, 2) is None
-    assert schedule.template_count("allgather", 4, 0) is None
+    assert templates.template_count("allgather", 4, 10) == (1, 10)
+    assert templates.template_count("reduce_scatter", 3, 1) == (1, 1)
+    assert templates.template_count("allreduce", 4, 12) == (4, 3)
+    assert templates.template_count("allreduce", 4, 13) is None
+    assert templates.template_count("allreduce", 4, 2) is None
+    assert templates.template_count("allgather", 4, 0) is None
 
 
 @pytest.mark.parametrize("nranks", [2048])

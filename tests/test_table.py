@@ -21,6 +21,7 @@ from bench.results.table import (
     STATUSES,
     atomic_write,
     build_tables,
+    make_row,
     timing_stats,
 )
 from bench.run.parts import read_parts
@@ -328,3 +329,11 @@ def test_read_parts_of_an_empty_or_missing_folder(tmp_path: Path):
     assert read_parts(tmp_path) == []
     (tmp_path / "parts" / "empty.jsonl").write_text("")
     assert read_parts(tmp_path) == []
+
+
+def test_make_row_refuses_a_key_that_is_no_column():
+    values = {"run_id": "r", "cell_key": "k", "collective": "allreduce", "impl": "mpi", "status": "ok", "nranks": 2,
+              "bytes_total": 8, "samples_us": [1.0, 2.0]}
+    assert make_row(values).time_us_p50 == 1.5
+    with pytest.raises(ValueError, match="'nrank' is no column"):
+        make_row({**values, "nrank": 2})  # misspelt: before, dropped without a word

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import BadInput
-from bench.plan.cells import CELL_KEY, cell_value
+from bench.plan.cells import CELL_KEY
+from bench.plan.sizes import cell_value
 from bench.plan.suite import read_yaml
 
 MATCHABLE = (*CELL_KEY, "bytes_per_rank", "bytes_total")

@@ -25,10 +25,10 @@ import numpy as np
 
 from bench.model.impls import Variant
 from bench.model.mpich import mpich_algorithm, mpich_schedule
-from collectives.schedule import ACT_COPY, ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_REDUCE, COLUMNS, Schedule
+from collectives.schedule import ACT_COPY, ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_REDUCE, Schedule
+from collectives.schedule import COLUMN as C
 from collectives.topology import Grid
 
-C = {name: index for index, name in enumerate(COLUMNS)}
 ALL_RANKS_UP_TO = 64
 FIELDS = ("intra_bytes", "inter_bytes", "send_inter", "recv_inter", "send_bytes_inter", "recv_bytes_inter",
           "copy_bytes", "reduce_bytes", "mpi_reduce_bytes")

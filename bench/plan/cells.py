@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
 from bench.plan.hosts import HostPlan, Placement, place, suite_host_plan
-from bench.plan.sizes import geometric, parse_size
+from bench.plan.sizes import geometric
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
 from collectives.spec import total_count
+from collectives.timing_plan import TimingPlan  # the plan JSON's timing block (defined once there)
 
 if TYPE_CHECKING:  # the worker reads plans without the suite schema (pydantic costs ~0.1 s a rank)
     from bench.plan.suite import Suite
@@ -70,23 +71,6 @@ class Cell:
 
 
 CELL_FIELDS = tuple(f.name for f in fields(Cell))
-
-
-@dataclass(frozen=True)
-class TimingPlan:
-    """The suite's ``timing`` block as the worker runs it (bench/plan/suite.py documents each field)."""
-
-    mode: str = "sync"
-    warmup: int = 5
-    iters: int = 20
-    min_iters: int = 5
-    budget_s: float = 1.0
-    target_ci: float = 0.0
-    max_warmup: int = 0
-    warm_tol: float = 0.1
-    probe: bool = False
-    turns: str = "iteration"
-    clock_sync: bool = False
 
 
 @dataclass
@@ -228,21 +212,6 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
                                                     position[c.key]))
         launches += with_arms(launch, suite)
     return launches
-
-
-#: cell columns that hold sizes (given with units in YAML) and counts
-SIZE_COLUMNS = ("count_per_rank", "bytes_per_rank", "bytes_total")
-INT_COLUMNS = ("nranks", "nnodes", "ranks_per_node")
-
-
-def cell_value(name: str, value: object) -> int | str:
-    """A value of cell column ``name`` as cells and tables hold it, from YAML or a table row (sizes
-    take units; ValueError when it is none)."""
-    if name in SIZE_COLUMNS:
-        return parse_size(value if isinstance(value, int) else str(value))
-    if name in INT_COLUMNS:
-        return int(value)
-    return "" if value is None else str(value)
 
 
 def selected(cell: Cell, select: list[dict[str, tuple]]) -> bool:

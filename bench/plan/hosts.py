@@ -16,12 +16,9 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bench.errors import BadInput
-
-if TYPE_CHECKING:
-    from bench.plan.suite import Suite
 
 #: a host name or address as launchers take it (no ':' or ',': those separate slots and hosts)
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -215,7 +212,15 @@ def place(nranks: int, ranks_per_node: int | None, plan: HostPlan) -> Placement:
     return Placement(used, per_host, tuple(host.name for host in plan.hosts[:used]))
 
 
-def suite_host_plan(suite: Suite, source: str | None = None) -> HostPlan:
+class NamesHosts(Protocol):
+    """What a host plan reads of a suite (bench/plan/suite.py's Suite; no import of it here: the
+    suite's schema checks host names with this module's parse_host)."""
+
+    hosts: list[str] | None
+    hostfile: str | None
+
+
+def suite_host_plan(suite: NamesHosts, source: str | None = None) -> HostPlan:
     """The hosts the suite names (``hosts:`` or ``hostfile:``, --hosts/--hostfile written into it),
     or this host alone. ``source`` says where the names came from (default: the suite field)."""
     if suite.hosts:

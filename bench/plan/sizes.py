@@ -1,6 +1,8 @@
 """Message sizes as people write them: 8, 8B, 4K, 4KiB, 1 MiB, 2M, 1G, 1kB, 1MB.
 
-K/M/G and KiB/MiB/GiB are binary (1024, as nccl-tests' -b/-e); kB/MB/GB are decimal.
+K/M/G and KiB/MiB/GiB are binary (1024, as nccl-tests' -b/-e); kB/MB/GB are decimal. And the
+values of cell columns as YAML gives them (``cell_value``: the suite's ``select:`` and the gate's
+allowlist read cells through it, below both the cells and the suite).
 """
 
 from __future__ import annotations
@@ -70,3 +72,18 @@ def geometric(min_bytes: int, max_bytes: int, factor: int, limit: int | None = N
         sizes.append(size)
         size *= factor
     return sizes
+
+
+#: cell columns that hold sizes (given with units in YAML) and counts
+SIZE_COLUMNS = ("count_per_rank", "bytes_per_rank", "bytes_total")
+INT_COLUMNS = ("nranks", "nnodes", "ranks_per_node")
+
+
+def cell_value(name: str, value: object) -> int | str:
+    """A value of cell column ``name`` as cells and tables hold it, from YAML or a table row (sizes
+    take units; ValueError when it is none)."""
+    if name in SIZE_COLUMNS:
+        return parse_size(value if isinstance(value, int) else str(value))
+    if name in INT_COLUMNS:
+        return int(value)
+    return "" if value is None else str(value)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import Field as DataclassField
+from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import (
     AfterValidator,
@@ -18,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -25,13 +28,13 @@ from pydantic import (
 from bench.errors import BadInput
 from bench.files import project_folder
 from bench.plan import safe_yaml
-from bench.plan.cells import cell_value
 from bench.plan.hosts import parse_host
-from bench.plan.sizes import SIZE_HELP, parse_size
+from bench.plan.sizes import SIZE_HELP, cell_value, parse_size
 from collectives import algorithms, hier, tuning
 from collectives.dtypes import DTYPES, OPS
 from collectives.impls import IMPLEMENTATIONS
 from collectives.spec import COLLECTIVES
+from collectives.timing_plan import TimingPlan
 
 Collective = Literal[COLLECTIVES]  # collectives/spec: one file per collective
 Placement = Literal["out_of_place", "in_place"]
@@ -73,35 +76,19 @@ class SizeSweep(Strict):
     semantics: Literal["total", "per_rank"] = "total"
 
 
-class Timing(Strict):
-    #: sync: barrier before every timed call (OSU/IMB); pipelined: calls back to back; window:
-    #: every call started at the same time on clocks synchronised before the cell (ReproMPI),
-    #: its time the latest finish minus that start (cython_ext/timing.pyx)
-    mode: Literal["sync", "pipelined", "window"] = "sync"
-    warmup: int = Field(5, ge=0)
-    #: the most timed iterations per cell
-    iters: int = Field(20, ge=1)
-    #: the fewest timed iterations, whatever the budget
-    min_iters: int = Field(5, ge=1)
-    #: seconds of timed iterations per cell (0: always ``iters``)
-    budget_s: float = Field(1.0, ge=0)
-    #: adaptive stop: keep timing batches until the 95% interval of the median is within
-    #: +-target_ci of it (0.02 = 2%), the budget is spent or ``iters`` is reached (0: off, the
-    #: iteration count is fixed after the warm-up from the budget)
-    target_ci: float = Field(0.0, ge=0, lt=1)
-    #: warm-up until stable: after ``warmup``, timed warm-up batches until two batches' medians
-    #: agree within ``warm_tol``, at most this many more iterations (0: the fixed warm-up only)
-    max_warmup: int = Field(0, ge=0)
-    warm_tol: float = Field(0.1, gt=0)
-    #: measure the machine-speed probe (barrier, 8 B all-reduce, 1 MiB memcpy) after every cell
-    #: (bench/run/probe.py); ``gate --normalise probe`` judges cells relative to it
-    probe: bool = False
-    #: same-job arms that share a launch: "iteration" (two arms of a cell timed in turns, iteration
-    #: by iteration: every change of the machine lands on both) or "cell" (one cell after the other)
-    turns: Literal["iteration", "cell"] = "iteration"
-    #: synchronise the ranks' clocks before every cell in sync and pipelined mode too, and report
-    #: each cell's start skew (start_skew_us_p50/_p95; window mode always does)
-    clock_sync: bool = False
+def _timing_field(option: DataclassField) -> tuple[Any, Any]:
+    """A ``timing:`` field of the schema from the plan's field: its type (``choices``: a Literal of
+    them), its default, its bounds and its documentation."""
+    rules = dict(option.metadata)
+    doc, choices = rules.pop("doc"), rules.pop("choices", None)
+    kind = Literal[choices] if choices else get_type_hints(TimingPlan)[option.name]
+    return kind, Field(option.default, description=doc, **rules)
+
+
+#: the suite's ``timing`` block: the fields, defaults, bounds and docs of collectives/timing_plan.py's
+#: TimingPlan, which the plan JSON carries to the worker (``TimingPlan(**timing.model_dump())``)
+Timing = create_model("Timing", __base__=Strict, __doc__="How every cell of the suite is timed.",
+                      **{option.name: _timing_field(option) for option in fields(TimingPlan)})
 
 
 class ImplEntry(Strict):

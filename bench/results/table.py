@@ -101,7 +101,7 @@ class Row:
     cost_per_call_usd: float | None = None
     #: same-job comparison: the suite arm of the cell ("" without arms; part of the cell key)
     arm: str = ""
-    # the timing loop (cython_ext/timing.pyx time_cell): adaptive stop and warm-up until stable
+    # the timing loop (cython_ext/timing.pyx measure): adaptive stop and warm-up until stable
     #: why the timed loop stopped: precision (interval of the median narrow enough, timing.target_ci),
     #: budget (timing.budget_s spent), iters (timing.iters reached), fixed (no adaptive stop)
     stop_reason: str | None = None
@@ -140,11 +140,20 @@ STATUSES = ("ok", "wrong", "failed", "timeout", "skipped", "unsupported", "model
 SAMPLE_COLUMNS = ["run_id", "cell_key", *CELL_KEY, "repeat", "launch_id", "iteration", "time_us"]
 
 
+#: what make_row takes: the columns, and the samples they are computed from
+ROW_INPUTS = frozenset(COLUMNS) | {"samples_us"}
+
+
 def make_row(values: dict, identity: dict | None = None, stats: dict | None = None) -> Row:
     """The row of one cell: ``values`` (a part row: the cell, launch facts, outcome; or an importer's or
     the model's fields), ``identity`` (run id, suite, versions) under them, and its timing statistics:
-    ``stats`` as given, else computed from ``values["samples_us"]``. Keys that are no column are dropped."""
+    ``stats`` as given, else computed from ``values["samples_us"]``. A key that is no column (and not
+    ``samples_us``) is a producer's mistake, refused: a misspelt field would otherwise vanish."""
     full = {**(identity or {}), **values}
+    unknown = sorted(set(full) - ROW_INPUTS)
+    if unknown:
+        raise ValueError(f"make_row: {', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} no "
+                         f"column of the results table (bench/results/table.py Row)")
     if stats is None:
         stats = timing_stats(values.get("samples_us") or [], full["bytes_total"], full["collective"], full["nranks"])
     full.update(stats)

@@ -141,18 +141,21 @@ def _timed(row: dict, samples, info: dict) -> dict:
     return {**row, **info, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
 
 
+def _time(topo, rows: list[dict], ops: list, timing: TimingPlan, extra: dict) -> list[dict]:
+    """Time ``ops`` (one, or two in turns) in the one timing loop and finish their rows."""
+    from cython_ext.timing import measure
+
+    timed = measure(tuple(ops), topo.comm, timing, clock_for(topo, timing))
+    return [_timed(row, samples, {**info, **extra}) for row, (samples, info) in zip(rows, timed, strict=True)]
+
+
 def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> dict:
     """Check, then time, one cell; the outcome fields of its row. ``where``: (index in the launch,
     launch id), for fault injection."""
-    from cython_ext.timing import time_cell
-
     row, op = prepare_cell(topo, cell, timing, check, where)
     if op is None:
         return row
-    samples, info = time_cell(op, topo.comm, timing.mode, timing.warmup, timing.iters, timing.min_iters,
-                              timing.budget_s, timing.target_ci, timing.max_warmup, timing.warm_tol,
-                              clock_for(topo, timing))
-    return _timed(row, samples, info)
+    return _time(topo, [row], [op], timing, {})[0]
 
 
 def turn_partners(first: Cell, second: Cell) -> bool:
@@ -165,22 +168,8 @@ def run_turns(topo, cells: tuple[Cell, Cell], timing: TimingPlan, check: bool,
               where: tuple[int, str]) -> list[dict]:
     """Two arms of one cell timed in turns, iteration by iteration (``timing.turns: iteration``);
     a side that cannot be timed is reported alone and the other is timed as a cell of its own."""
-    from cython_ext.timing import time_cell, time_turns
-
     prepared = [prepare_cell(topo, cell, timing, check, where) for cell in cells]
+    if any(op is None for _, op in prepared):
+        return [row if op is None else _time(topo, [row], [op], timing, {})[0] for row, op in prepared]
     (row_a, op_a), (row_b, op_b) = prepared
-    if op_a is None or op_b is None:
-        out = []
-        for row, op in prepared:
-            if op is not None:
-                samples, info = time_cell(op, topo.comm, timing.mode, timing.warmup, timing.iters, timing.min_iters,
-                                          timing.budget_s, timing.target_ci, timing.max_warmup, timing.warm_tol,
-                                          clock_for(topo, timing))
-                row = _timed(row, samples, info)
-            out.append(row)
-        return out
-    first, second, infos = time_turns(op_a, op_b, topo.comm, timing.mode, timing.warmup, timing.iters,
-                                      timing.min_iters, timing.budget_s, timing.target_ci, timing.max_warmup,
-                                      timing.warm_tol, clock_for(topo, timing))
-    return [_timed(row_a, first, {**infos[0], "turns": "iteration"}),
-            _timed(row_b, second, {**infos[1], "turns": "iteration"})]
+    return _time(topo, [row_a, row_b], [op_a, op_b], timing, {"turns": "iteration"})

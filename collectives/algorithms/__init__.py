@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from collectives.schedule import RECV, SEND, Block, ContiguousLayout, Layout, Schedule, StepList, schedule_templates
+from collectives.schedule import RECV, SEND, Block, ContiguousLayout, Layout, Schedule, StepList
 from collectives.spec import even_blocks, phases
+from collectives.templates import schedule_templates
 
 
 class Algorithm(Protocol):

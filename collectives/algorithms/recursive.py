@@ -122,6 +122,18 @@ def packed(layout: Layout, first: int, number: int, buf: int, base: int) -> Layo
     raise TypeError(f"no packed form of {type(layout).__name__}")
 
 
+def _halving_plan(fold: _Fold, virtual: int | None) -> list[tuple[int, tuple[int, int], tuple[int, int]]]:
+    """The halving steps of virtual rank ``virtual`` as (peer, sent run, kept run) in real blocks."""
+    plan = []
+    distance = fold.size // 2
+    while virtual is not None and distance >= 1:
+        low = virtual & ~(2 * distance - 1)
+        kept, sent = (low + distance, low) if virtual & distance else (low, low + distance)
+        plan.append((fold.real(virtual ^ distance), fold.blocks(sent, distance), fold.blocks(kept, distance)))
+        distance //= 2
+    return plan
+
+
 @register("rd")
 class RecursiveDoubling:
     @staticmethod
@@ -168,15 +180,7 @@ class RecursiveHalving:
         fold = _Fold(nranks)
         role, virtual = fold.pair(rank), fold.virtual(rank)
 
-        # Plan: the halving steps as (peer, sent run, kept run) in real blocks.
-        plan: list[tuple[int, tuple[int, int], tuple[int, int]]] = []
-        distance = fold.size // 2
-        while virtual is not None and distance >= 1:
-            low = virtual & ~(2 * distance - 1)
-            kept, sent = (low + distance, low) if virtual & distance else (low, low + distance)
-            peer = fold.real(virtual ^ distance)
-            plan.append((peer, fold.blocks(sent, distance), fold.blocks(kept, distance)))
-            distance //= 2
+        plan = _halving_plan(fold, virtual)
         landings = ([source.span(0, nranks).total] if role == "partner" else []) + [
             source.span(*kept).total for _, _, kept in plan]
         slots = (scratch_base, scratch_base + max(landings[0::2], default=0))

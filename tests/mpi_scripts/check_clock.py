@@ -18,12 +18,13 @@ import mpi4py
 
 mpi4py.rc.thread_level = "single"
 from cython_ext.clock import SyncedClock, fake_skew  # noqa: E402
-from cython_ext.timing import time_cell  # noqa: E402
+from cython_ext.timing import measure  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
 from collectives.spec import make_buffers  # noqa: E402
+from collectives.timing_plan import TimingPlan  # noqa: E402
 from collectives.topology import topology  # noqa: E402
 
 
@@ -40,7 +41,8 @@ def main() -> None:
     call = CallSpec("allreduce", comm.size, 16)
     send, recv = make_buffers(call, comm.rank)
     op = get("mpi").build(topology(comm), call, send, recv)
-    samples, info = time_cell(op, comm, "window", 5, 60, 20, 0.0, 0.0, 0, 0.1, clock)
+    (samples, info), = measure(op, comm, TimingPlan(mode="window", warmup=5, iters=60, min_iters=20, budget_s=0.0),
+                               clock)
     print(json.dumps({"rank": comm.rank, "fake_offset_s": fake_offset, "fake_drift": fake_drift,
                       "worst_error_s": max(errors), "last_error_s": errors[-1], "bound_s": max(bounds),
                       "drift": clock.drift, "samples": len(samples), "info": info}), flush=True)

@@ -1,0 +1,243 @@
+"""An nccl-tests/rccl-tests text log, read twice line by line (200 MB in bounded memory): the first
+pass reads the header facts (collective, ``#  Rank`` lines of every run, versions), the second the
+result lines."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.errors import BadInput
+from bench.importers.inputs import NCCL_TESTS, hint_of, lines
+from bench.importers.inputs import count as whole
+from bench.importers.nccl_fields import (
+    DTYPES,
+    MAX_RANKS,
+    STARTING,
+    TEST_NAME,
+    choose_collective,
+    decode_version,
+)
+from bench.importers.nccl_lines import DEFAULT_COLUMNS, HEADER, columns_of, layout_of, parse_data_line
+from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
+
+#: "#  Rank  0 Group  0 Pid  41721 on     nid001 device  0 [0x07] ..." (bounded: a number of 5000 digits
+#: is no rank, and int() refuses it)
+RANK_LINE = re.compile(r"#\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+(\d{1,12})\s+on\s+(\S{1,255})\s+device\s+\d+")
+ITERS = re.compile(r"warmup iters:\s*(\d+)\s+iters:\s*(\d+)")
+VERSION = re.compile(r"\b([NR]CCL) version (\d{1,4}\.\d{1,4}\.\d{1,4})")
+LIBRARY_CODE = re.compile(r"nccl-library=(\d{1,9})")
+TOOL_VERSION = re.compile(r"#\s*([nr]ccl-tests) version (\S{1,80})")
+#: "# nThread 1 nGpus 4 ...": every process drives nThread * nGpus ranks
+THREADS_GPUS = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
+
+
+@dataclass
+class _Run:
+    """The '#  Rank' lines of the run being read (from a '# nThread' line to the next)."""
+
+    line: int
+    pids: dict[int, set[str]] = field(default_factory=dict)
+    hosts: set[str] = field(default_factory=set)
+
+
+#: distinct host names a log may name (a union over its runs; each a rank's host)
+MAX_HOSTS = 1 << 16
+
+
+@dataclass
+class TextHeader:
+    """What the first pass over a text log found (each the first occurrence in the file). Runs are
+    summarised as they end, so a log of 30,000 runs costs no more memory than one."""
+
+    starting: tuple[str, str] | None = None  # (program, evidence) of '# Collective test starting'
+    programs: dict[str, tuple[str, int]] = field(default_factory=dict)  # test -> (program, its first line)
+    test_name: tuple[str, str] | None = None  # the first '<test>_perf' anywhere
+    threads_gpus: tuple[str, int] | None = None  # ('nThread 1 nGpus 4', ranks per process)
+    run: _Run = field(default_factory=lambda: _Run(0))
+    runs: int = 0  # runs with '#  Rank' lines
+    rank_counts: dict[int, int] = field(default_factory=dict)  # '#  Rank' lines of a run -> its first run's line
+    repeated: tuple[int, int, int] | None = None  # (rank, processes printing it, the run's line)
+    hosts: set[str] = field(default_factory=set)
+    max_hosts: int = 0  # the most hosts of one run
+    rank_lines: int = 0
+    iters: tuple[int, int] = (0, 0)  # warmup, iters
+    version: tuple[str, str, str] | None = None  # (NCCL|RCCL, version, its line)
+    code: tuple[str, str] | None = None  # (nccl-library=N, its line)
+    tool: str | None = None
+    columns: list[str] | None = None
+    header_line: int = 0
+    data_lines: int = 0  # lines that look like results (size count type)
+    implied: set[int] = field(default_factory=set)  # size // (count * type size) of those lines
+
+    def end_run(self, source: str) -> None:
+        """Fold the run just read into the summary."""
+        run = self.run
+        if not run.pids:
+            return
+        self.runs += 1
+        if self.repeated is None:
+            repeated = next((rank for rank, seen in sorted(run.pids.items()) if len(seen) > 1), None)
+            if repeated is not None:
+                self.repeated = (repeated, len(run.pids[repeated]), run.line)
+        if len(self.rank_counts) < 2:
+            self.rank_counts.setdefault(len(run.pids), run.line)
+        self.hosts |= run.hosts
+        if len(self.hosts) > MAX_HOSTS:
+            raise BadInput(source, f"more than {MAX_HOSTS} distinct hosts in '#  Rank' lines")
+        self.max_hosts = max(self.max_hosts, len(run.hosts))
+
+
+def scan_text(numbered: Iterable[tuple[int, str]], source: str) -> TextHeader:
+    """The first pass: header facts of every run, and whether result lines are there at all."""
+    h = TextHeader()
+    iters_seen = False
+    for number, line in numbered:
+        stripped = line.lstrip()
+        if not stripped:
+            continue
+        if stripped[0] == "#":
+            if "Rank" in stripped and (found := RANK_LINE.match(stripped)):
+                pids = h.run.pids.setdefault(int(found.group(1)), set())
+                if len(pids) < 64:  # enough to say how many processes printed it
+                    pids.add(found.group(2))
+                h.run.hosts.add(found.group(3))
+                h.rank_lines += 1
+                continue
+            if "nThread" in stripped and (found := THREADS_GPUS.match(stripped)):
+                where = f"{source}:{number}"
+                per_process = whole(found.group(1), where, "nThread", 1) * whole(found.group(2), where, "nGpus", 1)
+                if h.run.pids:
+                    h.end_run(source)
+                    h.run = _Run(number)
+                else:
+                    h.run.line = number
+                if h.threads_gpus is None:
+                    h.threads_gpus = (found.group(0).lstrip("# "), per_process)
+            if not iters_seen and "iters:" in stripped and (found := ITERS.search(stripped)):
+                where = f"{source}:{number}"
+                h.iters = (whole(found.group(1), where, "warmup iters"), whole(found.group(2), where, "iters"))
+                iters_seen = True
+            if stripped.startswith("# Coll") or "test starting" in stripped:
+                if found := STARTING.match(stripped):
+                    if len(h.programs) < 3:  # two tell that the log mixes tests
+                        test = TEST_NAME.search(found.group(1))
+                        h.programs.setdefault(test.group(1) if test else found.group(1), (found.group(1), number))
+                    if h.starting is None:
+                        h.starting = (found.group(1), repr(found.group(0).strip()))
+            elif h.columns is None and HEADER.match(stripped):
+                h.columns, h.header_line = columns_of(stripped), number
+            if h.tool is None and "-tests version" in stripped and (found := TOOL_VERSION.search(stripped)):
+                h.tool = f"{found.group(1)} {found.group(2)}"
+        elif h.data_lines < 2 or (not h.rank_lines and len(h.implied) < 2):
+            # the first result-looking lines, and the rank count their sizes imply (rank lines lacking)
+            tokens = stripped.split(None, 3)
+            if len(tokens) >= 3 and tokens[2] in DTYPES and tokens[0].isascii() and tokens[0].isdigit() \
+                    and tokens[1].isascii() and tokens[1].isdigit() and len(tokens[0]) < 20 and len(tokens[1]) < 20:
+                h.data_lines += 1
+                size, count = int(tokens[0]), int(tokens[1])
+                if count:  # size = count * itemsize * nranks
+                    h.implied.add(size // (count * ITEMSIZE[DTYPES[tokens[2]]]))
+        if h.test_name is None and "_perf" in line and (found := TEST_NAME.search(line)):
+            h.test_name = (found.group(0), f"{found.group(0)!r} in the output")
+        if h.version is None and "CCL version" in line and (found := VERSION.search(line)):
+            h.version = (found.group(1), found.group(2), line.strip()[:200])
+        if h.code is None and "nccl-library=" in line and (found := LIBRARY_CODE.search(line)):
+            h.code = (found.group(1), line.strip()[:200])
+    h.end_run(source)
+    return h
+
+
+def _text_collective(h: TextHeader, source: str, options: ImportOptions) -> tuple[str, str | None]:
+    if len(h.programs) > 1:
+        shown = ", ".join(f"{program} (line {number})" for program, number in h.programs.values())
+        raise BadInput(source, f"holds runs of several tests ({shown}): import each test's part of the log "
+                               "on its own")
+    if options.collective:
+        return options.collective, None
+    candidates = [c for c in (h.starting, h.test_name) if c is not None]
+    return choose_collective(candidates, source)
+
+
+def _text_ranks(h: TextHeader, source: str, collective: str, options: ImportOptions) -> tuple[int, str | None]:
+    """(nranks, what it was read from; None when --nranks gave it)."""
+    if options.nranks:
+        return options.nranks, None
+    if h.repeated is not None:
+        rank, processes, line = h.repeated
+        raise BadInput(source, f"'# Rank {rank:2d}' is printed by {processes} processes"
+                               + (f" in the run from line {line}" if h.runs > 1 else "")
+                               + ": nccl-tests was built without MPI, so each process ran alone; rebuild with "
+                                 "MPI=1 (or pass --nranks for what was meant)")
+    if len(h.rank_counts) > 1:
+        shown = " and ".join(f"{n} (the run from line {line})" for n, line in h.rank_counts.items())
+        raise BadInput(source, f"runs of different rank counts in one file: {shown} '#  Rank' lines; import each "
+                               "run on its own (or pass --nranks)")
+    if h.rank_counts:
+        nranks = next(iter(h.rank_counts))
+        evidence = f"{nranks} '#  Rank N ... device' lines" + (f" in each of {h.runs} runs" if h.runs > 1 else "")
+        if h.threads_gpus:
+            text, per_process = h.threads_gpus
+            evidence += f" ({text}: {nranks // per_process or 1} processes)"
+        return nranks, evidence
+    if collective != "allreduce" and len(h.implied) == 1 and next(iter(h.implied)) >= 1:
+        return next(iter(h.implied)), "size / (count * type size) of the result lines"
+    raise BadInput(source, "cannot tell how many ranks ran (no '#  Rank N ... device' lines"
+                           + (", and all-reduce sizes do not tell" if collective == "allreduce" else "")
+                           + "): pass --nranks")
+
+
+def parse_text_file(path: Path, options: ImportOptions, kind: str,
+                    first_bytes: bytes = b"") -> tuple[dict, Iterator[Measurement]]:
+    """(context, the result lines' measurements as they are read) of a text log, in two passes."""
+    source = str(path)
+    h = scan_text(lines(path), source)
+    if not h.data_lines:
+        raise BadInput(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)"
+                               + hint_of(first_bytes, (NCCL_TESTS,)))
+    collective, collective_from = _text_collective(h, source, options)
+    nranks, ranks_from = _text_ranks(h, source, collective, options)
+    if nranks > MAX_RANKS:
+        raise BadInput(source, f"{nranks} ranks: more than any machine runs ({MAX_RANKS})")
+    library, version = _library_of(h, kind)
+    inferred = [f"collective={collective} from {collective_from}"] if collective_from else []
+    if ranks_from:
+        inferred.append(f"nranks={nranks} from {ranks_from}")
+    if not options.library:
+        evidence = repr(h.version[2]) if h.version else repr(h.code[1]) if h.code else f"the tool ({kind})"
+        inferred.append(f"library={f'{library} {version}'.strip()} from {evidence}")
+    context = {"nranks": nranks, "hosts": sorted(h.hosts), "nnodes": h.max_hosts or None,
+               "warmup": h.iters[0], "iters": h.iters[1], "library": library, "library_version": version,
+               "tool_version": h.tool or kind, "inferred": inferred}
+    return context, text_rows(path, h, collective, nranks, kind, first_bytes)
+
+
+def _library_of(h: TextHeader, kind: str) -> tuple[str, str]:
+    library = h.version[0] if h.version else ("RCCL" if kind == "rccl-tests" else "NCCL")
+    version = h.version[1] if h.version else (decode_version(h.code[0]) if h.code else "")
+    return library, version
+
+
+def text_rows(path: Path, h: TextHeader, collective: str, nranks: int, kind: str,
+              first_bytes: bytes = b"") -> Iterator[Measurement]:
+    """The second pass: every result line's measurements, each checked (BadInput at file:line)."""
+    source = str(path)
+    layout = layout_of(h.columns or DEFAULT_COLUMNS, f"{source}:{h.header_line}" if h.columns else source)
+    iters = h.iters[1]
+    produced = 0
+    for number, line in lines(path):
+        stripped = line.lstrip()
+        if not stripped:
+            continue
+        if stripped[0] == "#":
+            if HEADER.match(stripped):  # a later run may print another layout (-I, -S)
+                layout = layout_of(columns_of(stripped), f"{source}:{number}")
+            continue
+        found = parse_data_line(line, layout, collective, nranks, f"{source}:{number}", iters)
+        produced += len(found)
+        yield from found
+    if not produced:
+        raise BadInput(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)"
+                               + hint_of(first_bytes, (NCCL_TESTS,)))
