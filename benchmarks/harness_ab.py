@@ -13,11 +13,12 @@ lands on both. Per size: the median over rounds of the Cython loop around MPI_Al
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from installs import alternating_rounds, install_parser, two_installs  # beside this script
 
 COLUMNS = ("cython-native", "cython-ring")
 
@@ -37,20 +38,12 @@ def run_once(repo: Path, iters: int, max_bytes: int) -> dict[int, dict[str, floa
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--install", action="append", required=True, help="NAME=REPO (twice)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = install_parser(__doc__, rounds=3)
     parser.add_argument("--iters", type=int, default=1000)
     parser.add_argument("--max-bytes", type=int, default=1 << 20)
     args = parser.parse_args()
-    installs = [tuple(item.split("=", 1)) for item in args.install]
-    if len(installs) != 2:
-        raise SystemExit("--install NAME=REPO exactly twice")
-    runs: dict[str, list[dict]] = {name: [] for name, _ in installs}
-    for round_index in range(args.rounds):
-        for name, repo in installs if round_index % 2 == 0 else installs[::-1]:
-            runs[name].append(run_once(Path(repo), args.iters, args.max_bytes))
-            print(f"round {round_index + 1}/{args.rounds} {name} done", file=sys.stderr, flush=True)
+    installs = two_installs(args.install)
+    runs = alternating_rounds(installs, args.rounds, lambda repo: run_once(repo, args.iters, args.max_bytes))
     (first, _), (second, _) = installs
     sizes = sorted(set.intersection(*(set(run) for runs_of in runs.values() for run in runs_of)))
     print(f"all-gather float32, 2 ranks; median over {args.rounds} rounds (us); ratio = {second} / {first}, "

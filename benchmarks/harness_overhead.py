@@ -21,7 +21,7 @@ from under_mpiexec import is_child, rerun_under_mpiexec  # beside this script
 
 def python_ring(comm, steps, buffers, itemsize):
     """The schedule executor's job, in Python (contiguous blocks only: the flat ring)."""
-    from collectives.schedule import COLUMNS
+    from collectives.schedules.rows import COLUMNS
 
     c = {name: i for i, name in enumerate(COLUMNS)}
     rows = [tuple(int(x) for x in row) for row in steps]
@@ -47,10 +47,10 @@ def child(args: argparse.Namespace) -> None:
     from cython_ext.timing import time_op
     from mpi4py import MPI
 
-    from collectives import algorithms
     from collectives.call import CallSpec
     from collectives.impls import get
-    from collectives.topology import topology
+    from collectives.schedules import algorithms
+    from collectives.schedules.topology import topology
 
     comm = MPI.COMM_WORLD
     topo = topology(comm)

@@ -122,7 +122,7 @@ def _best_of(function, repeats: int = 3) -> float:
 
 
 def schedule_costs(nranks: int) -> list[dict]:
-    from collectives import algorithms
+    from collectives.schedules import algorithms
 
     rows = []
     rank = nranks // 3  # any rank: every rank's schedule has as many rows
@@ -146,8 +146,8 @@ def schedule_costs(nranks: int) -> list[dict]:
 def hier_costs(nranks: int, ranks_per_node: int = 8) -> list[dict]:
     """pccl-hier's one schedule per call (inter rd, intra ring: its defaults) over the sweep's sizes
     (none where p is not nodes of ``ranks_per_node``)."""
-    from collectives.hier import hier_schedule
-    from collectives.topology import Grid
+    from collectives.schedules.hier import hier_schedule
+    from collectives.schedules.topology import Grid
 
     if nranks % ranks_per_node or nranks == ranks_per_node:
         return []

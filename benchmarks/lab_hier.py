@@ -35,7 +35,7 @@ from bench.model.impls import variant_of_row
 from bench.model.mpich import mpich_algorithm
 from bench.model.steps import mpi_phase_choices, rank_rows
 from collectives.dtypes import DTYPES
-from collectives.topology import Grid
+from collectives.schedules.topology import Grid
 
 LAB = "hier"
 LINKS = {"bridge": Link(), "50 us": Link(delay_us=50), "200 us": Link(delay_us=200),

@@ -7,7 +7,7 @@ Runs itself under mpiexec (the sweep launcher's job environment). Per collective
 nccl-tests size (float32 sum, out of place): the median time (us, sync mode: barrier, Wtime,
 call, Wtime, max over ranks) of each path that applies (``ll`` while its payload fits the slot,
 ``oneshot`` for all-reduces within a chunk), the median over ``--repeats`` interleaved rounds.
-The defaults in collectives/shm.py (DEFAULT_LL_MAX, DEFAULT_ONESHOT_MAX, DEFAULT_CMA_MIN) come
+The defaults in collectives/transports/shm/ops.py (DEFAULT_LL_MAX, DEFAULT_ONESHOT_MAX, DEFAULT_CMA_MIN) come
 from these tables.
 """
 
@@ -28,9 +28,9 @@ def measure(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from bench.plan.sizes import format_size, parse_size
-    from collectives import shm
     from collectives.call import CallSpec
     from collectives.spec import make_buffers
+    from collectives.transports.shm import ops as shm
 
     comm = MPI.COMM_WORLD
     p = comm.size

@@ -29,11 +29,11 @@ def measure(args: argparse.Namespace) -> None:
     from cython_ext.timing import time_op
     from mpi4py import MPI
 
-    from collectives import shm
     from collectives.call import CallSpec
     from collectives.impls import get
+    from collectives.schedules.topology import topology
     from collectives.spec import make_buffers
-    from collectives.topology import topology
+    from collectives.transports.shm import ops as shm
 
     comm = MPI.COMM_WORLD
     segment = shm.segment(comm)

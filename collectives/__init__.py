@@ -23,7 +23,7 @@ from collectives import spec
 from collectives.call import CallSpec
 from collectives.dtypes import DTYPES
 from collectives.impls import IMPLEMENTATIONS, get
-from collectives.topology import as_topology
+from collectives.schedules.topology import as_topology
 
 __all__ = ["CallSpec", "IMPLEMENTATIONS", "allgather", "allreduce", "prepare", "reduce_scatter"]
 

@@ -2,13 +2,57 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 #: what launchers say about the ranks on this host (hydra, Open MPI, Cray PALS)
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PALS_LOCAL_SIZE")
 #: set by the sweep: the ranks of the job on the busiest physical machine (namespace hosts or
 #: containers on one machine each see only their own ranks, yet share its cores)
 MACHINE_RANKS_VARIABLE = "PCCL_BENCH_MACHINE_RANKS"
+
+
+#: the kernel's CPU topology: cpuN/topology/thread_siblings_list names the hardware threads of N's core
+SYS_CPU = Path("/sys/devices/system/cpu")
+
+
+def usable_cpus() -> set[int]:
+    """The hardware threads this process may run on (its affinity mask, else every one)."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))
+
+
+def physical_cores(cpus: Iterable[int] | None = None, sys_cpu: Path | None = None) -> int:
+    """The cores among ``cpus`` (default: usable_cpus()): SMT siblings count once.
+
+    Open MPI gives a node one slot per core (hwloc, within the cgroup/affinity; hardware threads
+    only with --use-hwthread-cpus) and refuses more ranks than slots without --oversubscribe;
+    MPICH's hydra never refuses. Two ranks on the sibling threads of one core also share its
+    execution units, so the sweep judges oversubscription by cores, not threads. Where the
+    topology cannot be read (no sysfs), each thread counts as a core."""
+    threads = sorted(usable_cpus() if cpus is None else set(cpus))
+    sys_cpu = sys_cpu or SYS_CPU
+    cores: set[frozenset[int] | int] = set()
+    for cpu in threads:
+        try:
+            siblings = _cpu_list((sys_cpu / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text())
+        except (OSError, ValueError):
+            siblings = set()
+        cores.add(frozenset(siblings) if cpu in siblings else cpu)
+    return max(len(cores), 1)
+
+
+def _cpu_list(text: str) -> set[int]:
+    """The kernel's CPU list format: ``0-3,8,10-11``."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
 
 
 def machine_ranks(node_size: int, env: Mapping[str, str]) -> int:

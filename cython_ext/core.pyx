@@ -32,6 +32,7 @@ cdef class CollOp:
     def __cinit__(self, *args, **kwargs):
         self.comm = MPI_COMM_NULL
         self.keepalive = None
+        self.moved_by = ""
 
     cdef int run(self) except -1 nogil:
         with gil:
@@ -50,12 +51,18 @@ cdef class CollOp:
 
 cdef class Sequence(CollOp):
     """CollOps run one after another (a schedule cut where some rows run by another transport,
-    collectives/compose.py). Takes the GIL between parts to walk the list (about 0.1 us per part)."""
+    collectives/executors/compose.py). Takes the GIL between parts to walk the list (about 0.1 us per part).
+    ``keys``: per part, the (communicator index, library action) a transport ran it for, or None
+    for the executor's parts (how a composition says which transport op moved which phase)."""
     cdef public list parts
+    cdef public list keys
 
-    def __init__(self, Comm comm, parts, keepalive=None):
+    def __init__(self, Comm comm, parts, keepalive=None, keys=None):
         self.bind(comm, keepalive)
         self.parts = list(parts)
+        self.keys = list(keys) if keys is not None else [None] * len(self.parts)
+        if len(self.keys) != len(self.parts):
+            raise ValueError(f"Sequence: {len(self.keys)} keys for {len(self.parts)} parts")
         if not all(isinstance(part, CollOp) for part in self.parts):
             raise TypeError("Sequence parts must be cython_ext CollOps")
 

@@ -1,4 +1,4 @@
-"""Run a schedule (collectives/schedule.py) with MPI point-to-point, no GIL.
+"""Run a schedule (collectives/schedules/rows.py) with MPI point-to-point, no GIL.
 
 A schedule is an int64 array, one row per step, in element units. Per row: on
 one of up to three communicators, optionally send a block to one peer while
@@ -16,7 +16,7 @@ from cython_ext.core cimport CollOp, check_mpi
 from cython_ext.native cimport mpi_datatype, mpi_op
 from cython_ext.reduce cimport reduce_into
 
-# The columns of collectives.schedule.COLUMNS, in its order (column_indices: a test checks it).
+# The columns of collectives.schedules.rows.COLUMNS, in its order (column_indices: a test checks it).
 cdef enum:
     COMM
     SEND_PEER, SEND_BUF, SEND_OFF, SEND_COUNT, SEND_NBLOCKS, SEND_STRIDE

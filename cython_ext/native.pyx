@@ -5,14 +5,8 @@ from mpi4py.libmpi cimport *
 from mpi4py.MPI cimport Comm
 
 from cython_ext.core cimport CollOp, check_mpi
+from cython_ext.kinds cimport K_ALLGATHER, K_REDUCE_SCATTER, Kind, kind_code
 from cython_ext.reduce cimport DT_INT32, DT_INT64, DT_FLOAT32, DT_FLOAT64, OP_SUM, OP_PROD, OP_MIN, OP_MAX
-
-cdef enum:
-    K_ALLGATHER = 0
-    K_REDUCE_SCATTER = 1
-    K_ALLREDUCE = 2
-
-KINDS = {"allgather": K_ALLGATHER, "reduce_scatter": K_REDUCE_SCATTER, "allreduce": K_ALLREDUCE}
 
 
 cdef int mpi_datatype(int dtype, MPI_Datatype *out) noexcept nogil:
@@ -58,7 +52,7 @@ def unsupported_reason(int dtype, int op, int64_t count):
 
 cdef class NativeCollective(CollOp):
     """MPI_Allgather / MPI_Reduce_scatter_block / MPI_Allreduce on raw addresses."""
-    cdef int kind
+    cdef Kind kind
     cdef void *send
     cdef void *recv
     cdef int count
@@ -71,7 +65,7 @@ cdef class NativeCollective(CollOp):
         if reason is not None:
             raise ValueError(reason)
         self.bind(comm, keepalive)
-        self.kind = KINDS[kind]
+        self.kind = kind_code(kind)
         self.send = MPI_IN_PLACE if in_place else <void *>send_addr
         self.recv = <void *>recv_addr
         self.count = <int>count

@@ -4,7 +4,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from cython_ext.core import CollOp
-from cython_ext.ucx import Endpoints, Region
+from cython_ext.ucx import Endpoints
+from cython_ext.ucx_region import Region
 
 ORDERINGS: tuple[str, ...]
 

@@ -1,6 +1,6 @@
 """One-sided collectives over UCX: puts into pre-registered peer buffers, a flag word per step.
 
-Everything is set up before the first call (collectives/rdma.py): endpoints, the mapped
+Everything is set up before the first call (collectives/transports/rdma/ops.py): endpoints, the mapped
 buffers and every peer's rkey. A call does puts, and after each put a fence (or a flush)
 and an 8-byte put of the call's sequence number into a flag word of the receiver; the
 receiver progresses the worker until the flag reaches that number. Flags only grow, so
@@ -30,14 +30,15 @@ from libc.stdint cimport int64_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset
 
-from mpi4py.libmpi cimport MPI_Ibarrier, MPI_Request, MPI_STATUS_IGNORE, MPI_Test, MPI_Wtime
+from mpi4py.libmpi cimport MPI_Ibarrier, MPI_Request, MPI_STATUS_IGNORE, MPI_Test
 
 from cython_ext.core cimport CollOp, check_mpi
 from cython_ext.reduce cimport reduce_into
+from cython_ext.ucx_region cimport Region
+from cython_ext.wait cimport Patience, out_of_patience, patience_begin, sched_yield
 from cython_ext.ucx cimport (
     UCP_OP_ATTR_FIELD_MEMORY_TYPE,
     Endpoints,
-    Region,
     Worker,
     check,
     ucp_ep_flush_nbx,
@@ -46,9 +47,6 @@ from cython_ext.ucx cimport (
     ucp_worker_progress,
     ucs_memory_type_t,
 )
-
-cdef extern from "<sched.h>" nogil:
-    int sched_yield()
 
 cdef enum:
     MAX_PENDING = 64
@@ -81,7 +79,7 @@ cdef class OneSidedOp(CollOp):
     cdef ucp_request_param_t data_param
     cdef ucp_request_param_t flag_param
     cdef int dtype, reduction
-    #: setup facts (collectives/rdma.py): registrations, rkey unpacks, transport, memory type
+    #: setup facts (collectives/transports/rdma/ops.py): registrations, rkey unpacks, transport, memory type
     cdef public dict facts
 
     def __init__(self, comm, Endpoints endpoints, Region flags, uintptr_t flags_addr, int dtype, int reduction,
@@ -166,19 +164,17 @@ cdef class OneSidedOp(CollOp):
         every put of the call is acknowledged and no rank needs another's progress."""
         cdef MPI_Request barrier
         cdef int done = 0
-        cdef unsigned long spins = 0
-        cdef double start
+        cdef Patience w
         self.complete()
         if not self.quiesce:
             return 0
-        start = MPI_Wtime()
+        patience_begin(&w)
         check_mpi(MPI_Ibarrier(self.comm, &barrier))
         while not done:
             if ucp_worker_progress(self.worker.handle) == 0 and self.worker.yield_when_idle:
                 sched_yield()
             check_mpi(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE))
-            spins += 1
-            if (spins & 1023) == 0 and MPI_Wtime() - start > self.worker.timeout_s:
+            if not done and out_of_patience(&w, self.worker.timeout_s):
                 with gil:
                     from cython_ext.ucx import UcxTimeout
 

@@ -5,8 +5,8 @@ from typing import Any
 
 from cython_ext.core import CollOp
 
-KINDS: dict[str, int]
-PATHS: dict[str, int]
+PATHS: tuple[str, ...]
+CLASSES: dict[tuple[str, str], type[ShmCollective]]
 
 class ShmError(RuntimeError): ...
 class ShmTimeout(ShmError, TimeoutError): ...
@@ -29,9 +29,14 @@ class Segment:
     def pingpong(self, peer: int, iters: int) -> float: ...
 
 class ShmCollective(CollOp):
-    path_name: str
-    def __init__(self, comm: Any, seg: Segment, kind: str, path: str, send_addr: int, recv_addr: int, count: int,
+    KIND: str
+    PATH: str
+    def __init__(self, comm: Any, seg: Segment, send_addr: int, recv_addr: int, count: int,
                  itemsize: int, dtype: int, reduction: int, segments: Sequence[int] = ...,
                  peer_src: Sequence[int] = ..., peer_dst: Sequence[int] = ..., keepalive: Any = ...) -> None: ...
     @property
     def steps(self) -> int: ...
+
+def collective(comm: Any, seg: Segment, kind: str, path: str, send_addr: int, recv_addr: int, count: int,
+               itemsize: int, dtype: int, reduction: int, segments: Sequence[int] = ...,
+               peer_src: Sequence[int] = ..., peer_dst: Sequence[int] = ..., keepalive: Any = ...) -> ShmCollective: ...

@@ -37,13 +37,10 @@ their names (``WARMUP_REASONS``, ``STOP_REASONS``).
 Every decision is taken from samples already reduced over ranks, so every rank reaches the same
 one with no extra synchronisation.
 """
-from libc.math cimport NAN, ceil, floor, sqrt
-from libc.stdlib cimport free, malloc, qsort
-from libc.string cimport memcpy
+from libc.math cimport NAN, ceil
+from libc.stdlib cimport free, malloc
 from posix.time cimport nanosleep, timespec
 
-cdef extern from "<sched.h>" nogil:
-    int sched_yield()
 from mpi4py.libmpi cimport *
 from mpi4py.MPI cimport Comm
 
@@ -53,9 +50,10 @@ from collectives.timing_plan import MODES, TimingPlan
 
 from cython_ext.clock cimport SyncedClock, global_now
 from cython_ext.core cimport CollOp, check_mpi
-
-#: 97.5% normal quantile: the order-statistic interval of the median is two-sided 95%
-cdef double Z95 = 1.959964
+from cython_ext.order_stats cimport median, median_ci_rel
+from cython_ext.order_stats import ci_of, skew_info
+from cython_ext.windows cimport drop_missed, open_windows, resize_windows, size_windows
+from cython_ext.wait cimport sched_yield
 
 #: the name a row carries for each reason of timing.pxd (the tidy table's stop_reason / warmup_reason values)
 STOP_NAMES = {STOP_PRECISION: "precision", STOP_BUDGET: "budget", STOP_ITERS: "iters", STOP_FIXED: "fixed"}
@@ -100,45 +98,10 @@ cdef inline double _begin(MPI_Comm c, Starts *s, int k) except? -1.0 nogil:
     return _now(s)
 
 
-cdef void _size_windows(Starts *s, double call_s) noexcept nogil:
-    """Window mode: each call's window holds three median calls (``call_s``), at least the
-    median and 50 us, and room for the clocks' error; the first window opens after the
-    broadcast has reached everyone."""
-    s.window = max(3 * call_s, call_s + 50e-6) + 4 * s.clock_error
-    s.initial = s.window
-    _set_tolerance(s)
-
-
-cdef void _resize_windows(Starts *s, int kept, int missed) noexcept nogil:
-    """After a batch: when more than half of its calls missed their windows, the windows double
-    (at most to 16 times their first length, 1 s)."""
-    if missed * 2 > kept + missed and s.window < min(16 * s.initial, 1.0):
-        s.window *= 2
-        _set_tolerance(s)
-
-
-cdef void _set_tolerance(Starts *s) noexcept nogil:
-    """A call may begin up to 5% of its window after it opened (at least 10 us: an interrupt or a
-    wake-up, far below the link latencies a common start is for); the first window opens after
-    the broadcast of its time has reached every rank."""
-    s.tolerance = max(0.05 * s.window, 10e-6)
-    s.lead = 2 * s.window + 1e-3
-
-
 cdef inline int _call(CollOp a, CollOp b, int j) except -1 nogil:
     if j == 0:
         return a.run()
     return b.run()
-
-
-cdef int _open_windows(MPI_Comm c, Starts *s) except -1 nogil:
-    """Window mode: rank 0 picks when the batch's first window opens; everyone learns it."""
-    if s.mode != WINDOW:
-        check_mpi(MPI_Barrier(c))
-        return 0
-    s.first = global_now(s.clock) + s.lead
-    check_mpi(MPI_Bcast(&s.first, 1, MPI_DOUBLE, 0, c))
-    return 0
 
 
 cdef int _batch(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, double **t, double **skew, int at,
@@ -151,7 +114,7 @@ cdef int _batch(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, double **t,
     cdef double start, end, due
     cdef double *late = work             # per call: the start (window: after the due time)
     cdef double *early = work + calls    # per call: minus the start, for the minimum
-    _open_windows(c, s)
+    open_windows(c, s)
     for i in range(count):
         for k in range(nops):
             j = (i + k) % nops
@@ -182,59 +145,6 @@ cdef int _batch(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, double **t,
                 if late[slot] - due > s.tolerance:
                     t[j][at + i] = -1.0
     return 0
-
-
-cdef int _drop_missed(double **t, double **skew, int nops, int start, int count) noexcept nogil:
-    """Keep the turns whose calls all met their windows, moved to the front of [start, start +
-    count); how many were kept."""
-    cdef int i, j, kept = start
-    cdef bint whole
-    for i in range(start, start + count):
-        whole = True
-        for j in range(nops):
-            if t[j][i] < 0:
-                whole = False
-        if whole:
-            for j in range(nops):
-                t[j][kept] = t[j][i]
-                skew[j][kept] = skew[j][i]
-            kept += 1
-    return kept - start
-
-
-cdef int _compare(const void *a, const void *b) noexcept nogil:
-    cdef double x = (<double *>a)[0]
-    cdef double y = (<double *>b)[0]
-    return (x > y) - (x < y)
-
-
-cdef double _sorted_median(double *s, int n) noexcept nogil:
-    if n % 2:
-        return s[n // 2]
-    return 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-cdef double _median(double *x, int n, double *scratch) noexcept nogil:
-    memcpy(scratch, x, n * sizeof(double))
-    qsort(scratch, n, sizeof(double), _compare)
-    return _sorted_median(scratch, n)
-
-
-cdef double _median_ci_rel(double *x, int n, double *scratch) noexcept nogil:
-    """Half-width of the distribution-free 95% interval of the median (order statistics
-    n/2 -+ z sqrt(n)/2), relative to the median; 1e300 when n is too small to bound it."""
-    cdef int lo, hi
-    cdef double med
-    if n < 1:
-        return 1e300
-    memcpy(scratch, x, n * sizeof(double))
-    qsort(scratch, n, sizeof(double), _compare)
-    lo = <int>floor(0.5 * n - 0.5 * Z95 * sqrt(<double>n)) - 1
-    hi = <int>ceil(0.5 * n + 0.5 * Z95 * sqrt(<double>n))
-    med = _sorted_median(scratch, n)
-    if lo < 0 or hi > n - 1 or med <= 0:
-        return 1e300
-    return 0.5 * (scratch[hi] - scratch[lo]) / med
 
 
 cdef inline bint _agrees(double now, double before, double tol) noexcept nogil:
@@ -280,9 +190,9 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
     call_s = 0.0
     for j in range(nops):
         if p.warmup > 0:
-            call_s = max(call_s, _median(w[j], p.warmup, scratch))
+            call_s = max(call_s, median(w[j], p.warmup, scratch))
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, &call_s, 1, MPI_DOUBLE, MPI_MAX, c))
-    _size_windows(s, call_s)
+    size_windows(s, call_s)
     # warm-up until two batches agree: the first calls of a cell (lazy set-up in the MPI library,
     # page faults, a rank still arriving) can take 10^4 times a warm call
     while p.max_warmup > 0:
@@ -294,12 +204,12 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
         o.warm_done += batch
         kept = batch
         if s.mode == WINDOW:
-            kept = _drop_missed(w, ws, nops, 0, batch)
-            _resize_windows(s, kept, batch - kept)
+            kept = drop_missed(w, ws, nops, 0, batch)
+            resize_windows(s, kept, batch - kept)
         agreed = kept > 0
         for j in range(nops):
             warm_spent += _account(w[j], kept, &o.slowest) if s.mode != WINDOW else batch * s.window
-            current = _median(w[j], kept, scratch) if kept > 0 else -1.0
+            current = median(w[j], kept, scratch) if kept > 0 else -1.0
             agreed = agreed and _agrees(current, previous[j], p.warm_tol)
             previous[j] = current
         if agreed:
@@ -330,10 +240,10 @@ cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Ou
         o.attempted += batch
         if s.mode == WINDOW:
             spent += nops * batch * s.window
-            kept = _drop_missed(t, skew, nops, o.n, batch)
+            kept = drop_missed(t, skew, nops, o.n, batch)
             missed = batch - kept
             o.missed += missed
-            _resize_windows(s, kept, missed)
+            resize_windows(s, kept, missed)
             batch = kept
         else:
             for j in range(nops):
@@ -345,7 +255,7 @@ cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Ou
             break
         precise = p.target_ci > 0 and o.n >= p.lowest
         for j in range(nops):
-            rel = _median_ci_rel(t[j], o.n, scratch) if p.target_ci > 0 else 1e300
+            rel = median_ci_rel(t[j], o.n, scratch) if p.target_ci > 0 else 1e300
             precise = precise and rel <= p.target_ci
         if precise:
             o.stop_reason = STOP_PRECISION
@@ -465,7 +375,7 @@ def measure(ops, Comm comm, plan=None, SyncedClock clock=None, int clock_rounds=
     for j in range(nops):
         samples = np.asarray(<double[:o.n]>buffers.t[j]).copy() if o.n else np.empty(0)
         skews = np.asarray(<double[:o.n]>buffers.skew[j]).copy() if o.n else np.empty(0)
-        out.append((samples, {**shared, "ci_rel": _ci_of(samples), **_skew_info(skews)}))
+        out.append((samples, {**shared, "ci_rel": ci_of(samples), **skew_info(skews)}))
     return out
 
 
@@ -477,23 +387,3 @@ def time_op(CollOp op, Comm comm, str mode, int warmup, int iters, int min_iters
     plan = TimingPlan(mode=mode, warmup=warmup, iters=iters, min_iters=min_iters, budget_s=budget_s,
                       target_ci=0.0, max_warmup=0)
     return measure(op, comm, plan, clock)[0][0]
-
-
-def _skew_info(skews) -> dict:
-    valid = skews[~np.isnan(skews)] if len(skews) else skews
-    if not len(valid):
-        return {}
-    return {"start_skew_us_p50": float(np.median(valid)) * 1e6,
-            "start_skew_us_p95": float(np.quantile(valid, 0.95)) * 1e6}
-
-
-def _ci_of(samples) -> float:
-    """Relative half-width of the median's distribution-free 95% interval; nan when unbounded."""
-    cdef double[::1] x = np.ascontiguousarray(samples, dtype=np.float64)
-    cdef int n = x.shape[0]
-    if n < 1:
-        return float("nan")
-    scratch = np.empty(n, dtype=np.float64)
-    cdef double[::1] s = scratch
-    cdef double rel = _median_ci_rel(&x[0], n, &s[0])
-    return float("nan") if rel >= 1e299 else float(rel)

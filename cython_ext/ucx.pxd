@@ -158,7 +158,7 @@ cdef int check(ucs_status_t status, const char *what) except -1 nogil
 
 
 cdef class Worker:
-    """One UCP context and worker (a process keeps one, collectives/rdma.py caches it)."""
+    """One UCP context and worker (a process keeps one, collectives/transports/rdma/ops.py caches it)."""
     cdef ucp_context_h context
     cdef ucp_worker_h handle
     cdef readonly double timeout_s
@@ -174,17 +174,3 @@ cdef class Endpoints:
     cdef ucp_ep_h *eps
     cdef readonly int size
     cdef readonly int rank
-
-
-cdef class Region:
-    """A mapped local buffer and, per peer, the base address and unpacked rkey of the peer's twin."""
-    cdef readonly Endpoints endpoints
-    cdef ucp_mem_h memh
-    cdef char *base
-    cdef readonly size_t length
-    cdef uint64_t *remote_base
-    cdef ucp_rkey_h *rkeys
-    cdef readonly int memory_type
-    cdef object owner
-    cdef int put(self, int peer, const void *source, size_t nbytes, size_t offset,
-                 ucp_request_param_t *param, void **request) except -1 nogil

@@ -1,8 +1,8 @@
 """A small binding to UCP for one-sided collectives (declarations in ucx.pxd).
 
 Setup happens once and over MPI: a Worker per process; Endpoints per communicator
-(worker addresses exchanged with an allgather); a Region per buffer (ucp_mem_map,
-rkey packed, exchanged with an allgather, unpacked once per peer). The hot path is
+(worker addresses exchanged with an allgather); a Region per buffer (cython_ext/ucx_region.pyx:
+ucp_mem_map, rkey packed, exchanged with an allgather, unpacked once per peer). The hot path is
 ``Region.put`` plus ``Worker.wait_word`` (progress until a flag word reaches a
 value, bounded by a timeout) and ``Worker.wait_request``; all nogil. Every UCX status
 goes through ``check``, which raises UcxError with ucs_status_string.
@@ -15,22 +15,11 @@ from libc.stdint cimport uint64_t, uintptr_t
 from libc.stdio cimport FILE, fclose
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+from cython_ext.wait cimport Patience, now, out_of_patience, patience_begin, pccl_load_acquire, sched_yield
 
 cdef extern from "<stdio.h>" nogil:
     FILE *open_memstream(char **ptr, size_t *size)
-
-cdef extern from "<sched.h>" nogil:
-    int sched_yield()
-
-cdef extern from *:
-    """
-    /* Acquire load: the data a peer wrote before its flag is visible once the flag is. */
-    static inline uint64_t pccl_load_acquire(volatile uint64_t *p) {
-        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    }
-    """
-    uint64_t pccl_load_acquire(volatile uint64_t *p) noexcept nogil
 
 
 class UcxError(RuntimeError):
@@ -47,13 +36,14 @@ MEMORY_TYPES = {UCS_MEMORY_TYPE_HOST: "host", UCS_MEMORY_TYPE_CUDA: "cuda",
 MEMORY_TYPE_CODES = {name: code for code, name in MEMORY_TYPES.items()}
 
 # Process-wide setup counters (the setup-once property is checked against them).
-cdef unsigned long n_workers = 0, n_endpoints = 0, n_registrations = 0, n_rkey_unpacks = 0
+cdef unsigned long n_workers = 0, n_endpoints = 0
 
 
 def counters() -> dict:
     """How many workers, endpoints, memory registrations and rkey unpacks this process made."""
-    return {"workers": n_workers, "endpoints": n_endpoints, "registrations": n_registrations,
-            "rkey_unpacks": n_rkey_unpacks}
+    from cython_ext.ucx_region import region_counters
+
+    return {"workers": n_workers, "endpoints": n_endpoints, **region_counters()}
 
 
 cdef int check(ucs_status_t status, const char *what) except -1 nogil:
@@ -61,12 +51,6 @@ cdef int check(ucs_status_t status, const char *what) except -1 nogil:
         return 0
     with gil:
         raise UcxError(f"{what.decode()} failed: {ucs_status_string(status).decode()} (UCS status {status})")
-
-
-cdef inline double now() noexcept nogil:
-    cdef timespec t
-    clock_gettime(CLOCK_MONOTONIC, &t)
-    return t.tv_sec + 1e-9 * t.tv_nsec
 
 
 cdef str _memstream_text(char *text, size_t size):
@@ -170,44 +154,40 @@ cdef class Worker:
 
     cdef int wait_word(self, volatile uint64_t *word, uint64_t value, const char *what, int peer) except -1 nogil:
         """Progress until ``*word >= value``; UcxTimeout after timeout_s."""
-        cdef unsigned long spins = 0
-        cdef double start = 0.0
+        cdef Patience w
+        patience_begin(&w)
         while pccl_load_acquire(word) < value:
             if ucp_worker_progress(self.handle) == 0 and self.yield_when_idle:
                 sched_yield()
-            spins += 1
-            if spins == 1:
-                start = now()
-            elif (spins & 1023) == 0 and now() - start > self.timeout_s:
+            if out_of_patience(&w, self.timeout_s):
                 with gil:
                     raise UcxTimeout(
                         f"no {what.decode()} from rank {peer} within {self.timeout_s:g} s (flag {word[0]}, "
                         f"want {value}): the peer is gone or no transport makes progress "
                         f"(PCCL_RDMA_TIMEOUT_S sets the bound)")
-        self.progress_calls += spins
+        self.progress_calls += w.polls
         return 0
 
     cdef int wait_request(self, void *request, const char *what) except -1 nogil:
         """Progress until a request from a *_nbx call completes, then free it; NULL is done."""
         cdef ucs_status_t status
-        cdef double start = now()
-        cdef unsigned long spins = 0
+        cdef Patience w
         if request == NULL:
             return 0
         if UCS_PTR_IS_ERR(request):
             return check(UCS_PTR_STATUS(request), what)
         status = ucp_request_check_status(request)
+        patience_begin(&w)
         while status == UCS_INPROGRESS:
             if ucp_worker_progress(self.handle) == 0 and self.yield_when_idle:
                 sched_yield()
-            spins += 1
-            if (spins & 1023) == 0 and now() - start > self.timeout_s:
+            if out_of_patience(&w, self.timeout_s):
                 with gil:
                     raise UcxTimeout(f"{what.decode()} did not complete within {self.timeout_s:g} s "
                                      f"(PCCL_RDMA_TIMEOUT_S sets the bound)")
             status = ucp_request_check_status(request)
         ucp_request_free(request)
-        self.progress_calls += spins
+        self.progress_calls += w.polls
         return check(status, what)
 
 
@@ -271,35 +251,6 @@ cdef class Endpoints:
                     pass
         free(self.eps)
 
-    def wire_up(self, comm):
-        """Collective: connect every endpoint now, so no connection handshake happens inside a call.
-
-        Each rank puts one word into every rank's twin of a small region and flushes, then all
-        wait in an MPI barrier that keeps progressing UCX (a rank that is done must still serve
-        its peers' connection handshakes and flushes)."""
-        import numpy as np
-
-        cdef ucp_request_param_t param
-        cdef void *request = NULL
-        cdef uint64_t mark = self.rank + 1
-        cdef int peer
-        words = np.zeros(self.size, dtype=np.uint64)
-        region = Region(self, comm, words.ctypes.data, words.nbytes, words, "host")
-        memset(&param, 0, sizeof(param))
-        for peer in range(self.size):
-            region.put(peer, &mark, 8, self.rank * 8, &param, &request)
-            self.worker.wait_request(request, b"ucp_put_nbx (wire-up)")
-            self.worker.wait_request(ucp_ep_flush_nbx(self.eps[peer], &param), b"ucp_ep_flush_nbx (wire-up)")
-        barrier = comm.Ibarrier()
-        start = now()
-        while not barrier.Test():
-            ucp_worker_progress(self.worker.handle)
-            if now() - start > self.worker.timeout_s:
-                raise UcxTimeout(f"wire-up: not every rank connected within {self.worker.timeout_s:g} s")
-        expected = np.arange(1, self.size + 1, dtype=np.uint64)
-        if not (words == expected).all():
-            raise UcxError(f"wire-up: words {words.tolist()} after the barrier, expected {expected.tolist()}")
-
     def transports(self, int peer) -> list:
         """(transport, device) pairs of the lanes UCX set up to ``peer`` (ucp_ep_query)."""
         cdef ucp_ep_attr_t attr
@@ -323,114 +274,3 @@ cdef class Endpoints:
         ucp_ep_print_info(self.eps[peer], stream)
         fclose(stream)
         return _memstream_text(text, size)
-
-
-@cython.no_gc_clear
-cdef class Region:
-    def __cinit__(self, Endpoints endpoints, comm, uintptr_t address, size_t length, owner=None,
-                  str memory_type="auto"):
-        """Collective over ``comm`` (the endpoints' communicator): map ``length`` bytes at ``address``,
-        exchange (base, rkey) with every rank and unpack each peer's rkey once.
-
-        ``owner`` keeps the memory alive as long as the mapping. ``memory_type``: 'auto' lets UCX
-        detect it; otherwise one of MEMORY_TYPES' names. ``address`` 0: UCX allocates ``length``
-        zeroed bytes of host memory itself (``address`` property), in a segment its shared-memory
-        transports can map into the peers, so puts there need no system call on one host."""
-        global n_registrations, n_rkey_unpacks
-        cdef ucp_mem_map_params_t params
-        cdef ucp_mem_attr_t attr
-        cdef void *packed = NULL
-        cdef size_t packed_size = 0
-        cdef int peer
-        cdef bytes key
-        self.endpoints = endpoints
-        self.memh = NULL
-        self.base = <char *>address
-        self.length = length
-        self.owner = owner
-        self.memory_type = UCS_MEMORY_TYPE_HOST
-        self.remote_base = <uint64_t *>calloc(endpoints.size, sizeof(uint64_t))
-        self.rkeys = <ucp_rkey_h *>calloc(endpoints.size, sizeof(ucp_rkey_h))
-        if self.remote_base == NULL or self.rkeys == NULL:
-            raise MemoryError()
-        context = endpoints.worker.context
-        error, rkey = "", b""
-        if length:
-            try:
-                memset(&params, 0, sizeof(params))
-                params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
-                params.address = <void *>address
-                params.length = length
-                if address == 0:
-                    params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS
-                    params.flags = UCP_MEM_MAP_ALLOCATE
-                if memory_type != "auto":
-                    params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE
-                    params.memory_type = <ucs_memory_type_t>MEMORY_TYPE_CODES[memory_type]
-                check(ucp_mem_map(context, &params, &self.memh), b"ucp_mem_map")
-                n_registrations += 1
-                memset(&attr, 0, sizeof(attr))
-                attr.field_mask = UCP_MEM_ATTR_FIELD_MEM_TYPE | UCP_MEM_ATTR_FIELD_ADDRESS
-                check(ucp_mem_query(self.memh, &attr), b"ucp_mem_query")
-                self.memory_type = attr.mem_type
-                if address == 0:
-                    self.base = <char *>attr.address
-                    address = <uintptr_t>attr.address
-                    memset(self.base, 0, length)
-                check(ucp_rkey_pack(context, self.memh, &packed, &packed_size), b"ucp_rkey_pack")
-                rkey = (<char *>packed)[:packed_size]
-                ucp_rkey_buffer_release(packed)
-            except UcxError as failure:
-                error = f"registering {length} bytes: {failure}"
-        peers = comm.allgather((error, address, rkey))
-        _agree(comm, error)
-        for peer in range(endpoints.size):
-            self.remote_base[peer] = peers[peer][1]
-            key = peers[peer][2]
-            if key:
-                check(ucp_ep_rkey_unpack(endpoints.eps[peer], <const char *>key, &self.rkeys[peer]),
-                      b"ucp_ep_rkey_unpack")
-                n_rkey_unpacks += 1
-
-    def __dealloc__(self):
-        cdef int peer
-        if self.rkeys != NULL:
-            for peer in range(self.endpoints.size):
-                if self.rkeys[peer] != NULL:
-                    ucp_rkey_destroy(self.rkeys[peer])
-        if self.memh != NULL:
-            ucp_mem_unmap(self.endpoints.worker.context, self.memh)
-        free(self.rkeys)
-        free(self.remote_base)
-
-    @property
-    def address(self) -> int:
-        """Where the mapped memory starts (UCX's own allocation when it was asked to allocate)."""
-        return <uintptr_t>self.base
-
-    def mappable(self, int peer) -> bool:
-        """Whether UCX maps ``peer``'s twin into this process (ucp_rkey_ptr): puts there can be
-        plain copies through a shared-memory segment (sysv, posix, xpmem) instead of RMA."""
-        cdef void *local = NULL
-        if self.rkeys[peer] == NULL:
-            return False
-        return ucp_rkey_ptr(self.rkeys[peer], self.remote_base[peer], &local) == UCS_OK
-
-    @property
-    def memory_type_name(self) -> str:
-        """What UCX detected (or was told) the mapped memory is."""
-        return MEMORY_TYPES.get(self.memory_type, f"type {self.memory_type}")
-
-    cdef int put(self, int peer, const void *source, size_t nbytes, size_t offset,
-                 ucp_request_param_t *param, void **request) except -1 nogil:
-        """Start a put of ``nbytes`` into the peer's twin at ``offset``; ``*request``: NULL when done already."""
-        cdef ucs_status_ptr_t started
-        request[0] = NULL
-        if nbytes == 0:
-            return 0
-        started = ucp_put_nbx(self.endpoints.eps[peer], source, nbytes, self.remote_base[peer] + offset,
-                              self.rkeys[peer], param)
-        if UCS_PTR_IS_ERR(started):
-            return check(UCS_PTR_STATUS(started), b"ucp_put_nbx")
-        request[0] = started
-        return 0

@@ -89,7 +89,7 @@ step pip-project 600 "$PY" -m pip install -q "${pip_source[@]}" --no-build-isola
 step env 120 "$VENV/bin/pccl-bench" env
 # Every compiled MPI call must land in the library mpi4py loaded (an image with a system Open MPI
 # once bound cython_ext to it: each job aborted with "MPI_Allgather() called before MPI_INIT").
-step mpi-link 60 "$PY" -c 'import sys; from collectives.mpiinfo import extension_mpi_mismatch as m; \
+step mpi-link 60 "$PY" -c 'import sys; from collectives.transports.mpi.library import extension_mpi_mismatch as m; \
 why = m(); print(why or "cython_ext calls the MPI library mpi4py loaded"); sys.exit(1 if why else 0)' \
     || exit "$status"
 export COLUMNS=200 PYTHONUNBUFFERED=1

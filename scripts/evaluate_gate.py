@@ -56,7 +56,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cli.ab_cmd import confirmed  # noqa: E402
-from bench.judge.gate import SAME_JOB_SMALL_THRESHOLD, GateOptions, gate, split_arms  # noqa: E402
+from bench.judge.arms import split_arms  # noqa: E402
+from bench.judge.gate import SAME_JOB_SMALL_THRESHOLD, GateOptions, gate  # noqa: E402
 from bench.plan.cells import CELL_KEY  # noqa: E402
 from bench.results.runset import RunSet, load_runs  # noqa: E402
 

@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import describe, run_cli
-from cython_ext.timing import STOP_REASONS, WARMUP_REASONS, _ci_of
+from cython_ext.order_stats import ci_of
+from cython_ext.timing import STOP_REASONS, WARMUP_REASONS
 
-from bench.plan.suite import load_suite
+from bench.plan.suite_files import load_suite
 from bench.results.table import COLUMNS
 
 ADAPTIVE = {
@@ -26,11 +27,11 @@ ADAPTIVE = {
 
 def test_order_statistic_interval_of_the_median():
     rng = np.random.default_rng(0)
-    narrow = _ci_of(rng.normal(100.0, 1.0, 400))
-    wide = _ci_of(rng.normal(100.0, 10.0, 400))
+    narrow = ci_of(rng.normal(100.0, 1.0, 400))
+    wide = ci_of(rng.normal(100.0, 10.0, 400))
     assert 0 < narrow < wide < 0.05
-    assert np.isnan(_ci_of(np.ones(3)))  # too few samples to bound a median
-    assert _ci_of(np.full(100, 7.0)) == 0.0
+    assert np.isnan(ci_of(np.ones(3)))  # too few samples to bound a median
+    assert ci_of(np.full(100, 7.0)) == 0.0
 
 
 def test_new_columns_are_added_not_renamed():

@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from collectives.algorithms import ALGORITHMS, own_block_copy, schedule_for, supports
-from collectives.schedule import COLUMNS, RECV, SEND, Block, ContiguousLayout, Schedule, StridedLayout
-from collectives.simulate import C, simulate
+from collectives.executors.simulate import C, simulate
+from collectives.schedules.algorithms import ALGORITHMS, own_block_copy, schedule_for, supports
+from collectives.schedules.rows import COLUMNS, RECV, SEND, Block, ContiguousLayout, Schedule, StridedLayout
 from collectives.spec import buffer_counts, even_blocks
 
 SENTINEL = -999_999

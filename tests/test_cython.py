@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collectives import schedule
 from collectives.dtypes import DTYPES, OPS, dtype_code, numpy_dtype, op_code
+from collectives.schedules import rows as schedule
 from cython_ext import reduce as creduce
 
 NUMPY_OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}

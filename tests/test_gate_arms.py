@@ -15,7 +15,8 @@ from conftest import describe, run_cli
 from test_gate import cell, make_run
 
 from bench.errors import BadInput
-from bench.judge.gate import GateOptions, gate, split_arms
+from bench.judge.arms import split_arms
+from bench.judge.gate import GateOptions, gate
 from bench.plan.cells import expand
 from bench.plan.suite import parse_suite
 from bench.results.runset import load_runs

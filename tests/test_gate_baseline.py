@@ -12,7 +12,7 @@ import pytest
 
 from bench.judge.gate import MIN_SAMPLES, GateOptions, gate
 from bench.plan.cells import CELL_KEY, expand
-from bench.plan.suite import load_suite
+from bench.plan.suite_files import load_suite
 from bench.results.runset import load_runs
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
 

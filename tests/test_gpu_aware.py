@@ -10,8 +10,8 @@ import sys
 import pytest
 from conftest import ROOT, describe, subprocess_env
 
-from collectives import gpu_aware
-from collectives.gpu_aware import GpuAwareness, decide, env_switch, query_library
+from collectives.memory import gpu_aware
+from collectives.memory.gpu_aware import GpuAwareness, decide, env_switch, query_library
 
 
 class Query:
@@ -91,8 +91,8 @@ def test_detect_reads_the_override_from_env():
 
 
 def test_probe_on_the_loaded_mpi():
-    """``python -m collectives.gpu_aware`` initialises MPI and asks the real library (no GPU here)."""
-    done = subprocess.run([sys.executable, "-m", "collectives.gpu_aware", "cuda"], cwd=ROOT, capture_output=True,
+    """``python -m collectives.memory.gpu_aware`` initialises MPI and asks the real library (no GPU here)."""
+    done = subprocess.run([sys.executable, "-m", "collectives.memory.gpu_aware", "cuda"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env=subprocess_env(1, {"PCCL_BENCH_GPU_AWARE": "auto"}))
     assert done.returncode == 0, describe(done)
     answer = json.loads(done.stdout.strip().splitlines()[-1])

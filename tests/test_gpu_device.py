@@ -8,9 +8,10 @@ import types
 import numpy as np
 import pytest
 
-from collectives import device as devices
-from collectives import gpu_aware, xccl
-from collectives.gpu_context import DeviceContext
+from collectives.memory import backends as devices
+from collectives.memory import gpu_aware
+from collectives.memory.device_context import DeviceContext
+from collectives.transports.xccl import communicators as xccl
 
 
 def fake_cupy(monkeypatch, *, hip: bool = False, count: int = 1, count_error: Exception | None = None,
@@ -168,8 +169,8 @@ def test_xccl_available(monkeypatch):
 
 def test_an_xccl_phase_has_the_rows_of_an_mpi_phase():
     """The simulator and the host executor see the same collective; only the device executor tells them apart."""
-    from collectives.hier import hier_schedule, phase_problem
-    from collectives.topology import Grid
+    from collectives.schedules.hier import hier_schedule, phase_problem
+    from collectives.schedules.topology import Grid
 
     grid = Grid(8, 4)
     for collective in ("allgather", "reduce_scatter", "allreduce"):
@@ -201,8 +202,8 @@ def test_cupy_backend_copies_name_destination_first():
 
 def test_accumulating_reductions_hand_the_destination_itself():
     """CuPy copies an input that may share memory with ``out`` unless it is ``out`` itself, on every call."""
-    from collectives.gpu_executor import DeviceScheduleOp
-    from collectives.schedule import ACT_REDUCE, COLUMNS
+    from collectives.executors.device import DeviceScheduleOp
+    from collectives.schedules.rows import ACT_REDUCE, COLUMNS
 
     seen = []
 

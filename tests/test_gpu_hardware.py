@@ -18,7 +18,7 @@ from conftest import MPI_SCRIPTS, ROOT, describe, run_mpi, subprocess_env
 
 from collectives import spec
 from collectives.call import CallSpec
-from collectives.device import probe
+from collectives.memory.backends import probe
 
 DEVICE = next((name for name in ("cuda", "rocm") if not probe(name).reason), None)
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(DEVICE is None, reason=f"no GPU: {probe('cuda').reason}")]
@@ -29,7 +29,7 @@ ALLOWED = ("float16", "'bruck' has no reduce_scatter", "needs one GPU per rank")
 
 
 def gpu_aware_here() -> bool:
-    done = subprocess.run([sys.executable, "-m", "collectives.gpu_aware", DEVICE], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "collectives.memory.gpu_aware", DEVICE], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env=subprocess_env(1, {"PCCL_BENCH_GPU_AWARE": "auto"}))
     return bool(json.loads(done.stdout.strip().splitlines()[-1])["aware"])
 

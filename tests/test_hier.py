@@ -9,11 +9,11 @@ import pytest
 
 from collectives.call import CallSpec
 from collectives.dtypes import DTYPES, OPS
-from collectives.hier import composition_problem, hier_schedule, phase_problem
-from collectives.schedule import ACT_COPY, COLUMNS
-from collectives.simulate import simulate
+from collectives.executors.simulate import simulate
+from collectives.schedules.hier import composition_problem, hier_schedule, phase_problem
+from collectives.schedules.rows import ACT_COPY, COLUMNS
+from collectives.schedules.topology import Grid, ShapeError
 from collectives.spec import count_wrong, make_buffers
-from collectives.topology import Grid, ShapeError
 
 GRIDS = [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (4, 2), (6, 2), (6, 3), (8, 2), (8, 4), (9, 3), (10, 5), (12, 4)]
 PHASES = ["ring", "rd", "bruck", "mpi", "rdfull", "tree"]
@@ -119,7 +119,7 @@ def test_whole_buffer_intra_needs_a_whole_buffer_inter() -> None:
 
 def test_fewer_elements_than_ranks_is_one_flat_doubling() -> None:
     """An all-reduce of fewer elements than ranks is all tail: no (empty) phases, log2 p steps of rdfull."""
-    from collectives.algorithms import schedule_for
+    from collectives.schedules.algorithms import schedule_for
 
     for nranks, per_node in ((4, 2), (8, 2), (6, 3)):
         grid = Grid(nranks, per_node)
@@ -139,7 +139,7 @@ def test_a_rooted_intra_phase_sends_one_rank_per_node_across() -> None:
         rail = steps[steps[:, comm] == 2]
         sends = int((rail[:, send_peer] >= 0).sum())
         assert (sends > 0) == (grid.local(rank) == 0), (rank, sends)
-    from collectives.algorithms import schedule_for
+    from collectives.schedules.algorithms import schedule_for
 
     for nranks in (1, 2, 3, 5, 8, 13):  # flat: reduce to 0 and broadcast, any p
         for (dtype, op), in_place in itertools.product((("float32", "sum"), ("int32", "max"), ("float64", "prod")),

@@ -20,8 +20,8 @@ from bench.plan.suite import parse_suite
 from bench.run import hostfacts
 from bench.run.hostfacts import HostFacts, busiest_machine, placement_problem
 from bench.run.launch import Launcher, MachineLoad, mpi_flavour
-from collectives import shm
-from collectives.topology import Grid, Topology
+from collectives.schedules.topology import Grid, Topology
+from collectives.transports.shm import ops as shm
 
 WORKER = ["/tmp/plan.json"]
 

@@ -22,7 +22,7 @@ from bench.run.launch import Launcher, mpi_flavour
 from bench.sweep.options import Run
 from bench.sweep.run import check_fits, job_command, launch_plan
 from bench.sweep.where import Where, host_plan
-from collectives.topology import Grid, Topology
+from collectives.schedules.topology import Grid, Topology
 
 SUITE = {
     "name": "job",

@@ -194,7 +194,7 @@ def test_four_hosts_of_one_and_two_hosts_of_two_in_one_sweep(lab, tmp_path):
 def test_rdma_between_hosts_goes_over_tcp(lab, tmp_path):
     import mpi4py
 
-    from collectives import rdma
+    from collectives.transports.rdma import ops as rdma
 
     mpi4py.rc.initialize = False
     if rdma.binding_reason():

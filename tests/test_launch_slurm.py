@@ -18,7 +18,8 @@ from conftest import describe, run_cli
 from bench.errors import BadInput
 from bench.plan.cells import expand
 from bench.plan.hosts import HostPlan, Placement
-from bench.plan.suite import Slurm, parse_suite
+from bench.plan.slurm_options import Slurm
+from bench.plan.suite import parse_suite
 from bench.run import slurm
 from bench.run.launch import PMI_PLUGIN, Launcher, choose_launcher, mpi_flavour, pmi_plugin
 

@@ -137,3 +137,76 @@ def test_no_import_circle_outside_a_registry():
         if not registry and set(component) not in KNOWN_CYCLES:
             circles.append(component)
     assert not circles, f"modules that import each other: {circles}"
+
+
+#: the library's floors, in the order a call is made of them: what it is (the call, its spec), the
+#: schedule (rows as data), where buffers live, what runs rows, what runs whole collectives, who
+#: composes them; modules at collectives/ itself are the base every floor may use, and the
+#: package's own __init__ (the library's API) stands on all of them
+LIBRARY_FLOORS = {"spec": 0, "schedules": 2, "memory": 3, "executors": 4, "transports": 5, "impls": 6}
+LIBRARY_BASE = {"__init__.py", "call.py", "dtypes.py", "envsettings.py", "registry.py", "timing_plan.py", "version.py"}
+#: imports against that order, each with why it is not a mistake
+LIBRARY_BACK_EDGES = {
+    ("collectives.schedules.hier", "collectives.transports"):
+        "a phase named after a transport is cut out of the schedule: the hierarchy asks the registry for the names",
+    ("collectives.memory.device_context", "collectives.transports.xccl"):
+        "a GPU job's context holds its NCCL/RCCL communicators",
+    ("collectives.memory.device_context", "collectives.executors.device"):
+        "the context hands out its executor (imported when asked)",
+    ("collectives.memory.device_context", "collectives.executors.device_ops"):
+        "the context chains a call's parts (imported when asked)",
+    ("collectives.memory.gpu_aware", "collectives.transports.mpi.library"):
+        "whether MPI reaches device memory depends on which MPI library it is (asked when probed)",
+}
+
+
+def library_floor(module: str) -> int:
+    if module == "collectives":
+        return max(LIBRARY_FLOORS.values()) + 1
+    parts = module.split(".")
+    return LIBRARY_FLOORS.get(parts[1], 0) if len(parts) > 2 or (len(parts) == 2 and parts[1] in LIBRARY_FLOORS) else 0
+
+
+def _library_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every collectives import, ``from collectives import x`` as ``collectives.x``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [(node.lineno, f"{node.module}.{alias.name}" if node.module == "collectives" else node.module)
+                      for alias in node.names]
+    return [(line, name) for line, name in found if name.split(".")[0] == "collectives"]
+
+
+def test_the_library_reads_as_its_pipeline():
+    """collectives/ in folders: spec -> schedules -> memory -> executors -> transports -> impls, imports
+    (at any depth, function bodies included) only downwards but for the listed edges."""
+    assert [folder for folder in LIBRARY_FLOORS if (ROOT / "collectives" / folder / "__init__.py").exists()] == list(
+        LIBRARY_FLOORS)
+    upwards = set()
+    for path in ROOT.glob("collectives/**/*.py"):
+        name = module_name(path)
+        for line, target in _library_imports(path):
+            if library_floor(target) > library_floor(name):
+                if not any(name == source and target.startswith(to) for source, to in LIBRARY_BACK_EDGES):
+                    upwards.add(f"{name} line {line}: {target}")
+    assert not upwards, f"library imports against spec -> schedules -> memory -> executors -> transports -> impls: " \
+                        f"{sorted(upwards)}"
+    loose = {path.name for path in (ROOT / "collectives").glob("*.py")}
+    assert loose == LIBRARY_BASE, f"only the base modules at collectives/'s top, not {sorted(loose - LIBRARY_BASE)}"
+
+
+def test_one_timing_entry_point():
+    """Cells are timed by cython_ext.timing.measure, from bench/run/cell.py alone; time_op (its
+    samples-only wrapper) serves the machine-speed probe; no other module of the harness or the
+    library imports the timing loop."""
+    users = {}
+    for path in [*ROOT.glob("bench/**/*.py"), *ROOT.glob("collectives/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "cython_ext.timing":
+                users.setdefault(module_name(path), set()).update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module == "cython_ext" and any(
+                    alias.name == "timing" for alias in node.names):
+                users.setdefault(module_name(path), set()).add("*")
+    assert users == {"bench.run.cell": {"measure"}, "bench.run.probe": {"time_op"}}

@@ -9,7 +9,7 @@ from bench.model.cost import Call, predict, predict_us
 from bench.model.impls import parse_variant
 from bench.model.machine import Library, Machine, load_machine
 from bench.model.steps import representatives
-from collectives.topology import Grid
+from collectives.schedules.topology import Grid
 
 ALPHA_INTRA, BETA_INTRA = 1.0, 1.0  # us, GB/s: 1000 B per us
 ALPHA_INTER, BETA_INTER = 10.0, 0.5

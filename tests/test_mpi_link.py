@@ -20,7 +20,7 @@ mpi4py.rc.initialize = False  # MPI_Get_library_version is legal before MPI_Init
 
 from conftest import ROOT  # noqa: E402
 
-from collectives import mpiinfo  # noqa: E402
+from collectives.transports.mpi import library as mpiinfo  # noqa: E402
 from cython_ext import core  # noqa: E402
 
 OPEN_MPI_TEXT = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022\0"

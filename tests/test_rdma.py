@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import MPI_SCRIPTS, describe, run_mpi, sweep_table
 
-from collectives import rdma
 from collectives.call import CallSpec
+from collectives.transports.rdma import ops as rdma
 
 SCRIPT = MPI_SCRIPTS / "check_rdma.py"
 
@@ -148,7 +148,7 @@ def test_without_the_binding_the_reason_says_how_to_build_it(monkeypatch):
 
 
 def test_device_memory_needs_a_ucx_that_can_move_it(binding):
-    from collectives.device import HostEmulation
+    from collectives.memory.backends import HostEmulation
 
     assert rdma.device_reason("cuda", HostEmulation()) is None  # emulated device memory is host memory
 
@@ -171,7 +171,7 @@ CONTEXT_INFO = """#      resource 0  :  md 0  dev 0  flags -- sysv/memory
 
 
 def test_env_rows_name_transports_and_verbs_devices(binding):
-    from collectives import rdma_env
+    from collectives.transports.rdma import env as rdma_env
 
     assert rdma_env.resources(CONTEXT_INFO) == ["sysv/memory", "tcp/lo", "rc_mlx5/mlx5_0:1"]
     rows = {what: (value, how) for what, value, how in rdma_env.env_rows()}

@@ -7,7 +7,8 @@ import re
 import yaml
 from conftest import ROOT
 
-from bench.plan.suite import load_suite, parse_suite
+from bench.plan.suite import parse_suite
+from bench.plan.suite_files import load_suite
 
 
 def readme_suite_block() -> str:

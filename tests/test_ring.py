@@ -1,7 +1,7 @@
 """The ring schedules, checked bit for bit by the schedule simulator (no MPI).
 
-Algorithms are tested only through ``collectives.algorithms.schedule_for`` and
-``collectives.simulate.simulate``: the schedule's array layout is private.
+Algorithms are tested only through ``collectives.schedules.algorithms.schedule_for`` and
+``collectives.executors.simulate.simulate``: the schedule's array layout is private.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from collectives import algorithms
-from collectives.algorithms import schedule_for
 from collectives.call import CallSpec
 from collectives.dtypes import DTYPES, OPS, numpy_dtype
-from collectives.simulate import ScheduleMismatch, simulate
+from collectives.executors.simulate import ScheduleMismatch, simulate
+from collectives.schedules import algorithms
+from collectives.schedules.algorithms import schedule_for
 from collectives.spec import count_wrong, make_buffers
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")

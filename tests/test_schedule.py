@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collectives import algorithms, templates
-from collectives.algorithms import ALGORITHMS, schedule_for, supports
-from collectives.algorithms.ring import Ring
-from collectives.hier import composition_problem, hier_schedule
-from collectives.schedule import RECV, SCRATCH, SEND, Block, ContiguousLayout, StepList, StridedLayout
+from collectives.schedules import algorithms, templates
+from collectives.schedules.algorithms import ALGORITHMS, schedule_for, supports
+from collectives.schedules.algorithms.ring import Ring
+from collectives.schedules.hier import composition_problem, hier_schedule
+from collectives.schedules.rows import RECV, SCRATCH, SEND, Block, ContiguousLayout, StepList, StridedLayout
+from collectives.schedules.topology import Grid
 from collectives.spec import even_blocks
-from collectives.topology import Grid
 
 LAYOUTS = [
     lambda p: ContiguousLayout(RECV, (3,) * p, 2),

@@ -13,14 +13,8 @@ from conftest import ROOT, TINY_SUITE, describe, run_cli
 from bench.errors import BadInput
 from bench.plan.cells import CELL_KEY, counts_for, expand
 from bench.plan.sizes import geometric
-from bench.plan.suite import (
-    Suite,
-    apply_overrides,
-    default_suites_dir,
-    load_suite,
-    parse_suite,
-    resolve_suite_path,
-)
+from bench.plan.suite import Suite, parse_suite
+from bench.plan.suite_files import apply_overrides, default_suites_dir, load_suite, resolve_suite_path
 from collectives.dtypes import itemsize
 
 BASE = TINY_SUITE

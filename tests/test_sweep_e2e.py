@@ -18,7 +18,7 @@ import yaml
 from conftest import ROOT, describe, find_mpiexec, run_cli, sigint_default, subprocess_env
 
 from bench.plan.cells import expand
-from bench.plan.suite import load_suite
+from bench.plan.suite_files import load_suite
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS
 from collectives.spec import busbw_factor
 

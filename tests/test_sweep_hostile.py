@@ -23,7 +23,8 @@ from hostile import run_in_process
 from bench.errors import BadInput
 from bench.plan.cells import expand
 from bench.plan.hosts import HostPlan
-from bench.plan.suite import Slurm, parse_suite
+from bench.plan.slurm_options import Slurm
+from bench.plan.suite import parse_suite
 from bench.run import memory, slurm
 from bench.run.parts import TORN_MARK, append_rows, read_parts
 

@@ -156,8 +156,9 @@ def test_one_loop_for_one_op_and_two_in_turns(tmp_path):
     assert reasons("stable") == [("iters", "stable", 2 + 5 + 5)] and out["stable"]["n"] == [20]
     assert out["precision"]["n"] == [20] and reasons("precision") == [("precision", "fixed", 2)]
     assert out["precision"]["info"][0]["ci_rel"] <= 0.9
-    # each op of a pair gets the budget a single op gets (it got a quarter: the pair counted twice)
+    # each op of a pair gets the budget a single op gets (it got a quarter: the pair counted twice);
+    # the counts follow the sleeps' real length, which a loaded machine stretches (9 and 5 seen at load 6)
     single, pair = out["budget_fixed"]["n"][0], out["budget_fixed_turns"]["n"]
-    assert 10 <= single <= 40 and pair[0] == pair[1] and pair[0] >= 0.6 * single, (single, pair)
+    assert 4 <= single <= 40 and pair[0] == pair[1] and pair[0] >= 0.45 * single, (single, pair)
     assert out["time_op"] == 7
     assert len(out["refused"]) == 2 and all("one op or 2 in turns" in text for text in out["refused"])

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from bench.judge.tune import derive
-from collectives import tuning
 from collectives.call import CallSpec
 from collectives.impls import get
+from collectives.schedules import tuning
 
 TABLE = (
     {"collective": "allgather", "impl": "pccl-flat", "nranks": 4, "nnodes": 1, "bytes_total": 1024, "choice": "rd"},
@@ -51,7 +51,7 @@ def test_auto_resolves_through_the_environment_table(tmp_path, monkeypatch) -> N
     tuning.write_table([dict(TABLE[0], choice="bruck")], path, "test")
     monkeypatch.setenv("PCCL_BENCH_TUNING", str(path))
     call = CallSpec("allgather", 4, 2, algorithm="auto")
-    assert get("pccl-flat").describe(call)["resolved_algorithm"] == "bruck"
+    assert get("pccl-flat").describe(call).resolved_algorithm == "bruck"
 
 
 def test_derive_picks_fastest_median_with_margin() -> None:

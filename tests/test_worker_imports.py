@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: GPU probes (device cells import them when they open a device), and what only a failing rank
 #: needs (traceback) or only the driver asks for (importlib.metadata, socket, subprocess)
 NOT_AT_START = ("traceback", "importlib.metadata", "socket", "subprocess", "pandas", "pyarrow", "polars", "pydantic",
-                "yaml", "rich", "typer", "click", "matplotlib", "cupy", "collectives.gpu_context",
-                "collectives.gpu_executor", "bench.results", "bench.sweep", "bench.cli", "bench.plan.suite",
+                "yaml", "rich", "typer", "click", "matplotlib", "cupy", "collectives.memory.device_context",
+                "collectives.executors.device", "bench.results", "bench.sweep", "bench.cli", "bench.plan.suite",
                 "bench.run.provenance")
 
 PROBE = """

@@ -23,9 +23,10 @@ from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from bench.files import output_file, output_folder
 from bench.judge import gate as rules
 from bench.judge.allowlist import load_allowlist
-from bench.judge.gate import GateOptions, GateResult, gate, split_arms
+from bench.judge.arms import split_arms
+from bench.judge.gate import GateOptions, GateResult, gate
 from bench.judge.gate_output import benchmark_json, headline, junit, markdown, rich_table, write_text
-from bench.plan.suite import load_suite, resolve_suite_path
+from bench.plan.suite_files import load_suite, resolve_suite_path
 from bench.results.runset import load_runs
 from bench.sweep import SweepOptions, run_sweep
 from bench.text import console_text, printable

@@ -16,7 +16,7 @@ from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from bench.files import output_folder
 from bench.judge.gate import MIN_SAMPLES
 from bench.plan.cells import CELL_KEY
-from bench.plan.suite import load_suite, resolve_suite_path
+from bench.plan.suite_files import load_suite, resolve_suite_path
 from bench.results.labels import cell_label
 from bench.results.runset import load_runs
 from bench.sweep import SweepOptions, run_sweep

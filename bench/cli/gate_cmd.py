@@ -13,7 +13,8 @@ from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from bench.files import output_file
 from bench.judge import gate as rules
 from bench.judge.allowlist import load_allowlist
-from bench.judge.gate import GateOptions, gate, split_arms
+from bench.judge.arms import split_arms
+from bench.judge.gate import GateOptions, gate
 from bench.judge.gate_output import benchmark_json, headline, junit, markdown, rich_table, write_text
 from bench.plan.sizes import SIZE_HELP, parse_size
 from bench.results.runset import load_runs

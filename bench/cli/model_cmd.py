@@ -1,7 +1,8 @@
-"""``pccl-bench model run|fit|check|band|replay``: the analytical model (docs/MODEL.md).
+"""``pccl-bench model run|fit|check|band|calibrate|replay``: the analytical model (docs/MODEL.md).
 
 Here the command group, ``model run`` and ``model band`` (projections onto a machine description);
-``model_fit`` holds fit and check, ``model_replay`` replay, ``model_flags`` and ``model_files`` the
+``model_fit`` holds fit and check,
+``model_calibrate`` calibrate, ``model_replay`` replay, ``model_flags`` and ``model_files`` the
 checks of flags and outputs, ``model_tables`` what the commands print.
 """
 
@@ -14,6 +15,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from bench.cli.model_calibrate import calibrate_command, load_checked, with_calibrated_band
 from bench.cli.model_files import check_outputs, plot_file, run_folder, write_csv
 from bench.cli.model_fit import check, fit_command
 from bench.cli.model_flags import (
@@ -115,6 +117,10 @@ def band(
     bootstrap: Annotated[list[Path] | None, typer.Option(
         "--bootstrap", help="Instead of the fitted normal: refit on these measured runs' cells resampled "
                             "with replacement, --samples times (terms and band windows kept).")] = None,
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", help="Also the band calibrated on held-out checks (`model calibrate --out`): the "
+                              "model's own error, widened by the doublings beyond the fitted GPU counts.",
+        exists=True, dir_okay=False)] = None,
 ) -> None:
     """Projection with the fit's uncertainty: times and speedups over the first --impl, 5-50-95% over
     parameter draws from each library's fitted normal (a description fitted by `model fit --per-impl`)."""
@@ -145,17 +151,28 @@ def band(
     measured = measured_calls(read_results(bootstrap), set(machine.libraries)) if bootstrap else None
     if measured is not None:
         check_resampling(samples, len(median_cells(measured)))
+    calibrated = load_checked(calibration)
     table = band_table(machine, variants, collective, ranks, size_list, samples, seed, size, str(path), measured)
+    if calibrated is not None:
+        table = with_calibrated_band(table, calibrated, machine, str(path))
     console = make_console()
     shown = Table("size", "implementation", "ms", "ms 5-95%", f"speedup over {variants[0].label}", "5-95%",
                   title=f"{collective} on {ranks} GPUs of {machine.name}: " + (
                       f"{samples} bootstrap refits over the measured cells" if bootstrap else
                       f"{samples} draws from the fitted normal") + " (parameter uncertainty only)",
                   title_justify="left")
+    if calibrated is not None:
+        shown.add_column(f"calibrated {calibrated.level:.0%}: ms")
+        shown.add_column("speedup")
     for row in table.itertuples(index=False):
-        shown.add_row(format_size(int(row.bytes_total)), row.implementation, f"{row.time_ms:.3g}",
-                      f"{row.time_ms_p5:.3g}-{row.time_ms_p95:.3g}", f"{row.speedup:.3g}",
-                      f"{row.speedup_p5:.3g}-{row.speedup_p95:.3g}")
+        cells = [format_size(int(row.bytes_total)), row.implementation, f"{row.time_ms:.3g}",
+                 f"{row.time_ms_p5:.3g}-{row.time_ms_p95:.3g}", f"{row.speedup:.3g}",
+                 f"{row.speedup_p5:.3g}-{row.speedup_p95:.3g}"]
+        if calibrated is not None:
+            cells.append(f"{row.time_ms_cal_low:.3g}-{row.time_ms_cal_high:.3g}")
+            speedup_band = (row.speedup_cal_low, row.speedup_cal_high)
+            cells.append("-" if math.isnan(speedup_band[0]) else f"{speedup_band[0]:.3g}-{speedup_band[1]:.3g}")
+        shown.add_row(*cells)
     console.print(shown)
     if out:
         write_csv(table, out)
@@ -187,4 +204,5 @@ app.command("run", epilog=EXIT_CODES_HELP)(run)
 app.command("fit", epilog=EXIT_CODES_HELP)(fit_command)
 app.command("check", epilog=EXIT_CODES_HELP)(check)
 app.command("band", epilog=EXIT_CODES_HELP)(band)
+app.command("calibrate", epilog=EXIT_CODES_HELP)(calibrate_command)
 app.command("replay", epilog=EXIT_CODES_HELP)(replay)

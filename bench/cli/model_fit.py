@@ -20,7 +20,8 @@ from bench.model.check import error_table, measured_calls
 from bench.model.fit import fit, with_rendezvous
 from bench.model.heldout import factor_table, plot_check, repeat_spread, winner_agreement, winner_cells
 from bench.model.machine import MAX_GPUS_PER_NODE, NAME_PATTERN, Machine, dump_machine, load_machine, validated
-from bench.model.robust import fit_per_library, fit_record, median_cells
+from bench.model.robust import fit_record, median_cells
+from bench.model.select import fit_per_library
 from bench.results.read import read_results
 
 
@@ -187,6 +188,9 @@ def check(
     frame = _select_ranks(read_results(results), only_ranks)
     _needed_libraries(frame, machine, str(machine_path))
     errors = error_table(measured_calls(frame, set(machine.libraries)), machine)
+    fitted_on = (machine.fit or {}).get("ranks")
+    if fitted_on:  # how far beyond its fit each cell is (`model calibrate` reads it)
+        errors = errors.assign(fit_max_ranks=max(fitted_on))
     print_errors(errors, make_console(), f"{machine.name}: |model - measured| / measured (%)")
     if errors_csv:
         write_csv(errors, errors_csv)
@@ -204,17 +208,24 @@ def _held_out(base: Machine, frame: pd.DataFrame, results: list[Path], fit_ranks
     console = make_console()
     machine = _fit_per_impl(results, train, base, None, None)
     errors = error_table(median_cells(measured_calls(test, set(machine.libraries))), machine)
+    errors = errors.assign(fit_max_ranks=max(fit_ranks))  # how far beyond the fit: `model calibrate` reads it
     fit_errors = error_table(median_cells(measured_calls(train, set(machine.libraries))), machine)
-    title = f"{base.name}: fitted on {','.join(map(str, fit_ranks))} GPUs, predicting {sorted(set(errors['nranks']))}"
+    held = sorted(set(errors["nranks"]))
+    title = f"{base.name}: fitted on {','.join(map(str, fit_ranks))} GPUs, predicting {held}"
     print_factors(factor_table(errors), console, title)
     spread = repeat_spread(test)
-    agreement = winner_agreement(errors, spread)
-    out = Table(*agreement.columns, title="predicted fastest = measured fastest (cells with >= 2 implementations; "
-                "tie: the two best measured in >= 2 repeats with overlapping interquartile ranges)",
-                title_justify="left")
-    for row in agreement.itertuples(index=False):
-        out.add_row(*(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row))
-    console.print(out)
+    # per held-out count as well: the error grows with the distance beyond the fitted counts
+    for count in held if len(held) > 1 else []:
+        print_factors(factor_table(errors[errors["nranks"] == count]), console, f"{base.name}: predicting {count}")
+    for count, part in [*((c, errors[errors["nranks"] == c]) for c in (held if len(held) > 1 else [])),
+                        ("all held out", errors)]:
+        agreement = winner_agreement(part, spread)
+        out = Table(*agreement.columns, title=f"{count}: predicted fastest = measured fastest (cells with >= 2 "
+                    "implementations; tie: the two best measured in >= 2 repeats with overlapping interquartile "
+                    "ranges)", title_justify="left")
+        for row in agreement.itertuples(index=False):
+            out.add_row(*(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row))
+        console.print(out)
     if winners_csv:
         write_csv(winner_cells(errors, spread), winners_csv)
     if errors_csv:

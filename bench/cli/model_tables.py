@@ -62,6 +62,12 @@ def print_terms(fits: list, console: Console) -> None:
         if item.band_bytes:
             table.add_row(item.library, "band (inter-node message bytes)",
                           f"{item.band_bytes[0] >> 10}-{item.band_bytes[1] >> 10} KiB", "chosen by fit")
+        if item.protocol_bytes:
+            table.add_row(item.library, "protocol switch (Simple from, per-step message)",
+                          f"{item.protocol_bytes >> 10} KiB", "chosen by fit")
+        for switch, size in item.switches.items():
+            shown = f"{size} ranks" if switch.endswith("_ranks") else f"{size >> 10} KiB"
+            table.add_row(item.library, f"selection {switch} below", shown, "chosen by fit")
     console.print(table)
     for item in fits:
         for note in item.selection:

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from bench.errors import EXIT_CODES_HELP, BadInput
-from bench.plan.suite import resolve_suite_path
+from bench.plan.suite_files import resolve_suite_path
 from bench.sweep import SweepOptions, run_sweep
 
 app = typer.Typer(help="Run benchmarks under MPI.", no_args_is_help=True)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from bench.errors import BadInput
 from bench.plan.cells import expand
-from bench.plan.suite import default_suites_dir, load_suite, resolve_suite_path
+from bench.plan.suite_files import default_suites_dir, load_suite, resolve_suite_path
 
 app = typer.Typer(help="List and validate suite files.", no_args_is_help=True)
 

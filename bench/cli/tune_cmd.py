@@ -14,7 +14,7 @@ from bench.judge.tune import derive
 from bench.plan.sizes import format_size
 from bench.results.read import read_results
 from bench.text import console_text
-from collectives import tuning
+from collectives.schedules import tuning
 
 
 def tune(

@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.errors import BadInput
 from bench.plan.cells import CELL_KEY
 from bench.plan.sizes import cell_value
-from bench.plan.suite import read_yaml
+from bench.plan.suite_files import read_yaml
 
 MATCHABLE = (*CELL_KEY, "bytes_per_rank", "bytes_total")
 ALLOWABLE = ("regressed", "failed", "missing", "insufficient")

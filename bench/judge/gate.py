@@ -24,8 +24,11 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import BadInput
+from bench.judge import probe_scale
 from bench.judge.allowlist import AllowEntry, apply_allowlist
-from bench.plan.cells import ARM_FIELDS, CELL_KEY
+from bench.judge.arms import paired_runs
+from bench.judge.probe_scale import good_rows
+from bench.plan.cells import CELL_KEY
 from bench.results.labels import cell_label
 from bench.results.runset import RunSet
 from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio, turn_ratio
@@ -279,11 +282,6 @@ def _status_reason(rows: pd.DataFrame) -> str:
     return f"{row['status']}" + (f": {detail}" if detail else "")
 
 
-def _good(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows that measured something trustworthy (a pooled baseline may mix good and failed runs)."""
-    return rows[rows["status"].eq("ok") & ~(rows["n_wrong"].fillna(0) > 0)]
-
-
 def _estimate(current: dict, baseline: dict, pairing: list[tuple[str, str]] | None,
               options: GateOptions, turns: list[tuple[np.ndarray, np.ndarray]] | None = None) -> RatioEstimate | None:
     """Turn by turn (arms timed in turns), pooled, or, with a pairing of run ids, paired ratio;
@@ -343,7 +341,7 @@ def _judge(key: tuple, current: pd.DataFrame, baseline: pd.DataFrame, groups: tu
         if baseline.empty or baseline["status"].isin(NOT_RUN).all():
             return None  # run in neither: nothing to judge
         cell.verdict, cell.reason = "failed", f"{current['status'].iloc[0]} now; the baseline ran it"
-    elif _good(baseline).empty:
+    elif good_rows(baseline).empty:
         cell.verdict = "new"
         cell.reason = "not in the baseline" if baseline.empty else "the baseline has no good measurement"
     else:
@@ -369,14 +367,14 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     if not base_keys & cur_keys:
         raise BadInput("gate", "the baseline and the current run have no cell in common "
                                "(another suite, rank count or size range?)")
-    probe_ratio = _probe_ratio(cur, base)
+    probe_ratio = probe_scale.probe_ratio(cur, base)
     scales: tuple[dict | None, dict | None] = (None, None)
     if options.normalise == "probe":
         if probe_ratio is None:
             raise BadInput("--normalise", "probe: a side has no probe_us column (measure with timing.probe: true)")
-        scales = (_probe_scales(cur, base), _probe_scales(base, base))
+        scales = (probe_scale.probe_scales(cur, base), probe_scale.probe_scales(base, base))
     groups = (_sample_groups(current.samples, cur, scales[0]), _sample_groups(baseline.samples, base, scales[1]))
-    pairing = _pairing(baseline, current) if options.paired else None
+    pairing = paired_runs(baseline, current) if options.paired else None
     empty = cur.iloc[0:0]
     cells = []
     for key in sorted(base_keys | cur_keys, key=_sort_key):
@@ -390,97 +388,7 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     return GateResult(cells, options, baseline.run_ids, current.run_ids, probe_ratio)
 
 
-LAUNCH = [*CELL_KEY, "run_id", "launch_id"]
-
-
-def _probes(rows: pd.DataFrame) -> pd.Series:
-    """probe_us of every good launch of every cell (empty without a probe)."""
-    if "probe_us" not in rows:
-        return pd.Series(dtype=float)
-    good = _good(rows)
-    values = pd.to_numeric(good["probe_us"], errors="coerce")
-    keep = values.notna() & (values > 0)
-    return pd.Series(values[keep].to_numpy(), index=pd.MultiIndex.from_frame(
-        good.loc[keep, LAUNCH].astype({"run_id": str, "launch_id": str})), dtype=float)
-
-
-def _probe_ratio(current: pd.DataFrame, baseline: pd.DataFrame) -> float | None:
-    """Median over the cells of both sides of median(current probe) / median(baseline probe)."""
-    cur, base = _probes(current), _probes(baseline)
-    if cur.empty or base.empty:
-        return None
-    per_cell = (cur.groupby(level=list(range(len(CELL_KEY)))).median()
-                / base.groupby(level=list(range(len(CELL_KEY)))).median()).dropna()
-    return float(np.exp(np.median(np.log(per_cell)))) if len(per_cell) else None
-
-
-def _probe_scales(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[tuple[str, str, str], float]:
-    """Per launch (cell_key, run_id, launch_id): the baseline's median probe of the cell / the probe
-    measured beside this launch, the factor that puts its samples in units of the probe. Launches
-    without a probe keep their times."""
-    reference = _probes(baseline_rows).groupby(level=list(range(len(CELL_KEY)))).median()
-    good = _good(rows)
-    probes = pd.to_numeric(good["probe_us"], errors="coerce") if "probe_us" in good else pd.Series(dtype=float)
-    scales = {}
-    for row, probe in zip(good.itertuples(index=False), probes, strict=True):
-        key = tuple(getattr(row, name) for name in CELL_KEY)
-        if probe > 0 and key in reference.index:
-            scales[(str(row.cell_key), str(row.run_id), str(row.launch_id))] = float(reference[key]) / float(probe)
-    return scales
-
-
-def _pairing(baseline: RunSet, current: RunSet) -> list[tuple[str, str]]:
-    """(current run, baseline run) in measurement order: the i-th of each side were neighbours."""
-    base, cur = baseline.run_order(), current.run_order()
-    if len(base) != len(cur) or len(cur) < 2:
-        raise BadInput("--paired", f"needs as many current runs as baseline runs, at least 2, measured in "
-                                   f"alternation; got {len(cur)} current and {len(base)} baseline")
-    return list(zip(cur, base, strict=True))
-
-
 def _sort_key(key: tuple) -> tuple:
     return tuple((0, value, "") if isinstance(value, int | np.integer) else (1, 0, str(value)) for value in key)
 
 
-def split_arms(runs: RunSet, baseline_arm: str, current_arm: str) -> tuple[RunSet, RunSet, bool]:
-    """(baseline, current, paired) of a same-job run: the cells of two suite arms, matched on every
-    key field but the arm (and the implementation fields that an arm sets). Every launch repeat
-    becomes a run of its own, so that with >= 2 repeats the arms are judged pair by pair (the
-    i-th repeat of each arm were measured together); with one repeat they are pooled."""
-    arms = sorted(runs.results["arm"].fillna("").astype(str).unique()) if "arm" in runs.results else [""]
-    for name in (baseline_arm, current_arm):
-        if name not in arms:
-            raise BadInput("--arms", f"no arm {name!r} in the run; it has {', '.join(a for a in arms if a) or 'none'}")
-    if baseline_arm == current_arm:
-        raise BadInput("--arms", "give two different arms: BASELINE CANDIDATE")
-    sides = []
-    for name in (baseline_arm, current_arm):
-        results = runs.results[runs.results["arm"].eq(name)]
-        samples = runs.samples[runs.samples["cell_key"].isin(list(results["cell_key"].astype(str)))] \
-            if len(runs.samples) else runs.samples
-        sides.append([results.copy(), samples.copy()])
-    for column in ARM_FIELDS:
-        values = [set(side[0][column].fillna("").astype(str)) for side in sides]
-        if values[0] == values[1]:
-            continue
-        if len(values[0]) != 1 or len(values[1]) != 1:
-            raise BadInput("--arms", f"the arms differ in {column} ({sorted(values[0])} vs {sorted(values[1])}) but a "
-                                     f"side has several: an arm that sets {column} needs a suite with one entry")
-        joined = f"{values[0].pop()}->{values[1].pop()}"
-        for side in sides:
-            side[0][column] = joined
-            if len(side[1]):
-                side[1][column] = pd.Categorical.from_codes(np.zeros(len(side[1]), np.int8), [joined])
-    out = [RunSet(*(_per_repeat(frame) for frame in side), runs.metas, runs.sources) for side in sides]
-    repeats = [side.results["run_id"].nunique() for side in out]
-    return out[0], out[1], repeats[0] == repeats[1] >= 2
-
-
-def _per_repeat(frame: pd.DataFrame) -> pd.DataFrame:
-    """The arm column cleared, and each launch repeat a run of its own."""
-    if not len(frame):
-        return frame
-    codes, pairs = pd.MultiIndex.from_arrays([frame["run_id"], frame["repeat"]]).factorize()
-    names = [f"{run}/r{repeat}" for run, repeat in pairs]
-    return frame.assign(arm=pd.Categorical.from_codes(np.zeros(len(frame), np.int8), [""]),
-                        run_id=pd.Categorical.from_codes(codes, names))

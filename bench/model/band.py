@@ -123,7 +123,8 @@ def bootstrap_machines(machine: Machine, libraries: list[str], measured: list, r
     rng = np.random.default_rng(seed)
     cells = median_cells(measured)
     check_resampling(resamples, len(cells))
-    mine = {lib: [c for c in cells if library_key(c.call.variant, machine) == lib] for lib in libraries}
+    mine = {lib: [c for c in cells if library_key(c.call.variant, machine, c.call.collective) == lib]
+            for lib in libraries}
     for lib, chosen in mine.items():
         if not chosen:
             raise BadInput("--bootstrap", f"no measured cells of library {lib!r} to resample")
@@ -151,7 +152,7 @@ def band_table(machine: Machine, variants: list[Variant], collective: str, nrank
     speedup of every implementation over the first one (the baseline) with its band, taken per sample.
     Samples: draws from the fitted normal, or with ``measured`` cells, bootstrap refits."""
     per_node = machine.gpus_per_node if nranks >= machine.gpus_per_node else nranks
-    libraries = sorted({library_key(v, machine) for v in variants})
+    libraries = sorted({library_key(v, machine, collective) for v in variants})
     machines = (bootstrap_machines(machine, libraries, measured, samples, seed) if measured is not None
                 else sampled_machines(machine, libraries, samples, seed, where))
     rows = []
@@ -190,6 +191,9 @@ def plot_band(table: pd.DataFrame, path, title: str, published: tuple[float, flo
             right.plot(mib, group["speedup"], "o-", color=color, markersize=3, label=f"{label} (fitted values)")
             right.fill_between(mib, group["speedup_p5"], group["speedup_p95"], color=color, alpha=0.25,
                                label="5-95% over parameter draws")
+            if "speedup_cal_low" in group:  # the band calibrated on held-out checks (model band --calibration)
+                right.fill_between(mib, group["speedup_cal_low"], group["speedup_cal_high"], color=color, alpha=0.12,
+                                   hatch="//", label="calibrated on held-out checks")
     if published:
         right.axhspan(*published, color="tab:green", alpha=0.15, label=f"published {published[0]:g}-{published[1]:g}x")
     right.axhline(1.0, color="black", linewidth=0.8)

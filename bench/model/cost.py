@@ -17,8 +17,9 @@ import numpy as np
 
 from bench.model.impls import Variant
 from bench.model.machine import Machine
+from bench.model.mpich import mpich_algorithm
 from bench.model.steps import NicLayout, Profile, build_profile, mpi_phase_choices, unit_count
-from collectives.topology import Grid
+from collectives.schedules.topology import Grid
 
 #: the parameter vector, in microseconds (per step, per message, or per byte)
 PARAMS = (
@@ -31,6 +32,9 @@ PARAMS = (
     # (network diameter / congestion); per inter-node step whose message lies in the link's
     # ``band_bytes`` (a slow protocol regime); per call, x nodes (per-peer software cost)
     "inter.node_latency_us", "inter.band_us", "library.call_us_per_node",
+    # NCCL/RCCL's protocol switch (issue 28): per inter-node step whose message is at least the link's
+    # ``protocol_bytes`` (Simple's latency over LL's)
+    "inter.protocol_us",
 )
 P = {name: index for index, name in enumerate(PARAMS)}
 
@@ -52,7 +56,7 @@ def theta(machine: Machine, library: str) -> np.ndarray:
         reduce or us_per_byte(machine.host_reduce_gbps),
         over.latency_us if over else 0.0, over.rendezvous_us if over else 0.0,
         lib.step_overhead_us, lib.call_overhead_us,
-        inter.node_latency_us, inter.band_us, lib.call_us_per_node,
+        inter.node_latency_us, inter.band_us, lib.call_us_per_node, inter.protocol_us,
     ])
 
 
@@ -61,7 +65,8 @@ def _threshold(link) -> float:
 
 
 def _leg(has: np.ndarray, message: np.ndarray, shared: np.ndarray, threshold: float, prefix: str,
-         off_core: float, nnodes: int = 1, band: tuple[int, int] | None = None) -> np.ndarray:
+         off_core: float, nnodes: int = 1, band: tuple[int, int] | None = None,
+         protocol_bytes: int | None = None) -> np.ndarray:
     """Features (steps, ranks, params) of one link class's message leg."""
     out = np.zeros((*has.shape, len(PARAMS)))
     rendezvous = has & (message >= threshold)
@@ -70,6 +75,8 @@ def _leg(has: np.ndarray, message: np.ndarray, shared: np.ndarray, threshold: fl
         out[..., P["inter.node_latency_us"]] = has * np.log2(max(nnodes, 1))
         if band is not None:
             out[..., P["inter.band_us"]] = has & (message >= band[0]) & (message < band[1])
+        if protocol_bytes is not None:
+            out[..., P["inter.protocol_us"]] = has & (message >= protocol_bytes)
     out[..., P[f"{prefix}.rendezvous_us"]] = rendezvous
     out[..., P[f"{prefix}.us_per_byte"]] = shared
     out[..., P["library.step_overhead_us"]] = has
@@ -99,7 +106,7 @@ def step_features(profile: Profile, scale: float, machine: Machine, library: str
                  _threshold(intra_link), "intra", off_core)
     band = tuple(inter_link.band_bytes) if inter_link.band_bytes else None
     inter = _leg(profile.inter_bytes > 0, profile.inter_bytes * scale, profile.inter_shared_bytes * scale,
-                 _threshold(inter_link), "inter", off_core, nnodes, band)
+                 _threshold(inter_link), "inter", off_core, nnodes, band, inter_link.protocol_bytes)
     action = np.zeros_like(intra)
     action[..., P["copy.us_per_byte"]] = profile.copy_bytes * scale
     action[..., P[_reduce_param(machine, library)]] = profile.reduce_bytes * scale
@@ -138,17 +145,26 @@ class Call:
         return (self.count if self.collective == "allreduce" else self.nranks * self.count) * self.itemsize
 
 
-def library_key(variant: Variant, machine: Machine) -> str:
+def library_key(variant: Variant, machine: Machine, collective: str | None = None) -> str:
     """Whose terms price ``variant``: a hierarchical implementation's own entry where the description has
-    one (``libraries: pccl-hier:<inter>/<intra>``, fitted per implementation), else its library's."""
+    one (``libraries: pccl-hier:<inter>/<intra>``, fitted per implementation), a library's own entry for
+    ``collective`` (``mpi@reduce_scatter``), else its library's."""
     if variant.impl == "pccl-hier" and variant.label in machine.libraries:
         return variant.label
+    if collective is not None and f"{variant.library}@{collective}" in machine.libraries:
+        return f"{variant.library}@{collective}"
     return variant.library
 
 
 def nic_layout(machine: Machine, library: str, ranks_per_node: int) -> NicLayout:
     nics = tuple(machine.nic_of(local, ranks_per_node) for local in range(ranks_per_node))
     return NicLayout(machine.libraries[library].nic_policy, machine.nics_per_node, nics)
+
+
+def mpi_switches(machine: Machine) -> dict[str, int]:
+    """The MPI library's selection thresholds (fitted, or none: MPICH's defaults)."""
+    lib = machine.libraries.get("mpi")
+    return lib.switch_bytes if lib is not None else {}
 
 
 def call_profile(call: Call, machine: Machine, resolved: str) -> tuple[Profile, float]:
@@ -159,26 +175,31 @@ def call_profile(call: Call, machine: Machine, resolved: str) -> tuple[Profile, 
     choices: tuple[str, ...] = ()
     if call.variant.impl == "pccl-hier":  # its MPI-library phases run MPICH's choice at their real size
         first = call.variant.schedule(call.collective, grid, 0, unit, call.in_place, resolved)
-        choices = mpi_phase_choices(first, grid, 0, scale, call.itemsize)
-    profile = build_profile(call.variant, call.collective, grid, call.in_place, call.itemsize, resolved, choices,
-                            nic_layout(machine, library_key(call.variant, machine), call.ranks_per_node))
+        choices = mpi_phase_choices(first, grid, 0, scale, call.itemsize, mpi_switches(machine))
+    nics = nic_layout(machine, library_key(call.variant, machine, call.collective), call.ranks_per_node)
+    profile = build_profile(call.variant, call.collective, grid, call.in_place, call.itemsize, resolved, choices, nics)
     return profile, scale
 
 
 def _features(call: Call, machine: Machine, params: np.ndarray, resolved: str) -> np.ndarray:
     profile, scale = call_profile(call, machine, resolved)
     nnodes = call.nranks // call.ranks_per_node
-    legs = step_features(profile, scale, machine, library_key(call.variant, machine),
+    legs = step_features(profile, scale, machine, library_key(call.variant, machine, call.collective),
                          machine.off_core_share(call.nranks), nnodes)
     return critical_features(legs, params, nnodes)
 
 
 def best_schedule(call: Call, machine: Machine, params: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """(features, schedule name) of the fastest schedule the call may run under ``params``."""
-    params = theta(machine, library_key(call.variant, machine)) if params is None else params
-    lib = machine.libraries.get(library_key(call.variant, machine))
+    params = theta(machine, library_key(call.variant, machine, call.collective)) if params is None else params
+    lib = machine.libraries.get(library_key(call.variant, machine, call.collective))
     fixed = lib.algorithms.get(call.collective) if lib is not None and call.variant.impl == "mpi" else None
-    names = (fixed,) if fixed else call.variant.candidates(call.collective, call.nranks, call.bytes_total)
+    if fixed:
+        names: tuple[str, ...] = (fixed,)
+    elif call.variant.impl == "mpi":  # MPICH's selection at the description's (fitted) switch points
+        names = (mpich_algorithm(call.collective, call.nranks, call.bytes_total, mpi_switches(machine)),)
+    else:
+        names = call.variant.candidates(call.collective, call.nranks, call.bytes_total)
     options = [(_features(call, machine, params, name), name) for name in names]
     return min(options, key=lambda option: float(option[0] @ params))
 
@@ -190,7 +211,7 @@ def call_features(call: Call, machine: Machine, params: np.ndarray | None = None
 
 def predict(call: Call, machine: Machine) -> tuple[float, str]:
     """(modelled microseconds, schedule name: MPICH's choice for ``mpi``, ``inter/intra`` for pccl-hier)."""
-    params = theta(machine, library_key(call.variant, machine))
+    params = theta(machine, library_key(call.variant, machine, call.collective))
     features, name = best_schedule(call, machine, params)
     return float(features @ params), name
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from bench.errors import BadInput
 from bench.model.mpich import mpich_algorithm, mpich_schedule
-from collectives.algorithms import schedule_for, unsupported_reason
-from collectives.hier import composition_problem, hier_schedule
-from collectives.schedule import Schedule
-from collectives.topology import Grid
+from collectives.schedules.algorithms import schedule_for, unsupported_reason
+from collectives.schedules.hier import composition_problem, hier_schedule
+from collectives.schedules.rows import Schedule
+from collectives.schedules.topology import Grid
 
 #: library of each implementation (the machine description's ``libraries`` keys)
 LIBRARY_OF = {"pccl-flat": "pccl", "pccl-hier": "pccl", "mpi": "mpi", "xccl": "xccl"}

@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from bench.errors import BadInput
 from bench.files import atomic_write, project_folder
-from bench.plan.suite import read_yaml
+from bench.plan.suite_files import read_yaml
 
 #: how a library's inter-node traffic uses the NICs of a node
 #: mapped: each GPU through its own NIC (nic_of_gpu), GPUs on one NIC share it;
@@ -31,6 +31,9 @@ LIBRARY_KEYS = ("pccl", "mpi", "xccl")
 #: a hierarchical implementation's own terms (``model fit --per-impl``), e.g. ``pccl-hier:mpi/xccl``: its
 #: phases run different libraries (Cray MPICH or NCCL on the rail), so each pays its own software costs
 HIER_KEY = re.compile(r"^pccl-hier:[A-Za-z0-9+_-]{1,40}/[A-Za-z0-9+_-]{1,40}$")
+#: a library's own terms for one collective (``model fit --per-impl``), e.g. ``mpi@reduce_scatter``: the
+#: reproducer's reduce-scatter is its own loop of Sendrecv calls with host reductions, not MPI's collective
+COLLECTIVE_KEY = re.compile(r"^(mpi|xccl)@(allgather|reduce_scatter|allreduce)$")
 
 #: the largest node a description may have (GPUs or NICs per node): the model walks whole nodes
 MAX_GPUS_PER_NODE = 1024
@@ -85,6 +88,12 @@ class Link(Strict):
     band_bytes: tuple[Annotated[Whole, Field(ge=0, le=MAX_BYTES)], Annotated[Whole, Field(ge=1, le=MAX_BYTES)]] | None \
         = None
     band_us: Micros = 0.0
+    #: inter only, NCCL/RCCL: the protocol switch of its ring (NCCL's tuner, src/graph/tuning.cc: LL for
+    #: small per-step messages, Simple for large). Steps whose message is at least protocol_bytes run
+    #: Simple and pay ``protocol_us`` more (its higher per-step latency: 3x the network overhead plus a
+    #: flush); below, LL's latency is the link's ``latency_us``. None: one protocol
+    protocol_bytes: Whole | None = Field(None, ge=1, le=MAX_BYTES)
+    protocol_us: Micros = 0.0
 
     @field_validator("band_bytes")
     @classmethod
@@ -126,6 +135,19 @@ class Library(Strict):
     #: algorithm per collective where the library does not run MPICH's default selection (``mpi`` only),
     #: e.g. ``{reduce_scatter: rh}``; chosen by ``model fit --per-impl`` from the data
     algorithms: dict[str, str] = Field(default_factory=dict)
+    #: ``mpi`` only: MPICH's selection thresholds where fitted (bench/model/mpich.py SWITCHES), e.g.
+    #: ``{allgather.rd: 2097152}`` = recursive doubling below 2 MiB (p a power of two); absent: MPICH's defaults
+    switch_bytes: dict[str, Annotated[Whole, Field(ge=1, le=MAX_BYTES)]] = Field(default_factory=dict)
+
+    @field_validator("switch_bytes")
+    @classmethod
+    def _known_switches(cls, switches: dict[str, int]) -> dict[str, int]:
+        from bench.model.mpich import SWITCHES
+
+        for key in switches:
+            if key not in SWITCHES:
+                raise ValueError(f"{key[:60]!r} is not one of {sorted(SWITCHES)}")
+        return switches
 
     @field_validator("name")
     @classmethod
@@ -137,7 +159,7 @@ class Library(Strict):
     @field_validator("algorithms")
     @classmethod
     def _known_algorithms(cls, algorithms: dict[str, str]) -> dict[str, str]:
-        from collectives.algorithms import unsupported_reason
+        from collectives.schedules.algorithms import unsupported_reason
         from collectives.spec import COLLECTIVES
 
         for collective, algorithm in algorithms.items():
@@ -180,10 +202,11 @@ class Machine(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Machine:
-        unknown = sorted(key for key in set(self.libraries) - set(LIBRARY_KEYS) if not HIER_KEY.match(key))
+        unknown = sorted(key for key in set(self.libraries) - set(LIBRARY_KEYS)
+                         if not HIER_KEY.match(key) and not COLLECTIVE_KEY.match(key))
         if unknown:
-            raise ValueError(f"libraries: unknown {unknown}; expected some of {list(LIBRARY_KEYS)} or "
-                             "pccl-hier:<inter>/<intra>")
+            raise ValueError(f"libraries: unknown {unknown}; expected some of {list(LIBRARY_KEYS)}, "
+                             "pccl-hier:<inter>/<intra> or mpi|xccl@<collective>")
         if "pccl" not in self.libraries:
             raise ValueError("libraries: 'pccl' (this project's schedules) is required")
         if self.nic_of_gpu is not None:

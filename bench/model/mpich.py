@@ -11,33 +11,46 @@ from it): the thresholds below compare the nccl-tests ``size`` (bytes_total).
 - all-reduce: whole-buffer recursive doubling up to 2 KiB, else Rabenseifner
   (recursive-halving reduce-scatter + recursive-doubling all-gather).
 
+Those switch points are MPICH's defaults (SWITCHES); Cray MPICH's differ and are not published, so
+``model fit --per-impl`` fits them (bench/model/select.py) and the description carries them under
+``libraries.mpi.switch_bytes``; every ``mpi`` call and every MPI-library phase of ``pccl-hier`` then
+runs the fitted selection.
+
 MPICH 4's shared-memory fast paths and JSON-tuned selection are not modelled.
 """
 
 from __future__ import annotations
 
-from collectives.algorithms import ALGORITHMS, schedule_for
-from collectives.schedule import RECV, SCRATCH, SEND, Block, ContiguousLayout, Schedule, StepList
+from collectives.schedules.algorithms import ALGORITHMS, schedule_for
+from collectives.schedules.rows import RECV, SCRATCH, SEND, Block, ContiguousLayout, Schedule, StepList
 
 ALLGATHER_SHORT_BYTES = 81920
 ALLGATHER_LONG_BYTES = 524288
 REDUCE_SCATTER_LONG_BYTES = 524288
 ALLREDUCE_SHORT_BYTES = 2048
+#: the selection's switch points, "<collective>.<algorithm run below it>" -> bytes_total (MPICH's defaults;
+#: a description's ``libraries.mpi.switch_bytes`` overrides them where ``model fit --per-impl`` fitted them)
+#: ``allgather.rd_ranks``: recursive doubling only below this many ranks (MPICH 4's JSON selection
+#: splits by communicator size as well as by size; the classic defaults have no such limit)
+SWITCHES = {"allgather.rd": ALLGATHER_LONG_BYTES, "allgather.rd_ranks": 1 << 50,
+            "allgather.bruck": ALLGATHER_SHORT_BYTES, "reduce_scatter.rh": REDUCE_SCATTER_LONG_BYTES,
+            "allreduce.rdfull": ALLREDUCE_SHORT_BYTES}
 
 
 def _power_of_two(n: int) -> bool:
     return n & (n - 1) == 0
 
 
-def mpich_algorithm(collective: str, nranks: int, bytes_total: int) -> str:
-    """The algorithm MPICH's default selection runs for this call."""
+def mpich_algorithm(collective: str, nranks: int, bytes_total: int, switches: dict[str, int] | None = None) -> str:
+    """The algorithm MPICH's selection runs for this call: its defaults, or the fitted ``switches``."""
+    limit = {**SWITCHES, **(switches or {})}
     if collective == "allgather":
-        if bytes_total < ALLGATHER_LONG_BYTES and _power_of_two(nranks):
+        if bytes_total < limit["allgather.rd"] and nranks < limit["allgather.rd_ranks"] and _power_of_two(nranks):
             return "rd"
-        return "bruck" if bytes_total < ALLGATHER_SHORT_BYTES else "ring"
+        return "bruck" if bytes_total < limit["allgather.bruck"] else "ring"
     if collective == "reduce_scatter":
-        return "rh" if bytes_total < REDUCE_SCATTER_LONG_BYTES else "pairwise"
-    if bytes_total <= ALLREDUCE_SHORT_BYTES and "rdfull" in ALGORITHMS:
+        return "rh" if bytes_total < limit["reduce_scatter.rh"] else "pairwise"
+    if bytes_total <= limit["allreduce.rdfull"] and "rdfull" in ALGORITHMS:
         return "rdfull"
     return "rh+rd"
 

@@ -25,8 +25,8 @@ from bench.plan.cells import Cell, counts_for
 from bench.results.table import SCHEMA_VERSION, build_tables, write_run
 from bench.run.provenance import provenance
 from collectives.dtypes import itemsize
+from collectives.schedules.topology import Grid
 from collectives.spec import total_count
-from collectives.topology import Grid
 
 METHOD = (
     "per step: latency (+ rendezvous) + library step overhead + bytes / bandwidth of the link class the step "

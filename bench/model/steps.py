@@ -25,9 +25,9 @@ import numpy as np
 
 from bench.model.impls import Variant
 from bench.model.mpich import mpich_algorithm, mpich_schedule
-from collectives.schedule import ACT_COPY, ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_REDUCE, Schedule
-from collectives.schedule import COLUMN as C
-from collectives.topology import Grid
+from collectives.schedules.rows import ACT_COPY, ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_REDUCE, Schedule
+from collectives.schedules.rows import COLUMN as C
+from collectives.schedules.topology import Grid
 
 ALL_RANKS_UP_TO = 64
 FIELDS = ("intra_bytes", "inter_bytes", "send_inter", "recv_inter", "send_bytes_inter", "recv_bytes_inter",
@@ -118,15 +118,17 @@ def _mpi_phase(row: np.ndarray, grid: Grid, rank: int, itemsize: int, algorithm:
     return fields
 
 
-def mpi_phase_choices(schedule: Schedule, grid: Grid, rank: int, scale: float, itemsize: int) -> tuple[str, ...]:
-    """MPICH's algorithm for each ACT_MPI_* row at the real size (``scale`` x the unit count)."""
+def mpi_phase_choices(schedule: Schedule, grid: Grid, rank: int, scale: float, itemsize: int,
+                      switches: dict[str, int] | None = None) -> tuple[str, ...]:
+    """MPICH's algorithm for each ACT_MPI_* row at the real size (``scale`` x the unit count), by the MPI
+    library's ``switches`` (fitted, else MPICH's defaults)."""
     choices = []
     for row in schedule.steps:
         if row[C["action"]] in (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER):
             size = len(grid.members(int(row[C["comm"]]), rank))
             collective = "allgather" if row[C["action"]] == ACT_MPI_ALLGATHER else "reduce_scatter"
             total = int(size * row[C["action_count"]] * scale * itemsize)
-            choices.append(mpich_algorithm(collective, size, total))
+            choices.append(mpich_algorithm(collective, size, total, switches))
     return tuple(choices)
 
 

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from bench.errors import BadInput
 from bench.files import project_folder
 from bench.model.machine import MAX_TEXT, NAME_PATTERN, Real, Whole, error_line
-from bench.plan.suite import read_yaml
+from bench.plan.suite_files import read_yaml
 from collectives.dtypes import DTYPES, itemsize
 
 #: transformer layers (GPT-3 175B has 96; the largest published models a few hundred)

@@ -7,17 +7,14 @@ becomes one line and exit code 2 at the CLI edge.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import Field as DataclassField
 from dataclasses import fields
-from pathlib import Path
 from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     create_model,
@@ -26,13 +23,13 @@ from pydantic import (
 )
 
 from bench.errors import BadInput
-from bench.files import project_folder
-from bench.plan import safe_yaml
 from bench.plan.hosts import parse_host
-from bench.plan.sizes import SIZE_HELP, cell_value, parse_size
-from collectives import algorithms, hier, tuning
+from bench.plan.schema import Size, Strict, none_or_many, one_or_many
+from bench.plan.sizes import cell_value
+from bench.plan.slurm_options import Slurm
 from collectives.dtypes import DTYPES, OPS
 from collectives.impls import IMPLEMENTATIONS
+from collectives.schedules import algorithms, hier, tuning
 from collectives.spec import COLLECTIVES
 from collectives.timing_plan import TimingPlan
 
@@ -40,28 +37,6 @@ Collective = Literal[COLLECTIVES]  # collectives/spec: one file per collective
 Placement = Literal["out_of_place", "in_place"]
 Dtype = Literal[tuple(DTYPES)]  # type: ignore[valid-type]
 Op = Literal[tuple(OPS)]  # type: ignore[valid-type]
-
-
-def _one_or_many(value: Any) -> Any:
-    return value if isinstance(value, list) else [value]
-
-
-def _none_or_many(value: Any) -> Any:
-    return None if value is None else _one_or_many(value)
-
-
-def _size(value: Any) -> int:
-    try:
-        return parse_size(value)
-    except ValueError as error:
-        raise ValueError(str(error)) from None
-
-
-Size = Annotated[int, BeforeValidator(_size)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf never ends a hung job
 
 
 class SizeSweep(Strict):
@@ -94,13 +69,13 @@ Timing = create_model("Timing", __base__=Strict, __doc__="How every cell of the 
 class ImplEntry(Strict):
     impl: str
     #: run this entry only for these collectives (default: all of the suite's)
-    collectives: Annotated[list[Collective], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+    collectives: Annotated[list[Collective], BeforeValidator(one_or_many)] = Field(default_factory=list)
     #: schedules to run (implementations with one algorithm ignore it)
-    algorithms: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+    algorithms: Annotated[list[str], BeforeValidator(one_or_many)] = Field(default_factory=list)
     #: pccl-hier only: intra-node phase algorithms (ring, rd, bruck, mpi, "rs+ag" pairs)
-    intra: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+    intra: Annotated[list[str], BeforeValidator(one_or_many)] = Field(default_factory=list)
     #: pccl-hier only: inter-node (rail) phase algorithms
-    inter: Annotated[list[str], BeforeValidator(_one_or_many)] = Field(default_factory=list)
+    inter: Annotated[list[str], BeforeValidator(one_or_many)] = Field(default_factory=list)
 
     @field_validator("impl")
     @classmethod
@@ -108,69 +83,6 @@ class ImplEntry(Strict):
         if name not in IMPLEMENTATIONS:
             raise ValueError(f"unknown implementation {name!r}; expected one of {sorted(IMPLEMENTATIONS)}")
         return name
-
-
-#: srun options the launcher derives from the suite; srun_args may not set them
-SRUN_OWNED = {
-    "-N": "ranks/ranks_per_node", "--nodes": "ranks/ranks_per_node", "-n": "ranks", "--ntasks": "ranks",
-    "--ntasks-per-node": "ranks_per_node", "--export": "env", "-t": "timeout_s", "--time": "timeout_s",
-}
-#: sbatch options the batch job takes from the suite, the run folder or the command line
-SBATCH_OWNED = {
-    **{name: "ranks/ranks_per_node" for name in ("-N", "--nodes", "-n", "--ntasks", "--ntasks-per-node")},
-    "-t": "slurm.time", "--time": "slurm.time", "-p": "slurm.partition", "--partition": "slurm.partition",
-    "-A": "slurm.account", "--account": "slurm.account", "-o": "the run folder", "--output": "the run folder",
-    "-D": "the working directory", "--chdir": "the working directory", "--export": "env",
-    "-W": "--wait", "--wait": "--wait", "--parsable": "the launcher",
-}
-#: Slurm's time formats: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
-SLURM_TIME = re.compile(r"^(\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}|UNLIMITED|INFINITE)$")
-
-
-def _option(value: str, tool: str) -> str:
-    if not value.startswith("-") or any(char.isspace() for char in value.split("=", 1)[0]) or "\n" in value:
-        raise ValueError(f"{value!r} is not an {tool} option; write each as --name=value, one per list item")
-    return value
-
-
-def _not_owned(value: str, owned: dict[str, str]) -> str:
-    name = value.split("=", 1)[0] if value.startswith("--") else value[:2]
-    if name in owned:
-        raise ValueError(f"{value!r}: the launcher sets {name} from {owned[name]}")
-    return value
-
-
-def _srun_option(value: str) -> str:
-    return _not_owned(_option(value, "srun"), SRUN_OWNED)
-
-
-def _sbatch_option(value: str) -> str:
-    return _not_owned(_option(value, "sbatch"), SBATCH_OWNED)
-
-
-def _slurm_time(value: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    if isinstance(value, str) and not SLURM_TIME.match(value):
-        raise ValueError(f"{value!r} is not a Slurm time: minutes, minutes:seconds, hours:minutes:seconds "
-                         "or days-hours[:minutes[:seconds]]")
-    return value
-
-
-SlurmName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._,-]*$", max_length=128)]
-
-
-class Slurm(Strict):
-    """How ``--launcher srun|sbatch`` ask Slurm for the jobs (ignored by mpiexec and none)."""
-
-    #: extra srun options for every launch, one per item: [--cpu-bind=cores, --gpus-per-task=1]
-    srun_args: list[Annotated[str, AfterValidator(_srun_option)]] = Field(default_factory=list)
-    #: extra sbatch options for the batch job of ``--launcher sbatch``: [--exclusive, --qos=debug]
-    sbatch_args: list[Annotated[str, AfterValidator(_sbatch_option)]] = Field(default_factory=list)
-    partition: SlurmName | None = None
-    account: SlurmName | None = None
-    #: the batch job's time limit (sbatch --time): minutes, or [days-]hours:minutes:seconds
-    time: Annotated[str | None, BeforeValidator(_slurm_time)] = None
 
 
 def _env_value(value: Any) -> Any:
@@ -241,28 +153,28 @@ class Suite(Strict):
     #: names the run folder: letters, digits, ".", "_" and "-"
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
     description: str = ""
-    collectives: Annotated[list[Collective], BeforeValidator(_one_or_many)] = Field(min_length=1)
+    collectives: Annotated[list[Collective], BeforeValidator(one_or_many)] = Field(min_length=1)
     implementations: Annotated[list[Annotated[ImplEntry, BeforeValidator(_impl_entry)]],
-                               BeforeValidator(_one_or_many)] = Field(min_length=1)
+                               BeforeValidator(one_or_many)] = Field(min_length=1)
     #: rank counts (GPU counts on GPU runs), one MPI job each
-    ranks: Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_one_or_many)] = Field(min_length=1)
+    ranks: Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(one_or_many)] = Field(min_length=1)
     #: ranks per node, one node shape or a list of them (a sweep axis: 8 ranks as 2x4 and 4x2);
     #: on one host this makes virtual nodes. Omitted: one node holds all ranks. With a list, a shape
     #: runs with every rank count it divides (and is skipped for the others)
     ranks_per_node: Annotated[list[Annotated[int, Field(ge=1)]] | None,
-                              BeforeValidator(_none_or_many)] = Field(None, min_length=1)
+                              BeforeValidator(none_or_many)] = Field(None, min_length=1)
     #: the hosts the launches go to, ``name`` or ``name:slots`` (MPICH's form); a launch takes as
     #: many as it has nodes, the same number of ranks on each, in blocks. Empty (and no hostfile):
     #: this host, or the Slurm allocation under srun (docs/LAB.md, "Named hosts")
-    hosts: Annotated[list[Annotated[str, AfterValidator(_host)]], BeforeValidator(_one_or_many)] = Field(
+    hosts: Annotated[list[Annotated[str, AfterValidator(_host)]], BeforeValidator(one_or_many)] = Field(
         default_factory=list)
     #: instead of ``hosts``: an MPICH (host:slots) or Open MPI (host slots=N) hostfile
     hostfile: str | None = Field(None, min_length=1, max_length=4096)
     device: Literal["host", "cuda", "rocm"] = "host"
     sizes: SizeSweep
-    dtype: Annotated[list[Dtype], BeforeValidator(_one_or_many)] = ["float32"]
-    op: Annotated[list[Op], BeforeValidator(_one_or_many)] = ["sum"]
-    placement: Annotated[list[Placement], BeforeValidator(_one_or_many)] = ["out_of_place"]
+    dtype: Annotated[list[Dtype], BeforeValidator(one_or_many)] = ["float32"]
+    op: Annotated[list[Op], BeforeValidator(one_or_many)] = ["sum"]
+    placement: Annotated[list[Placement], BeforeValidator(one_or_many)] = ["out_of_place"]
     timing: Timing = Timing()
     #: check every result bit for bit before timing it
     check: bool = True
@@ -281,7 +193,7 @@ class Suite(Strict):
     #: Slurm requests for ``--launcher srun|sbatch``
     slurm: Slurm = Slurm()
     #: GPU suites: hand device buffers to MPI (yes), stage them through pinned host memory (no), or
-    #: ask the library (auto); every rank gets it as PCCL_BENCH_GPU_AWARE (collectives/gpu_aware.py)
+    #: ask the library (auto); every rank gets it as PCCL_BENCH_GPU_AWARE (collectives/memory/gpu_aware.py)
     gpu_aware: Annotated[Literal["auto", "yes", "no"], BeforeValidator(_yes_no)] = "auto"
     #: GPU suites: each rank's GPU, "local" (local rank modulo the visible GPUs) or one device index;
     #: every rank gets it as PCCL_BENCH_GPU
@@ -458,23 +370,6 @@ def _check_phases(path: str, field: str, entry: ImplEntry, suite: Suite) -> None
                 raise BadInput(path, f"{field}.{role}.{position}: {problems[0]}")
 
 
-def apply_overrides(raw: dict, overrides: list[str], path: str) -> dict:
-    """``--set timing.iters=5 --set ranks=[2]``: dotted keys, YAML values."""
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise BadInput("--set", f"{item!r} is not key=value (e.g. timing.iters=5)")
-        value = safe_yaml.load_text(text, safe_yaml.Where.of(f"--set {key}", lines=False))
-        node = raw
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise BadInput("--set", f"{key}: {part} is not a mapping in {path}")
-        node[parts[-1]] = value
-    return raw
-
-
 def parse_suite(raw: Any, path: str) -> Suite:
     if not isinstance(raw, dict):
         raise BadInput(path, f"a suite is a YAML mapping of fields, got {type(raw).__name__}")
@@ -486,41 +381,3 @@ def parse_suite(raw: Any, path: str) -> Suite:
     return suite
 
 
-def read_yaml(path: Path, what: str = "suite file", known: list[str] | None = None) -> Any:
-    """Parsed YAML, or a one-line BadInput naming the file (and line) and what is wrong.
-
-    Any bytes are answered: not UTF-8, too large, too deep, an alias bomb, a key given twice."""
-    try:
-        with open(path, "rb") as stream:
-            # One byte past the limit is enough to know the file is too large.
-            data = stream.read(safe_yaml.MAX_BYTES + 1)
-    except FileNotFoundError:
-        hint = f" (known: {', '.join(known)})" if known else ""
-        raise BadInput(str(path), f"{what} not found{hint}") from None
-    except OSError as error:
-        raise BadInput(str(path), f"cannot read {what}: {error.strerror or error}") from None
-    return safe_yaml.load_bytes(data, str(path))
-
-
-def load_suite(path: Path, overrides: list[str] = ()) -> tuple[Suite, dict]:
-    """The validated suite and the raw mapping it came from (saved with each run)."""
-    raw = read_yaml(path)
-    if isinstance(raw, dict):
-        raw = apply_overrides(raw, list(overrides), str(path))
-    return parse_suite(raw, str(path)), raw
-
-
-def default_suites_dir() -> Path:
-    """``suites/`` of the working directory, else the one beside this package (a source checkout)."""
-    return project_folder("suites")
-
-
-def resolve_suite_path(name_or_path: str) -> Path:
-    """A path as given, or a bare name like ``smoke`` from the suites folder."""
-    path = Path(name_or_path)
-    if path.exists() or path.suffix in (".yaml", ".yml") or "/" in name_or_path:
-        return path
-    return default_suites_dir() / f"{name_or_path}.yaml"
-
-
-__all__ = ["SIZE_HELP", "Suite", "load_suite", "parse_suite", "resolve_suite_path"]

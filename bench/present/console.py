@@ -9,8 +9,9 @@ from rich.table import Table
 
 from bench.plan.cells import CELL_KEY
 from bench.plan.sizes import format_size
+from bench.present.best import best_tables
 from bench.results.labels import impl_label
-from bench.results.speedup import UNSURE_NOTE, Intervals, median_intervals, speedup
+from bench.results.speedup import CELL_UNSURE_NOTE, Intervals, median_intervals, speedup
 from bench.text import console_text, printable
 
 BASELINE_IMPL = "mpi"
@@ -33,14 +34,15 @@ def _label(row) -> str:
     return name if row.placement == "out_of_place" else f"{name} (in place)"
 
 
-def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> list[Table]:
+def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,
+                   intervals: Intervals | None = None) -> list[Table]:
     """Per collective and shape, one line per size and implementation (as nccl-tests prints sizes):
     median time, bus bandwidth, #wrong, and the speedup over ``mpi`` at the same size, marked
-    ``?`` where it is unsure (bench.results.speedup; ``samples`` give the intervals)."""
+    ``?`` where it is unsure (bench.results.speedup; ``samples`` give the intervals, unless given)."""
     tables = []
     if results.empty:
         return tables
-    intervals = median_intervals(samples)
+    intervals = median_intervals(samples) if intervals is None else intervals
     frame = _one_line_per_cell(results)
     frame = frame.assign(label=[_label(row) for row in frame.itertuples()])
     timing = "time = median of per-iteration max over ranks"
@@ -59,7 +61,7 @@ def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None) -
                 rows.append(([format_size(int(size)) if first else "", str(count) if first else "",
                               console_text(row.label), *_cell_text(row), ratio], position == len(cells) - 1))
         notes = (["pccl-hier:<inter>/<intra> phases"] if group["impl"].eq("pccl-hier").any() else []) + [timing]
-        caption = "; ".join(notes) + (f"\n{UNSURE_NOTE}" if unsure else "")
+        caption = "; ".join(notes) + (f"\n{CELL_UNSURE_NOTE}" if unsure else "")
         # names from the table are data: escaped for Rich markup, escape sequences shown as text
         title = "  ".join(map(console_text, (collective, f"{nranks} ranks / {nnodes} nodes", device, f"{dtype} {op}")))
         table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
@@ -69,6 +71,15 @@ def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None) -
             table.add_row(*cells, end_section=last)
         tables.append(table)
     return tables
+
+
+def verdict_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,
+                   intervals: Intervals | None = None) -> list[Table]:
+    """After the per-collective tables: per shape and size, the fastest pccl variant against ``mpi``
+    (bench.present.best), repeats merged as in summary_tables."""
+    if results.empty:
+        return []
+    return best_tables(_one_line_per_cell(results), median_intervals(samples) if intervals is None else intervals)
 
 
 def _one_line_per_cell(results: pd.DataFrame) -> pd.DataFrame:

@@ -4,8 +4,11 @@ Each cell's median gets a two-level bootstrap interval from its samples (launche
 iterations: bench.results.stats); the ratio baseline/cell gets the conservative interval from the two
 (low = base low / cell high, high = base high / cell low). A ratio is *unsure* when either cell ran
 oversubscribed (more ranks than cores: one descheduled rank makes a cell slow as a whole, which no
-interval over its own iterations shows), when its interval spans more than ``WIDE_FACTOR``, or
-when there are no samples to judge (imported cells). Tables, reports and plots print an unsure
+interval over its own iterations shows), when either cell was descheduled (its median more than
+``DESCHEDULED_FACTOR`` times its fastest call: on a machine shared with other load a call that lasts
+longer than a scheduler slice is interrupted nearly every time, so the median measures the scheduler,
+docs/OPENMPI.md), when its interval spans more than ``WIDE_FACTOR``, or when there are no samples to
+judge (imported cells). Tables, reports and plots print an unsure
 ratio with ``?`` (and its interval where known), so a noisy cell never reads as a 50x win.
 """
 
@@ -24,8 +27,16 @@ from bench.results.stats import median_interval
 WIDE_FACTOR = 2.0
 #: bootstrap resamples per cell (a few hundred bound the 95% interval well enough for a mark)
 RESAMPLES = 400
+#: a cell whose median exceeds its fastest call this many times was descheduled, not slow (2-rank cells
+#: below 1 MiB stay under 1.6x on a loaded 2-core machine; 2-4 MiB ones reach 5-15x: docs/OPENMPI.md)
+DESCHEDULED_FACTOR = 3.0
 UNSURE_NOTE = ("x? = unsure: oversubscribed (more ranks than cores), 95% interval (shown) wider than "
                f"{WIDE_FACTOR:g}x, or no samples; not a result")
+#: the sweep's own tables, which judge each cell's median against its fastest call too (speedup());
+#: reports and plots work from pooled cells without it
+CELL_UNSURE_NOTE = ("x? = unsure: oversubscribed (more ranks than cores), descheduled (median > "
+                    f"{DESCHEDULED_FACTOR:g}x the fastest call), 95% interval (shown) wider than "
+                    f"{WIDE_FACTOR:g}x, or no samples; not a result")
 
 Intervals = dict[tuple, tuple[float, float]]
 
@@ -74,10 +85,13 @@ class Speedup:
     low: float | None
     high: float | None
     oversubscribed: bool
+    #: either cell's median was set by the scheduler (descheduled())
+    descheduled: bool = False
 
     @property
     def sure(self) -> bool:
-        return not self.oversubscribed and self.low is not None and self.high <= WIDE_FACTOR * self.low
+        return (not self.oversubscribed and not self.descheduled and self.low is not None
+                and self.high <= WIDE_FACTOR * self.low)
 
     def text(self) -> str:
         if self.sure:
@@ -94,4 +108,14 @@ def speedup(baseline, row, intervals: Intervals, time_column: str = "time_us_p50
     if base and mine and mine[0] > 0:
         low, high = base[0] / mine[1], base[1] / mine[0]
     oversubscribed = bool(field(row, "oversubscribed", False)) or bool(field(baseline, "oversubscribed", False))
-    return Speedup(base_time / time, low, high, oversubscribed)
+    return Speedup(base_time / time, low, high, oversubscribed, descheduled(row) or descheduled(baseline))
+
+
+def descheduled(row) -> bool:
+    """Whether the cell's median is more than DESCHEDULED_FACTOR times its fastest call (rows without
+    ``time_us_min``, imported ones, are not judged)."""
+    fastest, median = field(row, "time_us_min", None), field(row, "time_us_p50", None)
+    try:
+        return fastest is not None and median is not None and float(median) > DESCHEDULED_FACTOR * float(fastest) > 0
+    except (TypeError, ValueError):
+        return False

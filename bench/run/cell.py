@@ -1,6 +1,6 @@
 """One cell on every rank: fill the buffers, run the collective once, count wrong elements over
 all ranks, then time it with the Cython loop. Host and device cells are one path: the job's
-context (collectives/context.py) says where the buffers live and how a call is waited for.
+context (collectives/memory/context.py) says where the buffers live and how a call is waited for.
 
 A GPU job opens one DeviceContext per device (probed, bound and agreed by every rank); a job
 without a usable GPU reports every GPU cell ``unsupported`` with the reason, and the sweep goes on.
@@ -15,8 +15,8 @@ from bench.plan.cells import ARM_FIELDS, Cell, TimingPlan
 from bench.run import faults
 from collectives import spec
 from collectives.call import CallSpec
-from collectives.context import HOST
 from collectives.impls import get
+from collectives.memory.context import HOST
 
 _CONTEXTS: dict[tuple[int, str], object] = {}
 _CLOCKS: dict[int, object] = {}
@@ -32,7 +32,7 @@ def context_for(topo, device: str):
         return HOST
     key = (id(topo), device)
     if key not in _CONTEXTS:
-        from collectives.gpu_context import open_device
+        from collectives.memory.device_context import open_device
 
         _CONTEXTS[key] = open_device(topo, device)
     return _CONTEXTS[key]
@@ -111,7 +111,7 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple
     call = call_of(cell)
     implementation = get(cell.impl)
     context = context_for(topo, cell.device)
-    row = {**implementation.describe(call, context), "warmup": timing.warmup, "n_wrong": 0, "error": ""}
+    row = {**implementation.describe(call, context).columns(), "warmup": timing.warmup, "n_wrong": 0, "error": ""}
     if context.on_device:
         row.update(gpu_aware_how=context.gpu_aware.how, gpu_binding=context.binding)
     reason = (f"device {cell.device}: {context.reason}" if context.reason
@@ -123,8 +123,9 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple
     if failed := first_error(comm, error):
         return _not_run(row, "failed", failed), None
     send, recv = buffers
-    op = context.timed(comm, implementation.build(topo, call, send, recv, context))
-    row.update(implementation.describe(call, context))  # what the op really uses (UCX's transport) is known now
+    built = implementation.build(topo, call, send, recv, context)
+    row.update(implementation.describe(call, context, built).columns())  # what the op chose (shm's path, UCX's lanes)
+    op = context.timed(comm, built)
     op()
     faults.before_check(comm.rank, *where, recv)
     if check:

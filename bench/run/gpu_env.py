@@ -7,8 +7,9 @@ import os
 import subprocess
 import sys
 
-from collectives import device as devices
-from collectives import gpu_aware, xccl
+from collectives.memory import backends as devices
+from collectives.memory import gpu_aware
+from collectives.transports.xccl import communicators as xccl
 
 Row = tuple[str, str, str]
 PROBE_TIMEOUT_S = 60
@@ -39,7 +40,7 @@ def _names(count: int) -> str:
 
 def gpu_aware_row(device: str) -> Row:
     """Asked in a subprocess that initialises MPI (the extension query needs it)."""
-    command = [sys.executable, "-m", "collectives.gpu_aware", device]
+    command = [sys.executable, "-m", "collectives.memory.gpu_aware", device]
     how = f"{' '.join(command[1:])} (override, MPI extension query, library switches)"
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,

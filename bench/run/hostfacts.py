@@ -20,7 +20,7 @@ from bench.plan.hosts import Placement
 
 if TYPE_CHECKING:
     from bench.plan.cells import LaunchPlan
-    from collectives.topology import Topology
+    from collectives.schedules.topology import Topology
 
 PREFIX = '{"hostfacts": '
 #: the rank a launcher gives a process (hydra/PMI, Slurm, Open MPI, PMIx, Cray PALS)
@@ -49,10 +49,10 @@ def boot_id() -> str:
 
 
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """Physical cores this process may use: what Open MPI counts as slots (SMT threads once)."""
+    from collectives.envsettings import physical_cores  # the probe runs before MPI; stdlib only
+
+    return physical_cores()
 
 
 #: cgroup limits that mean "none" (v1 reports the largest page-aligned int64)

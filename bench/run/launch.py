@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
 from bench.files import PACKAGE_ROOT
-from collectives.envsettings import MACHINE_RANKS_VARIABLE
+from collectives.envsettings import MACHINE_RANKS_VARIABLE, physical_cores
 from collectives.version import VERSION_VARIABLE, library_version
 
 if TYPE_CHECKING:
     from bench.plan.hosts import Placement
-    from bench.plan.suite import Slurm
+    from bench.plan.slurm_options import Slurm
 
 LAUNCHERS = ("auto", "mpiexec", "srun", "sbatch", "none")
 
@@ -52,8 +52,9 @@ SRUN_TIME_MARGIN_S = 60
 
 @dataclass(frozen=True)
 class MachineLoad:
-    """The ranks on the busiest machine of a launch and that machine's cores; None where not known
-    here (srun's own nodes: Slurm sizes them, so they are not oversubscribed)."""
+    """The ranks on the busiest machine of a launch and that machine's cores (physical: Open MPI's
+    slots, envsettings.physical_cores); None where not known here (srun's own nodes: Slurm sizes
+    them, so they are not oversubscribed)."""
 
     ranks: int | None
     cores: int | None
@@ -64,7 +65,7 @@ class MachineLoad:
 
     @classmethod
     def here(cls, ranks: int) -> MachineLoad:
-        return cls(ranks, os.cpu_count() or 1)
+        return cls(ranks, physical_cores())
 
 
 def mpi_flavour() -> str:

@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 from collectives.call import CallSpec
-from collectives.context import HOST
 from collectives.impls import get
+from collectives.memory.context import HOST
 
 #: timed iterations of each reference per cell: cheap (~10 us quiet), enough for a median
 PROBE_ITERS = 9

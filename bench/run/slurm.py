@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.errors import BadInput
 from bench.files import atomic_write
 from bench.plan.cells import Launch
-from bench.plan.suite import Slurm
+from bench.plan.slurm_options import Slurm
 from bench.text import printable
 
 BATCH_SCRIPT = "sbatch.sh"

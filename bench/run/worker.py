@@ -27,8 +27,8 @@ from bench.run import hostfacts  # noqa: E402
 from bench.run.cell import close_contexts, run_cell, run_turns, turn_partners  # noqa: E402
 from bench.run.parts import append_rows, sync_file  # noqa: E402
 from bench.run.probe import Probe  # noqa: E402
-from collectives.mpiinfo import extension_mpi_mismatch  # noqa: E402
-from collectives.topology import ShapeError, Topology, topology  # noqa: E402
+from collectives.schedules.topology import ShapeError, Topology, topology  # noqa: E402
+from collectives.transports.mpi.library import extension_mpi_mismatch  # noqa: E402
 
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
                  MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}

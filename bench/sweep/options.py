@@ -18,7 +18,9 @@ from bench.errors import BadInput
 from bench.files import output_folder
 from bench.plan.cells import expand
 from bench.plan.hosts import host_list, split_flag
-from bench.plan.suite import Slurm, Suite, apply_overrides, parse_suite, read_yaml
+from bench.plan.slurm_options import Slurm
+from bench.plan.suite import Suite, parse_suite
+from bench.plan.suite_files import apply_overrides, read_yaml
 from bench.run import slurm
 from bench.run.parts import read_parts
 from bench.run.runlock import RunLock

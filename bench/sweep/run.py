@@ -21,6 +21,7 @@ from bench.plan.sizes import format_size
 from bench.plan.suite import Suite
 from bench.present import console as screen
 from bench.results.labels import impl_label
+from bench.results.speedup import median_intervals
 from bench.results.table import SCHEMA_VERSION, build_tables, write_run
 from bench.run import memory, slurm
 from bench.run.launch import BASE_ENV, LAUNCHERS, Launcher, choose_launcher, run_job
@@ -37,6 +38,7 @@ from bench.sweep.options import (
     where_of,
 )
 from bench.sweep.where import Where
+from collectives.transports.mpi.library import extension_mpi_mismatch
 
 #: statuses that a resumed sweep keeps; the rest are measured again
 FINISHED = ("ok", "wrong", "unsupported", "skipped")
@@ -143,16 +145,16 @@ def launch_records(folder: Path) -> dict:
     """The exact command and environment of every MPI job of the run, and where its ranks ran."""
     records = {}
     for path in sorted((folder / "plans").glob("*.json")):
-        plan = json.loads(path.read_text())
-        record = {"argv": plan["argv"], "env": plan["env"], "nranks": plan["nranks"],
-                  "hosts": plan.get("hosts", []), "ranks_per_host": plan.get("ranks_per_host")}
-        placed = folder / "parts" / f"{plan['launch_id']}.placement.json"
+        plan = LaunchPlan.read(path)
+        record = {"argv": plan.argv, "env": plan.env, "nranks": plan.nranks, "hosts": plan.hosts,
+                  "ranks_per_host": plan.ranks_per_host}
+        placed = folder / "parts" / f"{plan.launch_id}.placement.json"
         if placed.exists():
             try:
                 record["placement"] = json.loads(placed.read_text())
             except ValueError:
                 pass
-        records[plan["launch_id"]] = record
+        records[plan.launch_id] = record
     return records
 
 
@@ -180,6 +182,11 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
         from bench.sweep.batch import submit_sweep
 
         return submit_sweep(options, out)
+    if not options.dry_run:
+        # Before anything is written: extensions built for another MPI fail every cell.
+        mismatch = extension_mpi_mismatch()
+        if mismatch:
+            raise BadInput("", mismatch)
     if options.launcher == "none" and not options.dry_run:
         from bench.sweep.inside import run_inside
 
@@ -240,7 +247,9 @@ def _sweep(options: SweepOptions, run: Run, where: Where, out: Console) -> int:
 def print_summary(results: pd.DataFrame, folder: Path, out: Console) -> None:
     samples_path = folder / "samples.parquet"
     samples = pd.read_parquet(samples_path) if samples_path.exists() else None
-    for table in screen.summary_tables(results, samples):
+    intervals = median_intervals(samples)  # the bootstrap once for both kinds of table
+    tables = screen.summary_tables(results, intervals=intervals) + screen.verdict_tables(results, intervals=intervals)
+    for table in tables:
         out.print(table)
     for reason in screen.reasons(results):
         out.print(reason, highlight=False, markup=False)

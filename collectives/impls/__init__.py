@@ -2,7 +2,7 @@
 
 Adding one = a module here with ``@register("name")`` on an Implementation subclass, plus
 its import line at the bottom. One interface for host and device buffers: the ``context``
-(collectives/context.py: ``HOST``, or a GPU job's DeviceContext) says where the buffers
+(collectives/memory/context.py: ``HOST``, or a GPU job's DeviceContext) says where the buffers
 live and gives the executor, the chaining and the library facts that depend on it.
 ``unsupported_reason`` must give the same answer on every rank (it decides before any
 communication).
@@ -10,15 +10,31 @@ communication).
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import ClassVar
 
 from collectives import transports
 from collectives.call import CallSpec
-from collectives.context import HOST
+from collectives.memory.context import HOST
 from collectives.registry import lookup
-from collectives.topology import as_topology
+from collectives.schedules.topology import as_topology
 
 IMPLEMENTATIONS: dict[str, type[Implementation]] = {}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What performs a call, as its row records it. Asked of the implementation before the op
+    exists (an unsupported cell still says what would have run) and again with the op, whose
+    own facts (shm's path, UCX's lanes) are the truth once it is built."""
+
+    transport: str  # what moves the bytes: mpi, mpi-staged, nccl, shm:ll, ucx:cma, ucx:tcp/shm:copy
+    library: str
+    library_version: str
+    resolved_algorithm: str
+
+    def columns(self) -> dict[str, str]:
+        return asdict(self)
 
 
 def register(name: str):
@@ -51,12 +67,12 @@ class Implementation:
 
     def build(self, topo, call: CallSpec, sendbuf, recvbuf, context=HOST):
         """An op that performs ``call`` on these buffers of ``context.backend`` when invoked (a
-        cython_ext CollOp on the host, a callable on a device). ``topo``: a collectives.topology.Topology
+        cython_ext CollOp on the host, a callable on a device). ``topo``: a collectives.schedules.topology.Topology
         or a communicator."""
         raise NotImplementedError
 
-    def describe(self, call: CallSpec, context=HOST) -> dict[str, str]:
-        """transport, library, library_version, resolved_algorithm of what moves the bytes."""
+    def describe(self, call: CallSpec, context=HOST, op=None) -> Provenance:
+        """What performs ``call`` (``op``: the op ``build`` made for it, once there is one)."""
         raise NotImplementedError
 
 
@@ -79,11 +95,10 @@ class LibraryCollective(Implementation):
         return transports.get(self.transport).collective(context, as_topology(topo).comm, call.collective, sendbuf,
                                                          recvbuf, call.count, call.dtype, call.op)
 
-    def describe(self, call, context=HOST):
+    def describe(self, call, context=HOST, op=None):
         transport = transports.get(self.transport)
         library, version = transport.library(context)
-        return {"transport": transport.moved_by(context), "library": library, "library_version": version,
-                "resolved_algorithm": "native"}
+        return Provenance(transport.moved_by(context, op), library, version, "native")
 
 
 from collectives.impls import flat, hier, mpi, rdma, shm, xccl  # noqa: E402,F401  (registers)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collectives import algorithms, tuning
 from collectives.call import CallSpec
-from collectives.context import HOST
 from collectives.dtypes import numpy_dtype
-from collectives.impls import Implementation, register
-from collectives.topology import as_topology
+from collectives.impls import Implementation, Provenance, register
+from collectives.memory.context import HOST
+from collectives.schedules import algorithms, tuning
+from collectives.schedules.topology import as_topology
 from collectives.version import library_version
 
 
@@ -35,6 +35,5 @@ class FlatSchedule(Implementation):
         scratch = context.backend.empty(schedule.scratch, numpy_dtype(call.dtype))
         return context.executor([topo.comm], schedule.steps, (sendbuf, recvbuf, scratch), call.dtype, call.op)
 
-    def describe(self, call, context=HOST):
-        return {"transport": context.mpi_transport, "library": "pccl-bench", "library_version": library_version(),
-                "resolved_algorithm": self.algorithm(call)}
+    def describe(self, call, context=HOST, op=None):
+        return Provenance(context.mpi_transport, "pccl-bench", library_version(), self.algorithm(call))

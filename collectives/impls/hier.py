@@ -5,15 +5,16 @@ collectives/transports (its collective on the node or rail communicator)."""
 
 from __future__ import annotations
 
-from collectives import transports, tuning
+from collectives import transports
 from collectives.call import CallSpec
-from collectives.compose import schedule_op
-from collectives.context import HOST
 from collectives.dtypes import numpy_dtype
-from collectives.hier import composition_problem, hier_schedule, phase_algorithm, phases_needed
-from collectives.impls import Implementation, register
-from collectives.schedule import COMM_INTER, COMM_INTRA, LIBRARY_ACTION_OF
-from collectives.topology import as_topology
+from collectives.executors.compose import phase_ops, schedule_op
+from collectives.impls import Implementation, Provenance, register
+from collectives.memory.context import HOST
+from collectives.schedules import tuning
+from collectives.schedules.hier import composition_problem, hier_schedule, phase_algorithm, phases_needed
+from collectives.schedules.rows import COMM_INTER, COMM_INTRA, LIBRARY_ACTION_OF
+from collectives.schedules.topology import as_topology
 from collectives.version import library_version
 
 ROLES = (("intra", COMM_INTRA), ("inter", COMM_INTER))
@@ -87,16 +88,22 @@ class Hierarchical(Implementation):
         return schedule_op(context, topo.comms, schedule.steps, (sendbuf, recvbuf, scratch), call.dtype, call.op,
                            cuts)
 
-    def describe(self, call, context=HOST):
+    def describe(self, call, context=HOST, op=None):
         """transport: the inter-node phase's, then the intra-node phase's when they differ (``ucx:cma/mpi``,
-        ``mpi-staged/nccl``); schedule phases move their bytes by the executor's MPI."""
+        ``mpi-staged/nccl``); schedule phases move their bytes by the executor's MPI. With the op, each
+        transport phase says what its own ops moved (``shm:ll+shm:copy`` where sizes differ), and a phase
+        that built none (an all-reduce below one element per rank has no phases) is not named."""
         intra, inter = self.phases(call)
         by_role: dict[str, list[str]] = {"inter": [], "intra": []}
-        for role, _, _, name in self.phase_plan(call):
+        for role, comm, phase, name in self.phase_plan(call):
             transport = transports.TRANSPORTS.get(name)
-            moved = transport.moved_by(context) if transport else context.mpi_transport
-            if moved not in by_role[role]:
-                by_role[role].append(moved)
+            if transport is None or transport.in_executor:
+                moved = [context.mpi_transport if transport is None else transport.moved_by(context)]
+            elif op is None:
+                moved = [transport.moved_by(context)]
+            else:
+                moved = [transport.moved_by(context, part) for part in phase_ops(op, comm, LIBRARY_ACTION_OF[phase])]
+            by_role[role].extend(way for way in moved if way not in by_role[role])
         roles = ["+".join(by_role["inter"]), "+".join(by_role["intra"])]
-        return {"transport": "/".join(dict.fromkeys(roles)), "library": "pccl-bench",
-                "library_version": library_version(), "resolved_algorithm": f"{inter}/{intra}"}
+        return Provenance("/".join(dict.fromkeys(role for role in roles if role)), "pccl-bench", library_version(),
+                          f"{inter}/{intra}")

@@ -4,15 +4,17 @@ All-gather and reduce-scatter: ring, each step a put plus a flag. All-reduce (``
 segments scattered to their owners by put, reduced there, the reduced segment put to every
 peer; two synchronisations per call. Buffers are mapped and rkeys exchanged once when the op
 is built, never in the timed loop. Host memory here; CUDA memory where a GPU and a CUDA-enabled
-UCX are present (see collectives/rdma.py; docs/RDMA.md).
+UCX are present (see collectives/transports/rdma/ops.py; docs/RDMA.md).
 """
 
 from __future__ import annotations
 
-from collectives import rdma
+from dataclasses import replace
+
 from collectives.call import CallSpec
-from collectives.context import HOST
 from collectives.impls import LibraryCollective, register
+from collectives.memory.context import HOST
+from collectives.transports.rdma import ops as rdma
 
 #: what ``algorithm: None`` means: ring for all-gather and reduce-scatter, gdraa for all-reduce
 ONESIDED = "onesided"
@@ -34,5 +36,5 @@ class OneSided(LibraryCollective):
             return rdma.binding_reason() or f"the one-sided {call.collective} is {wanted!r}, not {name!r}"
         return None
 
-    def describe(self, call, context=HOST):
-        return {**super().describe(call, context), "resolved_algorithm": self.algorithm(call)}
+    def describe(self, call, context=HOST, op=None):
+        return replace(super().describe(call, context, op), resolved_algorithm=self.algorithm(call))

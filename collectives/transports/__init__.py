@@ -3,7 +3,7 @@
 The flat library implementations (``mpi``, ``xccl``, ``rdma``) are one transport's collective
 over the whole communicator; a hierarchical phase named after a transport (``intra: xccl``,
 ``inter: rdma``) is that transport's collective on the node or rail communicator: the
-schedule's library rows (``ACT_MPI_*``) are cut out and run by it (collectives/compose.py).
+schedule's library rows (``ACT_MPI_*``) are cut out and run by it (collectives/executors/compose.py).
 pccl-hier and the suite validation iterate this registry. Adding a transport is one module
 here with ``@register`` plus its import line at the bottom.
 """
@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from collectives.call import CallSpec
 from collectives.registry import lookup
-from collectives.schedule import COMM_WORLD
+from collectives.schedules.rows import COMM_WORLD
 
 
 class Transport:
@@ -36,8 +36,10 @@ class Transport:
         place, MPI semantics); collective over ``comm`` (communicators are made here on first use)."""
         raise NotImplementedError
 
-    def moved_by(self, context) -> str:
-        """The ``transport`` column: what moves the bytes (``mpi``, ``mpi-staged``, ``nccl``, ``ucx:cma``)."""
+    def moved_by(self, context, op=None) -> str:
+        """The ``transport`` column: what moves the bytes (``mpi``, ``mpi-staged``, ``nccl``, ``ucx:cma``).
+        ``op``: the op this transport built, once there is one: where the choice is made when it is
+        built (shm's path, UCX's lanes), the op's own ``moved_by`` says it; before, the transport's name."""
         raise NotImplementedError
 
     def library(self, context) -> tuple[str, str]:

@@ -8,7 +8,7 @@ import sys
 from mpi4py import MPI
 
 from bench.run.cell import first_error, total
-from collectives.topology import topology
+from collectives.schedules.topology import topology
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()

@@ -23,9 +23,9 @@ from mpi4py import MPI  # noqa: E402
 
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.schedules.topology import topology  # noqa: E402
 from collectives.spec import make_buffers  # noqa: E402
 from collectives.timing_plan import TimingPlan  # noqa: E402
-from collectives.topology import topology  # noqa: E402
 
 
 def main() -> None:

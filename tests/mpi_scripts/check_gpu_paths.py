@@ -2,7 +2,7 @@
 
     mpiexec -n N python tests/mpi_scripts/check_gpu_paths.py RANKS_PER_NODE auto|yes|no [emulated|cuda|rocm] [quick]
 
-``emulated`` (default; machines without a GPU): collectives.device.HostEmulation stands
+``emulated`` (default; machines without a GPU): collectives.memory.backends.HostEmulation stands
 in for device memory (numpy arrays), and FakeNccl below stands in for NCCL (MPI
 underneath, NCCL's calling conventions on raw pointers: in place = pointer equality).
 That checks the device executor, the staging, the library phases and the in-place
@@ -30,14 +30,14 @@ import numpy as np  # noqa: E402
 from cython_ext.timing import time_op  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
-from collectives import gpu_executor  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
-from collectives.device import HostEmulation  # noqa: E402
-from collectives.gpu_context import open_device  # noqa: E402
+from collectives.executors import device as gpu_executor  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.memory.backends import HostEmulation  # noqa: E402
+from collectives.memory.device_context import open_device  # noqa: E402
+from collectives.schedules.topology import topology  # noqa: E402
 from collectives.spec import count_wrong, make_buffers  # noqa: E402
-from collectives.topology import topology  # noqa: E402
-from collectives.xccl import XcclInfo  # noqa: E402
+from collectives.transports.xccl.communicators import XcclInfo  # noqa: E402
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 DTYPE_OPS = (("float32", "sum"), ("int32", "max"), ("float16", "sum"), ("int64", "prod"))
@@ -94,7 +94,7 @@ class FakeNccl:
 
 
 class FakeCommunicators:
-    """collectives.xccl.Communicators' interface over FakeNccl; counts the communicators made."""
+    """transports.xccl.communicators.Communicators' interface over FakeNccl; counts the communicators made."""
 
     def __init__(self) -> None:
         self.made: dict[int, FakeNccl] = {}
@@ -137,7 +137,8 @@ def check(comm, context, failures: list[str], summary: dict, ranks_per_node: int
                         host_send, host_recv = make_buffers(call, comm.rank)
                         send = None if host_send is None else backend.from_host(host_send)
                         recv = backend.from_host(host_recv)
-                        run = context.timed(comm, implementation.build(topo, call, send, recv, context))
+                        built = implementation.build(topo, call, send, recv, context)
+                        run = context.timed(comm, built)
                         run()
                         wrong = count_wrong(call, comm.rank, recv, backend.xp)
                         if not in_place or collective == "allgather":  # a repeat gives the same result
@@ -149,7 +150,7 @@ def check(comm, context, failures: list[str], summary: dict, ranks_per_node: int
                             failures.append(f"{label}: {wrong} wrong on rank {comm.rank}" if wrong else label)
                         summary["checked"] += 1
                         summary["transports"].setdefault(impl, set()).add(
-                            implementation.describe(call, context)["transport"])
+                            implementation.describe(call, context, built).transport)
 
 
 def main(ranks_per_node: int, aware: str, mode: str, quick: bool) -> int:

@@ -23,7 +23,7 @@ from mpi4py import MPI  # noqa: E402
 
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
-from collectives.topology import topology  # noqa: E402
+from collectives.schedules.topology import topology  # noqa: E402
 
 FLAT = ["ring", "rd", "bruck", "rh+bruck", "ring+rd", "rdfull", "tree"]
 PHASES = ["ring", "rd", "bruck", "mpi"]

@@ -11,9 +11,9 @@ exit 1 if anything was wrong.
 
 MODE: ``full`` (default); ``quick`` (fewer dtypes and repeated calls, for slow transports);
 ``hier`` (virtual nodes of 2: pccl-hier schedules with the inter-node phase one-sided, through
-collectives.compose.schedule_op with the rdma transport, the way ``inter: rdma`` runs them); ``cuda`` (CuPy buffers on
-the GPU of the local rank, where a GPU, CuPy and a CUDA-capable UCX are present: the device
-check; prints the verdict and stops where one is missing); faults: ``peer-exits``
+collectives.executors.compose.schedule_op with the rdma transport, the way ``inter: rdma`` runs
+them); ``cuda`` (CuPy buffers on the GPU of the local rank, where a GPU, CuPy and a CUDA-capable
+UCX are present: the device check; prints the verdict and stops where one is missing); faults: ``peer-exits``
 (rank 1 leaves in the middle of setup) and ``peer-stalls`` (rank 1 never makes the call, so
 rank 0's wait must time out).
 """
@@ -33,11 +33,11 @@ mpi4py.rc.thread_level = "single"
 from checked_call import checked_call  # noqa: E402  (beside this script)
 from mpi4py import MPI  # noqa: E402
 
-from collectives import rdma  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.schedules.topology import topology  # noqa: E402
 from collectives.spec import count_wrong, make_buffers  # noqa: E402
-from collectives.topology import topology  # noqa: E402
+from collectives.transports.rdma import ops as rdma  # noqa: E402
 
 DTYPE_OPS = [("float32", "sum"), ("int32", "max"), ("float64", "prod")]
 EXTRA_CALLS = {"full": 20, "quick": 3}
@@ -71,7 +71,7 @@ def check_all(comm, topo, expected: str, mode: str) -> dict:
             wrong += comm.allreduce(count_wrong(call, comm.rank, recvbuf), op=MPI.SUM)
         grew = {key: ucx.counters()[key] - value for key, value in before.items() if ucx.counters()[key] != value}
         checked += 1
-        transports.add(implementation.describe(call)["transport"])
+        transports.add(implementation.describe(call, op=op).transport)
         if wrong:
             failures.append(f"{call}: {wrong} wrong")
         if grew:
@@ -88,8 +88,8 @@ def check_all(comm, topo, expected: str, mode: str) -> dict:
 
 def check_device_path(comm, failures: list) -> int:
     """The device-buffer code path (local copies and reductions through DeviceKernels, with the
-    GIL) on emulated device memory: numpy arrays behind collectives.device.HostEmulation."""
-    from collectives.device import HostEmulation
+    GIL) on emulated device memory: numpy arrays behind collectives.memory.backends.HostEmulation."""
+    from collectives.memory.backends import HostEmulation
 
     backend, checked = HostEmulation(), 0
     for call in cases(comm.size, "quick"):
@@ -108,16 +108,16 @@ def check_hier(comm, mode: str) -> dict:
     import numpy as np
 
     from collectives import transports
-    from collectives.compose import LIBRARY_ACTIONS, schedule_op
-    from collectives.context import HOST
     from collectives.dtypes import numpy_dtype
-    from collectives.hier import hier_schedule
-    from collectives.schedule import COMM_INTER
+    from collectives.executors.compose import LIBRARY_ACTIONS, schedule_op
+    from collectives.memory.context import HOST
+    from collectives.schedules.hier import hier_schedule
+    from collectives.schedules.rows import COMM_INTER
     from cython_ext import rdma as ops
     from cython_ext import ucx
 
     topo = topology(comm, 2)
-    failures, checked = [], 0
+    failures, checked, moved = [], 0, set()
     for call in cases(comm.size, "quick"):
         schedule = hier_schedule(call.collective, topo.grid, comm.rank, call.count, call.in_place, "ring", "mpi")
         sendbuf, recvbuf = make_buffers(call, comm.rank)
@@ -125,6 +125,7 @@ def check_hier(comm, mode: str) -> dict:
         cuts = {(COMM_INTER, action): transports.get("rdma") for action in LIBRARY_ACTIONS}
         op = schedule_op(HOST, topo.comms, schedule.steps, (sendbuf, recvbuf, scratch), call.dtype, call.op, cuts)
         one_sided = sum(isinstance(part, ops.OneSidedOp) for part in op.parts)
+        moved.update(part.moved_by for part in op.parts if isinstance(part, ops.OneSidedOp))
         op()
         wrong = comm.allreduce(count_wrong(call, comm.rank, recvbuf), op=MPI.SUM)
         before = ucx.counters()
@@ -137,14 +138,14 @@ def check_hier(comm, mode: str) -> dict:
         expected = 1 if call.collective != "allreduce" else (2 if call.count >= comm.size else 0)
         if wrong or one_sided != expected or ucx.counters() != before:
             failures.append(f"{call}: {wrong} wrong, {one_sided} one-sided phases")
-    return {"checked": checked, "transports": [rdma.last_transport()], "failures": failures[:20]}
+    return {"checked": checked, "transports": sorted(moved), "failures": failures[:20]}
 
 
 def check_cuda(comm) -> dict:
     """CuPy buffers through the same ops (GPU memory mapped, puts from and to it, reductions by CuPy)."""
     import time
 
-    from collectives.device import CupyBackend, local_rank, probe
+    from collectives.memory.backends import CupyBackend, local_rank, probe
     from cython_ext import ucx
 
     found = probe("cuda")

@@ -27,12 +27,12 @@ mpi4py.rc.thread_level = "single"
 
 from mpi4py import MPI  # noqa: E402
 
-from collectives import shm  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.dtypes import DTYPES, OPS  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.schedules.topology import topology  # noqa: E402
 from collectives.spec import count_wrong, make_buffers  # noqa: E402
-from collectives.topology import topology  # noqa: E402
+from collectives.transports.shm import ops as shm  # noqa: E402
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 
@@ -51,12 +51,12 @@ def run_case(comm, call: CallSpec, path: str | None, topo, failures: list, paths
         op = get("shm").build(topo, call, sendbuf, recvbuf)
     else:
         op = shm.build(comm, call.collective, sendbuf, recvbuf, call.count, call.dtype, call.op, path=path)
-    paths.add(op.path_name)
+    paths.add(op.moved_by.removeprefix("shm:"))
     for _ in range(1 if call.in_place else 3):
         op()
     wrong = count_wrong(call, comm.rank, recvbuf)
     if wrong:
-        failures.append(f"rank {comm.rank} {call} path {op.path_name}: {wrong} wrong")
+        failures.append(f"rank {comm.rank} {call} by {op.moved_by}: {wrong} wrong")
 
 
 def gathered(comm, failures: list) -> list:
@@ -99,7 +99,7 @@ def check_hier(comm) -> dict:
                 failures.append(f"rank {comm.rank} {call}: {wrong} wrong")
     everything = gathered(comm, failures)
     return {"checked": checked, "failures": everything[:20], "n_failures": len(everything),
-            "transport": implementation.describe(call)["transport"]}
+            "transport": implementation.describe(call, op=built).transport}
 
 
 def fault(comm, kind: str) -> int:

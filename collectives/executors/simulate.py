@@ -1,0 +1,134 @@
+"""Run every rank's schedule in numpy, no MPI: a fast, exact check of an algorithm."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from collectives.schedules.rows import (
+    ACT_COPY,
+    ACT_MPI_ALLGATHER,
+    ACT_MPI_REDUCE_SCATTER,
+    ACT_REDUCE,
+    RECV,
+    SCRATCH,
+    SEND,
+    Schedule,
+)
+from collectives.schedules.rows import COLUMN as C
+
+REDUCERS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
+}
+#: (comm index, world rank) -> world ranks of that communicator, in its rank order
+Groups = Callable[[int, int], list[int]]
+
+
+class ScheduleMismatch(AssertionError):
+    """Two ranks disagree about a message (peer, step or length)."""
+
+
+def _indices(off: int, count: int, nblocks: int, stride: int) -> np.ndarray:
+    return (off + np.arange(nblocks)[:, None] * stride + np.arange(count)[None, :]).reshape(-1)
+
+
+def _block(row: np.ndarray, prefix: str) -> tuple[int, np.ndarray]:
+    buf, off, count, nblocks, stride = (int(row[C[f"{prefix}_{name}"]])
+                                        for name in ("buf", "off", "count", "nblocks", "stride"))
+    return buf, _indices(off, count, nblocks, stride)
+
+
+def simulate(
+    schedules: list[Schedule], sendbufs: list[np.ndarray], recvbufs: list[np.ndarray], op: str = "sum",
+    groups: Groups | None = None,
+) -> list[np.ndarray]:
+    """Execute ``schedules[r]`` for every rank r in lockstep; returns the receive buffers."""
+    nranks = len(schedules)
+    everyone = list(range(nranks))
+    groups = groups or (lambda comm, rank: everyone)
+    reducer = REDUCERS[op]
+    dtype = recvbufs[0].dtype
+    buffers = [
+        {SEND: sendbufs[r], RECV: recvbufs[r], SCRATCH: np.zeros(schedules[r].scratch, dtype)}
+        for r in range(nranks)
+    ]
+    nsteps = max((len(s) for s in schedules), default=0)
+    for k in range(nsteps):
+        rows = [s.steps[k] if k < len(s) else None for s in schedules]
+        outbox = {}
+        for r, row in enumerate(rows):
+            if row is not None and row[C["send_peer"]] >= 0:
+                peer = groups(int(row[C["comm"]]), r)[int(row[C["send_peer"]])]
+                buf, index = _block(row, "send")
+                outbox[(r, peer)] = buffers[r][buf][index].copy()
+        _native_collectives(rows, buffers, groups, reducer)
+        for r, row in enumerate(rows):
+            if row is None:
+                continue
+            if row[C["recv_peer"]] >= 0:
+                peer = groups(int(row[C["comm"]]), r)[int(row[C["recv_peer"]])]
+                message = outbox.pop((peer, r), None)
+                if message is None:
+                    raise ScheduleMismatch(f"step {k}: rank {r} receives from {peer}, which sends nothing to it")
+                buf, index = _block(row, "recv")
+                if len(message) != len(index):
+                    raise ScheduleMismatch(
+                        f"step {k}: rank {r} expects {len(index)} from {peer}, got {len(message)}")
+                buffers[r][buf][index] = message
+            _act(row, buffers[r], reducer)
+        if outbox:
+            (src, dst), _ = next(iter(outbox.items()))
+            raise ScheduleMismatch(f"step {k}: rank {src} sends to {dst}, which does not receive from it")
+    return recvbufs
+
+
+def _native_collectives(rows: list, buffers: list[dict], groups: Groups, reducer) -> None:
+    """Steps that call the MPI library's collective: computed from all members' buffers."""
+    native = {r: row for r, row in enumerate(rows)
+              if row is not None and int(row[C["action"]]) in (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER)}
+    results = {}
+    for r, row in native.items():
+        members = groups(int(row[C["comm"]]), r)
+        count = int(row[C["action_count"]])
+        inputs = []
+        for position, m in enumerate(members):
+            other = native.get(m)
+            if other is None or int(other[C["action"]]) != int(row[C["action"]]):
+                raise ScheduleMismatch(f"rank {m} does not join the MPI collective of rank {r}")
+            buf, off = int(other[C["src_buf"]]), int(other[C["src_off"]])
+            if buf < 0:  # in place: the all-gather contribution sits at its own position in dst
+                buf, off = int(other[C["dst_buf"]]), int(other[C["dst_off"]]) + position * count
+            length = count if int(row[C["action"]]) == ACT_MPI_ALLGATHER else count * len(members)
+            inputs.append(buffers[m][buf][off : off + length].copy())
+        if int(row[C["action"]]) == ACT_MPI_ALLGATHER:
+            results[r] = np.concatenate(inputs) if inputs else np.empty(0)
+        else:
+            total = inputs[0]
+            for other in inputs[1:]:
+                total = reducer(total, other)
+            mine = members.index(r)
+            results[r] = total[mine * count : (mine + 1) * count]
+    for r, data in results.items():
+        row = native[r]
+        buf, off = int(row[C["dst_buf"]]), int(row[C["dst_off"]])
+        buffers[r][buf][off : off + len(data)] = data
+
+
+def _act(row: np.ndarray, buffers: dict, reducer) -> None:
+    action = int(row[C["action"]])
+    if action not in (ACT_COPY, ACT_REDUCE):
+        return
+    nblocks, count = int(row[C["action_nblocks"]]), int(row[C["action_count"]])
+
+    def operand(name: str) -> tuple[np.ndarray, np.ndarray]:
+        buf, off, stride = (int(row[C[f"{name}_{part}"]]) for part in ("buf", "off", "stride"))
+        return buffers[buf], _indices(off, count, nblocks, stride)
+
+    src, src_index = operand("src")
+    dst, dst_index = operand("dst")
+    if action == ACT_COPY:
+        dst[dst_index] = src[src_index]
+    else:
+        src2, src2_index = operand("src2")
+        dst[dst_index] = reducer(src[src_index], src2[src2_index])

@@ -1,0 +1,59 @@
+"""Where a job's buffers live and what runs on them: the one thing host and device cells differ in.
+
+A context gives the implementations everything that depends on the memory: the buffer
+backend (allocate / from_host / to_host / synchronize), the executor that runs schedule
+rows there, how parts of a call are chained, how the timing loop waits for a call, and
+why a library cannot be used. ``HOST`` is the context of numpy buffers; a GPU job's
+``DeviceContext`` (collectives/memory/device_context.py) has the same members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from collectives.dtypes import dtype_code, itemsize, op_code
+from collectives.memory.backends import HostBackend, host_address
+from collectives.schedules.rows import COMM_WORLD
+
+XCCL_HOST_REASON = "NCCL/RCCL run on GPU buffers only (device: cuda or rocm)"
+
+
+@dataclass
+class HostContext:
+    device: str = "host"
+    reason: str = ""  # why this job cannot run its cells; empty when it can
+    backend: HostBackend = field(default_factory=HostBackend)
+    on_device = False
+
+    @property
+    def mpi_transport(self) -> str:
+        return "mpi"
+
+    def xccl_reason(self, comm_index: int = COMM_WORLD) -> str:
+        return XCCL_HOST_REASON
+
+    def executor(self, comms: list, steps: np.ndarray, buffers: tuple, dtype: str, op: str):
+        """The Cython executor (MPI point-to-point, no GIL) on (send, recv, scratch) numpy arrays."""
+        from cython_ext.executor import ScheduleOp
+
+        send, recv, scratch = buffers
+        return ScheduleOp(list(comms), steps, host_address(send), host_address(recv), host_address(scratch),
+                          itemsize(dtype), dtype_code(dtype), op_code(op), keepalive=(buffers, steps))
+
+    def sequence(self, comm, parts: list, keepalive=None, keys: list | None = None):
+        """``parts`` run in order; ``keys``: per part, the (communicator, action) a transport ran it for."""
+        from cython_ext.core import Sequence
+
+        return Sequence(comm, parts, keepalive, keys)
+
+    def timed(self, comm, op):
+        """``op`` as the timing loop runs it: host ops are CollOps already, run without the GIL."""
+        return op
+
+    def close(self) -> None:
+        pass
+
+
+HOST = HostContext()
