@@ -160,3 +160,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
+
+
+def console_text(tables) -> str:
+    """Rich tables as the terminal shows them (200 columns), whitespace folded: for text assertions."""
+    import io
+
+    from rich.console import Console
+
+    out = Console(width=200, record=True, file=io.StringIO())
+    for table in tables:
+        out.print(table)
+    return " ".join(out.export_text().split())

@@ -3,10 +3,8 @@ speedup over mpi, sure or marked unsure, shapes kept apart, failed cells never t
 
 from __future__ import annotations
 
-import io
-
 import pandas as pd
-from rich.console import Console
+from conftest import console_text
 
 from bench.present import console as screen
 from bench.present.best import best_variants
@@ -33,10 +31,7 @@ def samples_of(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def rendered(results: pd.DataFrame, samples: pd.DataFrame | None) -> str:
-    out = Console(width=200, record=True, file=io.StringIO())
-    for table in screen.verdict_tables(results, samples):
-        out.print(table)
-    return " ".join(out.export_text().split())
+    return console_text(screen.verdict_tables(results, samples))
 
 
 RESULTS = pd.DataFrame([

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import pandas as pd
+from conftest import console_text
 from rich.console import Console
 
 from bench.present import console as screen
@@ -91,10 +92,7 @@ def samples_of(results: pd.DataFrame, spreads: dict[str, list[float]]) -> pd.Dat
 
 
 def rendered_with(results: pd.DataFrame, samples: pd.DataFrame | None) -> str:
-    out = Console(width=200, record=True, file=io.StringIO())
-    for table in screen.summary_tables(results, samples):
-        out.print(table)
-    return " ".join(out.export_text().split())
+    return console_text(screen.summary_tables(results, samples))
 
 
 TIGHT = [0.99, 1.0, 1.01] * 7
