@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SLURM ?= 1
+# two test workers (pytest-xdist): one runs in-process tests while the other's MPI jobs wait
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 STAMP := $(VENV)/.pccl-bench-installed
 
 .PHONY: setup sweep test lint bench clean
@@ -26,9 +29,9 @@ sweep: setup
 
 test: setup
 ifeq ($(SLURM),1)
-	bash scripts/local-slurm.sh run $(PY) -m pytest -q
+	bash scripts/local-slurm.sh run $(PYTEST)
 else
-	$(PY) -m pytest -q
+	$(PYTEST)
 endif
 
 lint: setup

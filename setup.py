@@ -30,7 +30,7 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 HERE = Path(__file__).resolve().parent
-#: -O3 for every real build; the install tests (tests/test_install*.py) check that a build links
+#: -O3 for every real build; the install tests (tests/project/test_install*.py) check that a build links
 #: and runs, not how fast, and compile at -O0 (5-10x faster a file). Recorded, and shown by env.
 OPTIMISATION = os.environ.get("PCCL_BENCH_OPT", "-O3")
 if not re.fullmatch(r"-O[0-3s]", OPTIMISATION):

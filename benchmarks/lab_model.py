@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from in_lab import ROOT, link_slug  # beside this script
 
-from bench.model.check import impl_label
 from bench.model.machine import dump_machine, load_machine
+from bench.results.labels import impl_label
 
 PROBES = ROOT / "docs" / "lab" / "links.json"
 #: the link settings of docs/lab/links.json that lab_hier measures, by their folder names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# Codes match cython_ext/reduce.pxd (tests/test_cython.py checks they agree).
+# Codes match cython_ext/reduce.pxd (tests/cython_ext/test_cython.py checks they agree).
 DTYPES: dict[str, tuple[np.dtype, int]] = {
     "int32": (np.dtype(np.int32), 0),
     "int64": (np.dtype(np.int64), 1),

@@ -1,7 +1,7 @@
 # A mapped buffer and its peers' rkeys (cython_ext/ucx_region.pyx).
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint64_t, uintptr_t
 
-from cython_ext.ucx cimport Endpoints, ucp_mem_h, ucp_request_param_t, ucp_rkey_h
+from cython_ext.ucx cimport Endpoints, ucp_context_h, ucp_mem_h, ucp_request_param_t, ucp_rkey_h
 
 
 cdef class Region:
@@ -14,5 +14,6 @@ cdef class Region:
     cdef ucp_rkey_h *rkeys
     cdef readonly int memory_type
     cdef object owner
+    cdef tuple _map(self, ucp_context_h context, uintptr_t address, size_t length, str memory_type)
     cdef int put(self, int peer, const void *source, size_t nbytes, size_t offset,
                  ucp_request_param_t *param, void **request) except -1 nogil

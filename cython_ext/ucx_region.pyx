@@ -32,11 +32,7 @@ cdef class Region:
         detect it; otherwise one of MEMORY_TYPES' names. ``address`` 0: UCX allocates ``length``
         zeroed bytes of host memory itself (``address`` property), in a segment its shared-memory
         transports can map into the peers, so puts there need no system call on one host."""
-        global n_registrations, n_rkey_unpacks
-        cdef ucp_mem_map_params_t params
-        cdef ucp_mem_attr_t attr
-        cdef void *packed = NULL
-        cdef size_t packed_size = 0
+        global n_rkey_unpacks
         cdef int peer
         cdef bytes key
         self.endpoints = endpoints
@@ -49,35 +45,7 @@ cdef class Region:
         self.rkeys = <ucp_rkey_h *>calloc(endpoints.size, sizeof(ucp_rkey_h))
         if self.remote_base == NULL or self.rkeys == NULL:
             raise MemoryError()
-        context = endpoints.worker.context
-        error, rkey = "", b""
-        if length:
-            try:
-                memset(&params, 0, sizeof(params))
-                params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
-                params.address = <void *>address
-                params.length = length
-                if address == 0:
-                    params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS
-                    params.flags = UCP_MEM_MAP_ALLOCATE
-                if memory_type != "auto":
-                    params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE
-                    params.memory_type = <ucs_memory_type_t>MEMORY_TYPE_CODES[memory_type]
-                check(ucp_mem_map(context, &params, &self.memh), b"ucp_mem_map")
-                n_registrations += 1
-                memset(&attr, 0, sizeof(attr))
-                attr.field_mask = UCP_MEM_ATTR_FIELD_MEM_TYPE | UCP_MEM_ATTR_FIELD_ADDRESS
-                check(ucp_mem_query(self.memh, &attr), b"ucp_mem_query")
-                self.memory_type = attr.mem_type
-                if address == 0:
-                    self.base = <char *>attr.address
-                    address = <uintptr_t>attr.address
-                    memset(self.base, 0, length)
-                check(ucp_rkey_pack(context, self.memh, &packed, &packed_size), b"ucp_rkey_pack")
-                rkey = (<char *>packed)[:packed_size]
-                ucp_rkey_buffer_release(packed)
-            except UcxError as failure:
-                error = f"registering {length} bytes: {failure}"
+        error, address, rkey = self._map(endpoints.worker.context, address, length, memory_type)
         peers = comm.allgather((error, address, rkey))
         _agree(comm, error)
         for peer in range(endpoints.size):
@@ -87,6 +55,45 @@ cdef class Region:
                 check(ucp_ep_rkey_unpack(endpoints.eps[peer], <const char *>key, &self.rkeys[peer]),
                       b"ucp_ep_rkey_unpack")
                 n_rkey_unpacks += 1
+
+    cdef tuple _map(self, ucp_context_h context, uintptr_t address, size_t length, str memory_type):
+        """This rank's part: (error or "", the region's address, its packed rkey); every rank goes on to
+        the exchange whatever happened here, so that a failure is agreed instead of hanging the others."""
+        global n_registrations
+        cdef ucp_mem_map_params_t params
+        cdef ucp_mem_attr_t attr
+        cdef void *packed = NULL
+        cdef size_t packed_size = 0
+        error, rkey = "", b""
+        if not length:
+            return error, address, rkey
+        try:
+            memset(&params, 0, sizeof(params))
+            params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH
+            params.address = <void *>address
+            params.length = length
+            if address == 0:
+                params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS
+                params.flags = UCP_MEM_MAP_ALLOCATE
+            if memory_type != "auto":
+                params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE
+                params.memory_type = <ucs_memory_type_t>MEMORY_TYPE_CODES[memory_type]
+            check(ucp_mem_map(context, &params, &self.memh), b"ucp_mem_map")
+            n_registrations += 1
+            memset(&attr, 0, sizeof(attr))
+            attr.field_mask = UCP_MEM_ATTR_FIELD_MEM_TYPE | UCP_MEM_ATTR_FIELD_ADDRESS
+            check(ucp_mem_query(self.memh, &attr), b"ucp_mem_query")
+            self.memory_type = attr.mem_type
+            if address == 0:
+                self.base = <char *>attr.address
+                address = <uintptr_t>attr.address
+                memset(self.base, 0, length)
+            check(ucp_rkey_pack(context, self.memh, &packed, &packed_size), b"ucp_rkey_pack")
+            rkey = (<char *>packed)[:packed_size]
+            ucp_rkey_buffer_release(packed)
+        except UcxError as failure:
+            error = f"registering {length} bytes: {failure}"
+        return error, address, rkey
 
     def __dealloc__(self):
         cdef int peer

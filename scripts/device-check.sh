@@ -93,8 +93,8 @@ step mpi-link 60 "$PY" -c 'import sys; from collectives.transports.mpi.library i
 why = m(); print(why or "cython_ext calls the MPI library mpi4py loaded"); sys.exit(1 if why else 0)' \
     || exit "$status"
 export COLUMNS=200 PYTHONUNBUFFERED=1
-step pytest 300 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_mpi_link.py tests/test_gpu_hardware.py \
-    tests/test_gpu_device.py tests/test_gpu_aware.py tests/test_gpu_paths.py
+step pytest 300 "$PY" -m pytest -q -rs -p no:cacheprovider tests/collectives/transports/test_mpi_link.py tests/project/test_gpu_hardware.py \
+    tests/collectives/memory/test_gpu_device.py tests/collectives/memory/test_gpu_aware.py tests/collectives/executors/test_gpu_paths.py
 rm -rf "$WORK/smoke" "$WORK/smoke-rpn2"
 step sweep 180 "$VENV/bin/pccl-bench" run sweep suites/gpu-smoke.yaml --out "$WORK/smoke"
 step sweep-rpn2 120 "$VENV/bin/pccl-bench" run sweep suites/gpu-smoke.yaml --out "$WORK/smoke-rpn2" \

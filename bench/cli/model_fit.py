@@ -19,6 +19,7 @@ from bench.errors import BadInput
 from bench.model.check import error_table, measured_calls
 from bench.model.fit import fit, with_rendezvous
 from bench.model.heldout import factor_table, plot_check, repeat_spread, winner_agreement, winner_cells
+from bench.model.impls import MODELS
 from bench.model.machine import MAX_GPUS_PER_NODE, NAME_PATTERN, Machine, dump_machine, load_machine, validated
 from bench.model.robust import fit_record, median_cells
 from bench.model.select import fit_per_library
@@ -129,10 +130,10 @@ def _description_name(name: str) -> str:
 def _needed_libraries(frame: pd.DataFrame, machine: Machine, where: str) -> None:
     """Every implementation in the data needs its library's terms in the description."""
     for impl, group in frame[frame["status"] == "ok"].groupby("impl"):
-        library = {"pccl-flat": "pccl", "pccl-hier": "pccl"}.get(str(impl), str(impl))
-        if library in ("mpi", "xccl", "pccl") and library not in machine.libraries:
-            raise BadInput(where, f"{impl}: the description has no {library!r} library (its latency, bandwidth "
-                                  f"and call-cost terms), needed for {len(group)} measured cells")
+        model = MODELS.get(str(impl))  # rows of implementations the model does not price need none
+        if model is not None and model.library not in machine.libraries:
+            raise BadInput(where, f"{impl}: the description has no {model.library!r} library (its latency, "
+                                  f"bandwidth and call-cost terms), needed for {len(group)} measured cells")
 
 
 def _fit_per_impl(results: list[Path], frame: pd.DataFrame, start: Machine, out: Path | None,

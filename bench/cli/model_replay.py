@@ -11,7 +11,7 @@ import typer
 
 from bench.cli.model_files import check_outputs
 from bench.cli.model_flags import Impls, Price, Ranks, check_runnable, checked_price, gpu_counts, variants_of
-from bench.cli.model_tables import impl_label, make_console, print_replay
+from bench.cli.model_tables import make_console, print_replay
 from bench.errors import BadInput
 from bench.files import atomic_write, output_folder
 from bench.model.impls import Variant
@@ -19,6 +19,7 @@ from bench.model.machine import load_machine
 from bench.model.replay import Timed, measured_timer, model_timer, replay_rows
 from bench.model.run import MAX_RANKS, check_ranks, node_shape
 from bench.model.workload import MAX_CALLS_PER_STEP, MAX_LAYERS, load_workload
+from bench.results.labels import impl_label
 from bench.results.read import read_results
 
 

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from bench.model.check import error_summary
 from bench.plan.sizes import format_size
+from bench.results.labels import impl_label
 
 
 def make_console() -> Console:
@@ -28,13 +29,6 @@ def print_speedups(results: pd.DataFrame, console: Console) -> None:
         for size, values in pivot.iterrows():
             table.add_row(format_size(int(size)), *(f"{value / 1e3:.3f}" for value in values))
         console.print(table)
-
-
-def impl_label(row) -> str:
-    """A result row's implementation as --impl names it (pccl-flat:<alg>, pccl-hier:<inter>/<intra>)."""
-    if row["impl"] == "pccl-hier":
-        return f"pccl-hier:{row['inter']}/{row['intra']}"
-    return row["impl"] if row["impl"] in ("mpi", "xccl") else f"{row['impl']}:{row['algorithm']}"
 
 
 def print_errors(errors: pd.DataFrame, console: Console, title: str) -> None:

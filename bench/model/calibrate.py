@@ -28,7 +28,7 @@ import pandas as pd
 
 from bench.errors import BadInput
 from bench.files import atomic_write
-from bench.model.check import impl_label
+from bench.results.labels import impl_label
 
 LEVEL = 0.9
 MAX_GROWTH = 2.0

@@ -10,7 +10,7 @@ import pandas as pd
 from bench.errors import BadInput
 from bench.importers.rows import ITEMSIZE
 from bench.model.cost import Call, predict_us
-from bench.model.impls import variant_of_row
+from bench.model.impls import MODELS, variant_of_row
 from bench.model.machine import Machine
 from bench.model.run import MAX_MODEL_BYTES, shape_problem
 from collectives.dtypes import DTYPES, itemsize
@@ -68,7 +68,7 @@ def measured_calls(results: pd.DataFrame, libraries: set[str] | None = None) -> 
                     int(row["count_per_rank"]), size, row["placement"] == "in_place")
         calls.append(Measured(call, float(row["time_us_p50"]), row))
     if not calls:
-        raise BadInput("results", "no ok cells the model can express (mpi, xccl, pccl-flat, pccl-hier)")
+        raise BadInput("results", f"no ok cells the model can express ({', '.join(MODELS)})")
     return calls
 
 
@@ -82,12 +82,6 @@ def error_table(measured: list[Measured], machine: Machine) -> pd.DataFrame:
                    error_pct=100.0 * (model_us - item.time_us) / item.time_us)
         rows.append(row)
     return pd.DataFrame(rows, columns=ERROR_COLUMNS)
-
-
-def impl_label(row) -> str:
-    if row["impl"] == "pccl-hier":
-        return f"pccl-hier:{row['inter']}/{row['intra']}"
-    return row["impl"] if row["impl"] in ("mpi", "xccl") else f"{row['impl']}:{row['algorithm']}"
 
 
 def error_summary(errors: pd.DataFrame, by: tuple[str, ...] = ("nranks", "collective")) -> pd.DataFrame:

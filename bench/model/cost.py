@@ -11,13 +11,14 @@ slowest rank and leg of each step are chosen, which is what ``model fit`` exploi
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from bench.model.impls import Variant
 from bench.model.machine import Machine
-from bench.model.mpich import mpich_algorithm
 from bench.model.steps import NicLayout, Profile, build_profile, mpi_phase_choices, unit_count
 from collectives.schedules.topology import Grid
 
@@ -98,34 +99,106 @@ def links_of(machine: Machine, library: str):
     return lib.intra or machine.intra, lib.inter or machine.inter
 
 
-def step_features(profile: Profile, scale: float, machine: Machine, library: str,
-                  off_core: float, nnodes: int = 1) -> tuple[np.ndarray, ...]:
-    """(intra leg, inter leg, local action) features, each (steps, ranks, params), for ``scale`` units."""
+@dataclass(frozen=True)
+class LegSetting:
+    """All that a call's leg features read from a description besides its profile (none of the priced
+    terms): the links' rendezvous thresholds, band window and protocol switch, which reduction terms
+    apply, the share of ranks off a core, and the call's node count."""
+
+    intra_threshold: float
+    inter_threshold: float
+    band: tuple[int, int] | None
+    protocol_bytes: int | None
+    reduce_param: str
+    mpi_reduce_param: str
+    off_core: float
+    nnodes: int
+
+
+def leg_setting(machine: Machine, library: str, nranks: int, nnodes: int) -> LegSetting:
     intra_link, inter_link = links_of(machine, library)
-    intra = _leg(profile.intra_bytes > 0, profile.intra_bytes * scale, profile.intra_bytes * scale,
-                 _threshold(intra_link), "intra", off_core)
     band = tuple(inter_link.band_bytes) if inter_link.band_bytes else None
+    return LegSetting(_threshold(intra_link), _threshold(inter_link), band, inter_link.protocol_bytes,
+                      _reduce_param(machine, library), _reduce_param(machine, "mpi"), machine.off_core_share(nranks),
+                      nnodes)
+
+
+def step_features(profile: Profile, scale: float, setting: LegSetting) -> tuple[np.ndarray, ...]:
+    """(intra leg, inter leg, local action) features, each (steps, ranks, params), for ``scale`` units."""
+    intra = _leg(profile.intra_bytes > 0, profile.intra_bytes * scale, profile.intra_bytes * scale,
+                 setting.intra_threshold, "intra", setting.off_core)
     inter = _leg(profile.inter_bytes > 0, profile.inter_bytes * scale, profile.inter_shared_bytes * scale,
-                 _threshold(inter_link), "inter", off_core, nnodes, band, inter_link.protocol_bytes)
+                 setting.inter_threshold, "inter", setting.off_core, setting.nnodes, setting.band,
+                 setting.protocol_bytes)
     action = np.zeros_like(intra)
     action[..., P["copy.us_per_byte"]] = profile.copy_bytes * scale
-    action[..., P[_reduce_param(machine, library)]] = profile.reduce_bytes * scale
-    action[..., P[_reduce_param(machine, "mpi")]] += profile.mpi_reduce_bytes * scale
+    action[..., P[setting.reduce_param]] = profile.reduce_bytes * scale
+    action[..., P[setting.mpi_reduce_param]] += profile.mpi_reduce_bytes * scale
     return intra, inter, action
 
 
-def critical_features(legs: tuple[np.ndarray, ...], params: np.ndarray, nnodes: int = 1) -> np.ndarray:
-    """Summed features of the slowest leg of the slowest rank of every step (plus one call)."""
-    intra, inter, action = legs
-    slower = np.where(((intra @ params) >= (inter @ params))[..., None], intra, inter) + action
-    if slower.shape[0] == 0 or slower.shape[1] == 0:
+@dataclass(frozen=True)
+class Legs:
+    """A call's step features, each distinct step (Profile.merged) once, as (intra, inter, intra + action,
+    inter + action) blocks."""
+
+    blocks: np.ndarray  # (distinct steps, 4, ranks, params)
+    order: np.ndarray  # (steps,): the distinct step of every step, in order
+
+
+def merged_legs(profile: Profile, scale: float, setting: LegSetting) -> Legs:
+    intra, inter, action = step_features(profile.merged(), scale, setting)
+    return Legs(np.stack([intra, inter, intra + action, inter + action], axis=1), profile.order)
+
+
+def critical_features(legs: Legs, params: np.ndarray, nnodes: int = 1) -> np.ndarray:
+    """Summed features of the slowest leg of the slowest rank of every step (plus one call).
+
+    Bit for bit the sum over steps of ``where(intra @ params >= inter @ params, intra, inter) + action`` at
+    the rank of the largest ``(that) @ params``: every product below is one of a (ranks, params) block, as
+    with the unmerged steps (BLAS's rounding depends on a row's place in its block, not on other rows)."""
+    blocks = legs.blocks
+    if blocks.shape[0] == 0 or blocks.shape[2] == 0:
         total = np.zeros(len(PARAMS))
     else:
-        slowest = np.argmax(slower @ params, axis=1)
-        total = slower[np.arange(slower.shape[0]), slowest].sum(axis=0)
+        cost = blocks @ params  # (distinct steps, 4, ranks)
+        intra_slower = cost[:, 0] >= cost[:, 1]
+        slowest = np.argmax(np.where(intra_slower, cost[:, 2], cost[:, 3]), axis=1)
+        step = np.arange(len(slowest))
+        rows = np.where(intra_slower[step, slowest][:, None], blocks[step, 2, slowest], blocks[step, 3, slowest])
+        total = rows[legs.order].sum(axis=0)
     total[P["library.call_overhead_us"]] += 1.0
     total[P["library.call_us_per_node"]] += nnodes if nnodes > 1 else 0.0
     return total
+
+
+class LegCache:
+    """Legs by (profile, scale, setting), least recently used dropped beyond ``budget_bytes``: a fit prices
+    the same cells under new parameters every round. Entries hold their profile, so its id is not reused
+    while they live (a cleared profile cache builds new profiles, whose legs are then built anew)."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self._entries: OrderedDict[tuple, tuple[Profile, Legs]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, profile: Profile, scale: float, setting: LegSetting) -> Legs:
+        key = (id(profile), scale, setting)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is profile:
+            self._entries.move_to_end(key)
+            return entry[1]
+        legs = merged_legs(profile, scale, setting)
+        self._entries[key] = (profile, legs)
+        self._bytes += legs.blocks.nbytes + legs.order.nbytes
+        while self._bytes > self.budget_bytes and len(self._entries) > 1:
+            _, (_, old) = self._entries.popitem(last=False)
+            self._bytes -= old.blocks.nbytes + old.order.nbytes
+        return legs
+
+
+#: the legs of a fit of ~1000 cells take ~20 MiB
+LEGS = LegCache(256 << 20)
 
 
 @dataclass(frozen=True)
@@ -149,7 +222,7 @@ def library_key(variant: Variant, machine: Machine, collective: str | None = Non
     """Whose terms price ``variant``: a hierarchical implementation's own entry where the description has
     one (``libraries: pccl-hier:<inter>/<intra>``, fitted per implementation), a library's own entry for
     ``collective`` (``mpi@reduce_scatter``), else its library's."""
-    if variant.impl == "pccl-hier" and variant.label in machine.libraries:
+    if variant.model.own_entry and variant.label in machine.libraries:
         return variant.label
     if collective is not None and f"{variant.library}@{collective}" in machine.libraries:
         return f"{variant.library}@{collective}"
@@ -157,8 +230,17 @@ def library_key(variant: Variant, machine: Machine, collective: str | None = Non
 
 
 def nic_layout(machine: Machine, library: str, ranks_per_node: int) -> NicLayout:
-    nics = tuple(machine.nic_of(local, ranks_per_node) for local in range(ranks_per_node))
-    return NicLayout(machine.libraries[library].nic_policy, machine.nics_per_node, nics)
+    nic_of_gpu = None if machine.nic_of_gpu is None else tuple(machine.nic_of_gpu)
+    return _nic_layout(machine.libraries[library].nic_policy, machine.nics_per_node, nic_of_gpu,
+                       machine.gpus_per_node, ranks_per_node)
+
+
+@lru_cache(maxsize=1024)
+def _nic_layout(policy: str, nics_per_node: int, nic_of_gpu: tuple[int, ...] | None, gpus_per_node: int,
+                ranks_per_node: int) -> NicLayout:
+    node = Machine.model_construct(nics_per_node=nics_per_node, nic_of_gpu=nic_of_gpu, gpus_per_node=gpus_per_node)
+    nics = tuple(node.nic_of(local, ranks_per_node) for local in range(ranks_per_node))
+    return NicLayout(policy, nics_per_node, nics)
 
 
 def mpi_switches(machine: Machine) -> dict[str, int]:
@@ -167,40 +249,47 @@ def mpi_switches(machine: Machine) -> dict[str, int]:
     return lib.switch_bytes if lib is not None else {}
 
 
-def call_profile(call: Call, machine: Machine, resolved: str) -> tuple[Profile, float]:
-    """(profile, scale) of ``call`` running schedule ``resolved``."""
+@lru_cache(maxsize=4096)
+def _phase_choices(variant: Variant, collective: str, grid: Grid, in_place: bool, resolved: str, scale: float,
+                   itemsize: int, switches: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    """MPICH's choice for each MPI-library phase of the call (read off rank 0's schedule)."""
+    first = variant.schedule(collective, grid, 0, unit_count(collective, grid.nranks), in_place, resolved)
+    return mpi_phase_choices(first, grid, 0, scale, itemsize, dict(switches))
+
+
+def _profile(call: Call, resolved: str, switches: dict[str, int], nics: NicLayout) -> tuple[Profile, float]:
     grid = Grid(call.nranks, call.ranks_per_node)
-    unit = unit_count(call.collective, call.nranks)
-    scale = call.count / unit
+    scale = call.count / unit_count(call.collective, call.nranks)
     choices: tuple[str, ...] = ()
-    if call.variant.impl == "pccl-hier":  # its MPI-library phases run MPICH's choice at their real size
-        first = call.variant.schedule(call.collective, grid, 0, unit, call.in_place, resolved)
-        choices = mpi_phase_choices(first, grid, 0, scale, call.itemsize, mpi_switches(machine))
-    nics = nic_layout(machine, library_key(call.variant, machine, call.collective), call.ranks_per_node)
+    if call.variant.model.mpich_phases:  # its MPI-library phases run MPICH's choice at their real size
+        choices = _phase_choices(call.variant, call.collective, grid, call.in_place, resolved, scale, call.itemsize,
+                                 tuple(sorted(switches.items())))
     profile = build_profile(call.variant, call.collective, grid, call.in_place, call.itemsize, resolved, choices, nics)
     return profile, scale
 
 
-def _features(call: Call, machine: Machine, params: np.ndarray, resolved: str) -> np.ndarray:
-    profile, scale = call_profile(call, machine, resolved)
-    nnodes = call.nranks // call.ranks_per_node
-    legs = step_features(profile, scale, machine, library_key(call.variant, machine, call.collective),
-                         machine.off_core_share(call.nranks), nnodes)
-    return critical_features(legs, params, nnodes)
+def call_profile(call: Call, machine: Machine, resolved: str) -> tuple[Profile, float]:
+    """(profile, scale) of ``call`` running schedule ``resolved``."""
+    nics = nic_layout(machine, library_key(call.variant, machine, call.collective), call.ranks_per_node)
+    return _profile(call, resolved, mpi_switches(machine), nics)
 
 
 def best_schedule(call: Call, machine: Machine, params: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """(features, schedule name) of the fastest schedule the call may run under ``params``."""
-    params = theta(machine, library_key(call.variant, machine, call.collective)) if params is None else params
-    lib = machine.libraries.get(library_key(call.variant, machine, call.collective))
-    fixed = lib.algorithms.get(call.collective) if lib is not None and call.variant.impl == "mpi" else None
-    if fixed:
-        names: tuple[str, ...] = (fixed,)
-    elif call.variant.impl == "mpi":  # MPICH's selection at the description's (fitted) switch points
-        names = (mpich_algorithm(call.collective, call.nranks, call.bytes_total, mpi_switches(machine)),)
-    else:
-        names = call.variant.candidates(call.collective, call.nranks, call.bytes_total)
-    options = [(_features(call, machine, params, name), name) for name in names]
+    library = library_key(call.variant, machine, call.collective)
+    params = theta(machine, library) if params is None else params
+    lib = machine.libraries.get(library)
+    fixed = lib.algorithms.get(call.collective) if lib is not None and call.variant.model.mpich_selection else None
+    switches = mpi_switches(machine)
+    # else MPICH's selection at the description's (fitted) switch points, or the variant's own candidates
+    names = (fixed,) if fixed else call.variant.candidates(call.collective, call.nranks, call.bytes_total, switches)
+    nics = nic_layout(machine, library, call.ranks_per_node)
+    nnodes = call.nranks // call.ranks_per_node
+    setting = leg_setting(machine, library, call.nranks, nnodes)
+    options = []
+    for name in names:
+        profile, scale = _profile(call, name, switches, nics)
+        options.append((critical_features(LEGS.get(profile, scale, setting), params, nnodes), name))
     return min(options, key=lambda option: float(option[0] @ params))
 
 

@@ -18,13 +18,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench.model.check import error_table, impl_label, measured_calls  # noqa: E402
+from bench.model.check import error_table, measured_calls  # noqa: E402
 from bench.model.cost import Call, predict_us  # noqa: E402
 from bench.model.fit import fit  # noqa: E402
 from bench.model.impls import Variant, parse_variant  # noqa: E402
 from bench.model.machine import Library, Machine, load_machine  # noqa: E402
 from bench.model.replay import Timed, model_timer, replay_rows  # noqa: E402
 from bench.model.workload import load_workload  # noqa: E402
+from bench.results.labels import impl_label  # noqa: E402
 from bench.results.read import read_results  # noqa: E402
 
 PUBLISHED_ALLGATHER = (6.0, 33.0)  # PCCL v1 all-gather speedup over RCCL on 2048 GCDs (REFERENCE.md §1)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from bench.files import atomic_write
-from bench.model.check import impl_label
+from bench.results.labels import impl_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import BadInput
-from bench.model.check import impl_label
 from bench.model.cost import Call, predict_us
 from bench.model.impls import Variant
 from bench.model.machine import Machine
 from bench.model.run import cost_usd, node_shape
 from bench.model.workload import Workload, distinct_calls, step_calls
+from bench.results.labels import impl_label
 from collectives.dtypes import itemsize
 from collectives.spec import COLLECTIVES
 

@@ -47,7 +47,7 @@ LINE_SEARCH = (1.0, 0.5, 0.25, 0.125)
 #: rounds without improvement before the fit stops (it then returns its best point). 0: stop at the first,
 #: which every figure of docs/MODEL.md (issue 28) was taken with; a refit that cannot improve in its first
 #: round then stays at its start ("criterion +0.0" in the selection notes). 2 lets such refits move on
-#: (tests/test_model_select.py) at ~3x the fit time; not the default until the figures are re-taken with it
+#: (tests/bench/model/test_model_select.py) at ~3x the fit time; not the default until the figures are re-taken with it
 PATIENCE = 0
 START_FACTORS = (1.0, 4.0, 0.25)
 #: reduce-scatter algorithms tried for ``mpi`` (None: MPICH's default selection) when the rows do not say

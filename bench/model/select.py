@@ -60,9 +60,6 @@ SWITCH_SIZES = tuple(1 << k for k in range(19, 27))
 #: with the all-gather's: recursive doubling only below this many ranks (None: any p), as MPICH 4's JSON
 #: selection splits by communicator size
 SWITCH_RANKS = (32, 64, 128, 256, None)
-#: ``mpi`` rows whose stated algorithm is no MPI collective but the benchmark's own point-to-point loop (the
-#: reproducer's reduce-scatter: Sendrecv, host reductions): that collective gets its own entry, ``mpi@<collective>``
-OWN_LOOPS = ("rh-dd",)
 #: candidates tried against the held-out rule per round (in the order of their BIC gain)
 MAX_TRIES = 3
 #: an option whose fit needs an inter-node link faster than this many times the description's own
@@ -269,10 +266,10 @@ def fit_per_library(measured: list[Measured], base: Machine, per_implementation:
 
     def key(item: Measured) -> str:
         variant = item.call.variant
-        if per_implementation and variant.impl == "pccl-hier":
+        if per_implementation and variant.model.own_entry:
             return variant.label
-        if per_implementation and variant.impl == "mpi" and item.row.get("resolved_algorithm") in OWN_LOOPS:
-            return f"mpi@{item.call.collective}"  # the benchmark's own loop of point-to-point calls
+        if per_implementation and item.row.get("resolved_algorithm") in variant.model.own_loops:
+            return f"{variant.library}@{item.call.collective}"  # the benchmark's own loop of point-to-point calls
         return variant.library
 
     order = sorted({key(m) for m in cells}, key=lambda name: (name != "mpi", name))
@@ -280,7 +277,7 @@ def fit_per_library(measured: list[Measured], base: Machine, per_implementation:
         machine, result = fit_library([m for m in cells if key(m) == "mpi"], machine, "mpi")
         fits.append(result)
     pooled = [m for m in cells if m.call.variant.library == "pccl"]
-    if per_implementation and any(m.call.variant.impl == "pccl-hier" for m in pooled):
+    if per_implementation and any(m.call.variant.model.own_entry for m in pooled):
         own = {name: lib for name, lib in machine.libraries.items() if name.startswith("pccl-hier:")}
         plain = {name: lib for name, lib in machine.libraries.items() if name not in own}
         fitted, result = fit_library(pooled, machine.model_copy(update={"libraries": plain}), "pccl")

@@ -18,7 +18,7 @@ counted among the ranks of one node in the same step, so representatives are who
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -55,6 +55,18 @@ class Profile:
     reduce_bytes: np.ndarray  # reductions by the implementation's library
     mpi_reduce_bytes: np.ndarray  # reductions inside MPI-library phases (``mpi`` phases of pccl-hier)
     ranks: tuple[int, ...]
+    #: the first of every distinct step (the same bytes on every rank: a ring repeats one step p - 1 times)
+    distinct: np.ndarray | None = None
+    #: (steps,): the distinct step of every step, in order
+    order: np.ndarray | None = None
+
+    def merged(self) -> Profile:
+        """The distinct steps only: a step's features are functions of its own bytes, so equal steps cost the
+        same under any parameters (their sum over steps is taken with ``order``)."""
+        pick = self.distinct
+        return replace(self, intra_bytes=self.intra_bytes[pick], inter_bytes=self.inter_bytes[pick],
+                       inter_shared_bytes=self.inter_shared_bytes[pick], copy_bytes=self.copy_bytes[pick],
+                       reduce_bytes=self.reduce_bytes[pick], mpi_reduce_bytes=self.mpi_reduce_bytes[pick])
 
 
 def unit_count(collective: str, nranks: int) -> int:
@@ -185,5 +197,17 @@ def build_profile(variant: Variant, collective: str, grid: Grid, in_place: bool,
     per_rank = [rank_rows(variant.schedule(collective, grid, rank, unit, in_place, resolved), grid, rank, itemsize,
                           choices) for rank in ranks]
     fields = _stack(per_rank)
-    return Profile(unit, fields["intra_bytes"], fields["inter_bytes"], _nic_share(fields, ranks, grid, nics),
-                   fields["copy_bytes"], fields["reduce_bytes"], fields["mpi_reduce_bytes"], tuple(ranks))
+    arrays = (fields["intra_bytes"], fields["inter_bytes"], _nic_share(fields, ranks, grid, nics),
+              fields["copy_bytes"], fields["reduce_bytes"], fields["mpi_reduce_bytes"])
+    return Profile(unit, *arrays, tuple(ranks), *_distinct_steps(arrays))
+
+
+def _distinct_steps(arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(first step of each distinct step, distinct step of every step): steps equal byte for byte."""
+    steps = len(arrays[0])
+    rows = np.hstack([np.ascontiguousarray(a).view(np.uint8) for a in arrays])  # (steps, bytes of every rank)
+    first: dict[bytes, int] = {}
+    order = np.array([first.setdefault(row.tobytes(), len(first)) for row in rows], dtype=np.intp)
+    distinct = np.zeros(len(first), dtype=np.intp)
+    distinct[order[::-1]] = np.arange(steps - 1, -1, -1)  # the first step of each (last write wins)
+    return distinct, order

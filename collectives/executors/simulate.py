@@ -29,13 +29,35 @@ class ScheduleMismatch(AssertionError):
     """Two ranks disagree about a message (peer, step or length)."""
 
 
-def _indices(off: int, count: int, nblocks: int, stride: int) -> np.ndarray:
+def _indices(off: int, count: int, nblocks: int, stride: int) -> slice | np.ndarray:
+    """Where ``nblocks`` blocks of ``count`` elements, ``stride`` apart, lie: a slice when they touch
+    (most rows: indexing by a slice costs a fraction of an index array, and the tests simulate
+    millions of rows)."""
+    if nblocks == 1 or stride == count:
+        return slice(off, off + nblocks * count)
     return (off + np.arange(nblocks)[:, None] * stride + np.arange(count)[None, :]).reshape(-1)
 
 
-def _block(row: np.ndarray, prefix: str) -> tuple[int, np.ndarray]:
-    buf, off, count, nblocks, stride = (int(row[C[f"{prefix}_{name}"]])
-                                        for name in ("buf", "off", "count", "nblocks", "stride"))
+def _length(index: slice | np.ndarray) -> int:
+    return index.stop - index.start if isinstance(index, slice) else len(index)
+
+
+def _within(buffer: np.ndarray, index: slice | np.ndarray) -> slice | np.ndarray:
+    """``index``, refused as an index array would be where it leaves ``buffer`` (a slice would be cut short)."""
+    if isinstance(index, slice) and (index.start < 0 or index.stop > len(buffer)):
+        raise IndexError(f"elements {index.start}..{index.stop} of a buffer of {len(buffer)}")
+    return index
+
+
+#: each block's five columns in the row, in _block's order
+_BLOCK_COLUMNS = {prefix: tuple(C[f"{prefix}_{name}"] for name in ("buf", "off", "count", "nblocks", "stride"))
+                  for prefix in ("send", "recv")}
+_OPERAND_COLUMNS = {name: tuple(C[f"{name}_{part}"] for part in ("buf", "off", "stride"))
+                    for name in ("src", "src2", "dst")}
+
+
+def _block(row: list[int], prefix: str) -> tuple[int, slice | np.ndarray]:
+    buf, off, count, nblocks, stride = (row[column] for column in _BLOCK_COLUMNS[prefix])
     return buf, _indices(off, count, nblocks, stride)
 
 
@@ -53,29 +75,30 @@ def simulate(
         {SEND: sendbufs[r], RECV: recvbufs[r], SCRATCH: np.zeros(schedules[r].scratch, dtype)}
         for r in range(nranks)
     ]
-    nsteps = max((len(s) for s in schedules), default=0)
+    steps = [s.steps.tolist() for s in schedules]  # Python ints: the loop below reads every field of every row
+    nsteps = max((len(s) for s in steps), default=0)
     for k in range(nsteps):
-        rows = [s.steps[k] if k < len(s) else None for s in schedules]
+        rows = [s[k] if k < len(s) else None for s in steps]
         outbox = {}
         for r, row in enumerate(rows):
             if row is not None and row[C["send_peer"]] >= 0:
-                peer = groups(int(row[C["comm"]]), r)[int(row[C["send_peer"]])]
+                peer = groups(row[C["comm"]], r)[row[C["send_peer"]]]
                 buf, index = _block(row, "send")
-                outbox[(r, peer)] = buffers[r][buf][index].copy()
+                outbox[(r, peer)] = buffers[r][buf][_within(buffers[r][buf], index)].copy()
         _native_collectives(rows, buffers, groups, reducer)
         for r, row in enumerate(rows):
             if row is None:
                 continue
             if row[C["recv_peer"]] >= 0:
-                peer = groups(int(row[C["comm"]]), r)[int(row[C["recv_peer"]])]
+                peer = groups(row[C["comm"]], r)[row[C["recv_peer"]]]
                 message = outbox.pop((peer, r), None)
                 if message is None:
                     raise ScheduleMismatch(f"step {k}: rank {r} receives from {peer}, which sends nothing to it")
                 buf, index = _block(row, "recv")
-                if len(message) != len(index):
+                if len(message) != _length(index):
                     raise ScheduleMismatch(
-                        f"step {k}: rank {r} expects {len(index)} from {peer}, got {len(message)}")
-                buffers[r][buf][index] = message
+                        f"step {k}: rank {r} expects {_length(index)} from {peer}, got {len(message)}")
+                buffers[r][buf][_within(buffers[r][buf], index)] = message
             _act(row, buffers[r], reducer)
         if outbox:
             (src, dst), _ = next(iter(outbox.items()))
@@ -115,15 +138,15 @@ def _native_collectives(rows: list, buffers: list[dict], groups: Groups, reducer
         buffers[r][buf][off : off + len(data)] = data
 
 
-def _act(row: np.ndarray, buffers: dict, reducer) -> None:
-    action = int(row[C["action"]])
+def _act(row: list[int], buffers: dict, reducer) -> None:
+    action = row[C["action"]]
     if action not in (ACT_COPY, ACT_REDUCE):
         return
-    nblocks, count = int(row[C["action_nblocks"]]), int(row[C["action_count"]])
+    nblocks, count = row[C["action_nblocks"]], row[C["action_count"]]
 
-    def operand(name: str) -> tuple[np.ndarray, np.ndarray]:
-        buf, off, stride = (int(row[C[f"{name}_{part}"]]) for part in ("buf", "off", "stride"))
-        return buffers[buf], _indices(off, count, nblocks, stride)
+    def operand(name: str) -> tuple[np.ndarray, slice | np.ndarray]:
+        buf, off, stride = (row[column] for column in _OPERAND_COLUMNS[name])
+        return buffers[buf], _within(buffers[buf], _indices(off, count, nblocks, stride))
 
     src, src_index = operand("src")
     dst, dst_index = operand("dst")

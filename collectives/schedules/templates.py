@@ -6,8 +6,8 @@ of a block, so the schedule of ``n`` elements a block is the one of one element 
 columns times ``n`` (``Schedule.scaled``): one build serves every size, where each size of each cell
 was a build of its own (14 us a row in Python: 46 ms a cell for a ring all-reduce at 2048 ranks).
 An all-reduce whose count is no multiple of p has uneven blocks, not a scaling of one template, and
-is built as it is. tests/test_schedule.py checks scaled == built for every registered algorithm and
-hierarchical composition.
+is built as it is. tests/collectives/schedules/test_schedule.py checks scaled == built for every
+registered algorithm and hierarchical composition.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def template_count(collective: str, nranks: int, count: int) -> tuple[int, int] 
 def schedule_templates(build: Callable[..., Schedule]) -> Callable[..., Schedule]:
     """``build`` (positional arguments: the collective first, ``count`` and ``nranks`` or a ``grid``
     among the others) built once per shape for every count: the cached template scaled to the call,
-    so the sizes of a sweep share one build (scaled == built: tests/test_schedule.py). Templates are
-    kept up to MAX_CACHED_SCHEDULE_BYTES, least recently used dropped first."""
+    so the sizes of a sweep share one build (scaled == built: tests/collectives/schedules/test_schedule.py).
+    Templates are kept up to MAX_CACHED_SCHEDULE_BYTES, least recently used dropped first."""
     names = list(inspect.signature(build).parameters)
     at_count = names.index("count")
     at_group = names.index("nranks") if "nranks" in names else names.index("grid")

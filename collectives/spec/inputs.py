@@ -18,6 +18,7 @@ import numpy as np
 SENTINEL = -2047  # outside every expected value, exact in float16
 MARK_PERIOD = 1021  # prime, so the marked values do not line up with power-of-two block sizes
 _COMBINE = {"sum": "add", "prod": "multiply", "min": "minimum", "max": "maximum"}  # ufuncs of numpy and cupy
+_FOLD = {"sum": "sum", "prod": "prod", "min": "min", "max": "max"}  # their reductions along an axis, in both
 
 
 #: every input and result repeats along the element index with this period (what each formula
@@ -44,8 +45,13 @@ def gather_value(rank: int, index: np.ndarray) -> np.ndarray:
     return (rank * 131 + index * 7) % 1024
 
 
-def reduce_input(op: str, rank: int, index: np.ndarray, nranks: int, xp=np) -> np.ndarray:
-    """Reduction input of ``rank`` (of ``nranks``) at global element ``index`` (an ``xp`` array)."""
+#: the most elements of ranks' inputs ``reduced`` holds at once (32 MiB of int64)
+REDUCE_BLOCK_ELEMENTS = 1 << 22
+
+
+def reduce_input(op: str, rank, index: np.ndarray, nranks: int, xp=np) -> np.ndarray:
+    """Reduction input of ``rank`` (of ``nranks``; an int, or a column of ranks) at global element ``index``
+    (an ``xp`` array)."""
     marked = index % nranks == rank
     grows = 1 + index % MARK_PERIOD
     if op == "sum":  # total = (p - 1) * small + grows: at most 7 * 255 + 1021 < 2048
@@ -83,8 +89,13 @@ def reduced(op: str, index, nranks: int, dtype, xp=np):
         return total.astype(dtype)
     combine = getattr(xp, _COMBINE[op])
     result = reduce_input(op, 0, index, nranks, xp).astype(np.int64)
-    for q in range(1, nranks):
-        result = combine(result, reduce_input(op, q, index, nranks, xp))
+    # the ranks' inputs a block at a time, as one (ranks, elements) array: not a Python loop of p steps
+    # (every rank computes this for its check), and at most about REDUCE_BLOCK_ELEMENTS at once
+    block = max(1, REDUCE_BLOCK_ELEMENTS // max(len(index), 1))
+    for first in range(1, nranks, block):
+        ranks = xp.arange(first, min(first + block, nranks), dtype=np.int64)[:, None]
+        inputs = reduce_input(op, ranks, index[None, :], nranks, xp).astype(np.int64)
+        result = combine(result, getattr(xp, _FOLD[op])(inputs, axis=0))
     return result.astype(dtype)
 
 

@@ -30,7 +30,7 @@ from collectives.spec import count_wrong, make_buffers  # noqa: E402
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 DTYPE_OPS = (("float32", "sum"), ("int32", "max"), ("float16", "sum"))
 COUNTS = (0, 1, 7, 1000)
-#: implementations that run on host buffers (xccl is GPU-only: tests/test_gpu_*.py)
+#: implementations that run on host buffers (xccl is GPU-only: tests/**/test_gpu_*.py)
 HOST_IMPLEMENTATIONS = sorted(name for name, cls in IMPLEMENTATIONS.items() if cls.host_buffers)
 
 

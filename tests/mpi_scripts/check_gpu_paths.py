@@ -8,7 +8,7 @@ underneath, NCCL's calling conventions on raw pointers: in place = pointer equal
 That checks the device executor, the staging, the library phases and the in-place
 mappings, through the same Implementation.build calls the worker makes; nothing
 of it is ever a GPU result. ``cuda``/``rocm``: the same on the real GPU with CuPy and
-NCCL/RCCL (tests/test_gpu_device.py, marked gpu). The second argument is the GPU-aware
+NCCL/RCCL (tests/collectives/memory/test_gpu_device.py, marked gpu). The second argument is the GPU-aware
 override (PCCL_BENCH_GPU_AWARE); ``quick`` checks two (dtype, op) pairs and two counts
 only. Rank 0 prints one JSON summary line last; exit 1 if
 anything was wrong.

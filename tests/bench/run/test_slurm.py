@@ -1,0 +1,266 @@
+"""Sweeps through a real Slurm: ``--launcher srun``, ``--launcher sbatch`` with and without ``--wait``,
+and the resilience paths (a crashed rank, a hung job) under srun.
+
+They run against the local test cluster of ``scripts/local-slurm.sh up`` (two namespace nodes n1, n2
+of the lab "slurm", each its own host on the lab's network; ``make test`` brings it up where it can),
+every Slurm command and sweep through ``scripts/local-slurm.sh exec`` (the cluster's login host), and
+skip with the reason where no Slurm answers. Another cluster (reached from here, without the prefix)
+is used only when PCCL_BENCH_SLURM_TESTS=1 says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import ROOT, describe, run_cli
+
+LOCAL_CLUSTER = "pccl-local"
+SUITE = {
+    "name": "slurm",
+    "collectives": ["allreduce"],
+    "implementations": ["mpi", {"impl": "pccl-flat", "algorithms": ["ring"]}],
+    "ranks": [2],
+    "ranks_per_node": 1,  # one rank on each of the two nodes
+    "sizes": {"min": "64B", "max": "1KiB", "factor": 16},
+    "timing": {"warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0},
+    "timeout_s": 60,
+    "slurm": {"time": 5},
+}
+PLANNED = 4  # 2 implementations x 2 sizes
+
+
+LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
+
+
+def on_cluster() -> list[str]:
+    """What runs a command where the cluster answers: the local cluster's login host, or here."""
+    return [] if os.environ.get("PCCL_BENCH_SLURM_TESTS") == "1" else ["bash", str(LOCAL_SLURM), "exec"]
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([*on_cluster(), *argv], capture_output=True, text=True, timeout=30,
+                          stdin=subprocess.DEVNULL)
+
+
+def cluster_cli(*args: object, **options) -> subprocess.CompletedProcess:
+    """``run_cli`` on the cluster's login host."""
+    return run_cli(*args, prefix=on_cluster(), **options)
+
+
+@functools.cache
+def slurm_missing() -> str | None:
+    """Why the Slurm tests cannot run here, or None."""
+    absent = [tool for tool in ("sinfo", "srun", "sbatch", "scontrol") if shutil.which(tool) is None]
+    if absent:
+        return f"Slurm is not installed ({', '.join(absent)} not on PATH); scripts/local-slurm.sh up sets one up"
+    try:
+        info = _run(["sinfo", "-h", "-o", "%T"])
+    except subprocess.TimeoutExpired:
+        return "Slurm is not up (sinfo timed out); scripts/local-slurm.sh up starts the local cluster"
+    if info.returncode != 0:
+        why = (info.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"Slurm is not up (sinfo: {why}); scripts/local-slurm.sh up starts the local cluster"
+    cluster = re.search(r"ClusterName\s*=\s*(\S+)", _run(["scontrol", "show", "config"]).stdout)
+    name = cluster.group(1) if cluster else "?"
+    if name != LOCAL_CLUSTER and os.environ.get("PCCL_BENCH_SLURM_TESTS") != "1":
+        return (f"sinfo answers for cluster {name!r}, not {LOCAL_CLUSTER!r}; "
+                "PCCL_BENCH_SLURM_TESTS=1 runs the tests there")
+    return None
+
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(autouse=True)
+def _need_slurm():
+    reason = slurm_missing()
+    if reason:
+        pytest.skip(reason)
+
+
+def write_suite(folder: Path, **changes) -> Path:
+    path = folder / "suite.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, **changes}, sort_keys=False))
+    return path
+
+
+def read_run(out: Path) -> tuple[pd.DataFrame, dict]:
+    return pd.read_parquet(out / "results.parquet"), json.loads((out / "meta.json").read_text())
+
+
+def job_id_of(stdout: str) -> str:
+    found = re.search(r"submitted batch job (\d+)", stdout)
+    assert found, stdout
+    return found.group(1)
+
+
+def assert_all_ok(frame: pd.DataFrame, meta: dict) -> None:
+    assert len(frame) == PLANNED, frame[["impl", "status", "error"]]
+    assert set(frame["status"]) == {"ok"}, frame[["impl", "status", "error"]]
+    assert (frame["n_wrong"] == 0).all() and (frame["nranks"] == 2).all()
+    assert (frame["run_id"] == meta["run_id"]).all()
+    assert meta["launcher"] == "srun" and meta["cells_written"] == PLANNED
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Processes of this host whose command line holds ``text`` (the local cluster runs its tasks here)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if entry.name.isdigit() and text in cmdline and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def wait_until_gone(job_id: str, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _run(["squeue", "-h", "-j", job_id]).stdout.strip():
+            return
+        time.sleep(0.5)
+    _run(["scancel", job_id])
+    pytest.fail(f"batch job {job_id} still queued or running after {timeout_s} s")
+
+
+# ---------------------------------------------------------------- srun
+
+
+@pytest.fixture(scope="module")
+def srun_run(tmp_path_factory):
+    if slurm_missing():
+        pytest.skip(slurm_missing())
+    base = tmp_path_factory.mktemp("srun")
+    out = base / "run"
+    result = cluster_cli("run", "sweep", write_suite(base), "--launcher", "srun", "--out", out, timeout=120)
+    return result, out
+
+
+def test_srun_sweep(srun_run):
+    result, out = srun_run
+    assert result.returncode == 0, describe(result)
+    assert "launcher srun" in result.stdout and f"{PLANNED} ok" in result.stdout
+    frame, meta = read_run(out)
+    assert_all_ok(frame, meta)
+    assert meta["launcher_requested"] == "srun"
+    assert (frame["nnodes"] == 2).all() and (frame["ranks_per_node"] == 1).all()
+
+
+def test_srun_ranks_run_on_two_hosts_of_their_own(srun_run):
+    _, out = srun_run
+    frame, meta = read_run(out)
+    # two real hosts: each rank on a node with its own hostname, address and shared memory
+    assert set(frame["hosts"]) == {"n1,n2"} and not frame["virtual_nodes"].any()
+    (launch,) = meta["launches"].values()
+    assert [host["hostname"] for host in launch["placement"]] == ["n1", "n2"]
+
+
+def test_srun_spreads_the_ranks_over_the_allocation_without_ranks_per_node(tmp_path):
+    suite = {key: value for key, value in SUITE.items() if key != "ranks_per_node"}
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    out = tmp_path / "run"
+    inside = [*on_cluster(), "salloc", "--nodes=2", "--ntasks-per-node=1", "--time=5"]
+    result = run_cli("run", "sweep", path, "--out", out, prefix=inside, timeout=120)
+    assert result.returncode == 0, describe(result)
+    frame, meta = read_run(out)
+    assert_all_ok(frame, meta)
+    assert (frame["nnodes"] == 2).all() and (frame["ranks_per_node"] == 1).all(), frame[["nnodes", "hosts"]]
+    assert meta["hosts"]["source"].startswith("Slurm allocation")
+    assert [host["name"] for host in meta["hosts"]["hosts"]] == ["n1", "n2"]
+    (launch_id, launch), = meta["launches"].items()
+    assert launch_id == "n2-rpn1-h2x1-host" and "--nodelist=n1,n2" in launch["argv"]
+
+
+def test_srun_launch_command_is_recorded(srun_run):
+    _, out = srun_run
+    _, meta = read_run(out)
+    (launch,) = meta["launches"].values()
+    argv = launch["argv"]
+    assert Path(argv[0]).name == "srun"
+    assert {"--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"} <= set(argv)
+    assert any(arg.startswith("--export=ALL,MALLOC_MMAP_THRESHOLD_=") for arg in argv)
+    if meta["mpi_flavour"] == "mpich":
+        assert "--mpi=pmi2" in argv
+
+
+def test_srun_crashed_rank_fails_the_rest_of_its_launch(tmp_path):
+    suite = write_suite(tmp_path, sizes={"min": "8B", "max": "512B", "factor": 4})
+    result = cluster_cli("run", "sweep", suite, "--launcher", "srun", "--out", tmp_path / "run",
+                     env={"PCCL_BENCH_FAULT": "crash:rank=1:cell=2"}, timeout=120)
+    assert result.returncode == 3, describe(result)
+    frame, _ = read_run(tmp_path / "run")
+    assert list(frame["status"]) == ["ok"] * 2 + ["failed"] * 6, frame[["status", "error"]]
+    assert frame.loc[2, "error"].startswith("MPI job exited with")
+
+
+def test_srun_hung_job_is_killed_at_its_timeout(tmp_path):
+    # long enough for srun, two Pythons and the first cell on a loaded 2-core runner
+    suite = write_suite(tmp_path, timeout_s=10)
+    started = time.monotonic()
+    result = cluster_cli("run", "sweep", suite, "--launcher", "srun", "--out", tmp_path / "run",
+                     env={"PCCL_BENCH_FAULT": "hang:rank=0:cell=1"}, timeout=120)
+    assert result.returncode == 3, describe(result)
+    frame, _ = read_run(tmp_path / "run")
+    assert list(frame["status"]) == ["ok"] + ["timeout"] * 3, frame[["status", "error"]]
+    assert time.monotonic() - started < 60
+    # srun returns once the step is cancelled; slurmstepd ends its tasks within KillWait (5 s)
+    deadline = time.monotonic() + 15
+    while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_mentioning(str(tmp_path)), "ranks outlived the killed job step"
+
+
+# ---------------------------------------------------------------- sbatch
+
+
+def test_sbatch_wait_sweep(tmp_path):
+    out = tmp_path / "run"
+    result = cluster_cli("run", "sweep", write_suite(tmp_path), "--launcher", "sbatch", "--wait", "--out", out,
+                     timeout=150)
+    assert result.returncode == 0, describe(result)
+    job_id = job_id_of(result.stdout)
+    assert f"{PLANNED} ok" in result.stdout  # the summary of the merged results
+    frame, meta = read_run(out)
+    assert_all_ok(frame, meta)
+    assert meta["slurm"]["job_id"] == job_id and meta["slurm"]["batch"]["job_id"] == job_id
+    assert meta["slurm"]["nnodes"] == "2"
+    assert json.loads((out / "slurm.json").read_text())["job_id"] == job_id
+    assert json.loads((out / "run.json").read_text())["run_id"] == meta["run_id"]
+    assert (out / "sbatch.sh").is_file() and (out / "logs" / f"sbatch-{job_id}.log").is_file()
+    assert (out / "results.csv").is_file() and (out / "samples.parquet").is_file()
+
+
+def test_sbatch_returns_the_job_id_and_the_job_fills_the_folder(tmp_path):
+    out = tmp_path / "run"
+    result = cluster_cli("run", "sweep", write_suite(tmp_path), "--launcher", "sbatch", "--out", out, timeout=60)
+    assert result.returncode == 0, describe(result)
+    job_id = job_id_of(result.stdout)
+    assert json.loads((out / "slurm.json").read_text())["job_id"] == job_id
+    wait_until_gone(job_id)
+    frame, meta = read_run(out)
+    assert_all_ok(frame, meta)
+    assert meta["slurm"]["job_id"] == job_id
+
+
+def test_sbatch_refusal_is_bad_input(tmp_path):
+    out = tmp_path / "run"
+    result = cluster_cli("run", "sweep", write_suite(tmp_path), "--launcher", "sbatch", "--partition", "nosuch",
+                     "--out", out, timeout=60)
+    assert result.returncode == 2, describe(result)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pccl-bench: error: sbatch:"), describe(result)
+    assert "partition" in lines[0].lower()
+    assert not out.exists(), "a refused submission left its run folder behind"

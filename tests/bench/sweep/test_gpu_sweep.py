@@ -1,0 +1,142 @@
+"""GPU suites on a machine without a GPU: every GPU cell unsupported with the reason, the sweep succeeds.
+
+Also the suite's gpu_aware / gpu_bind fields (given to every rank as environment),
+xccl in a host suite, and ``pccl-bench env``'s GPU rows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import describe, run_cli
+
+from bench.plan.suite import parse_suite
+from bench.plan.suite_files import load_suite, resolve_suite_path
+from collectives.memory.backends import probe
+
+pytestmark = pytest.mark.mpi
+
+GPU_HERE = not probe("cuda").reason or not probe("rocm").reason
+SUITE = {
+    "name": "gpu-none",
+    "collectives": ["allgather", "reduce_scatter", "allreduce"],
+    "implementations": ["mpi", "xccl", {"impl": "pccl-flat", "algorithms": ["ring"]},
+                        {"impl": "pccl-hier", "inter": ["rd"], "intra": ["ring", "xccl"]}],
+    "ranks": [2],
+    "ranks_per_node": 1,
+    "device": "cuda",
+    "sizes": {"min": "64B", "max": "64B"},
+    "timing": {"warmup": 1, "iters": 2, "min_iters": 1, "budget_s": 0},
+    "timeout_s": 120,
+}
+
+
+def sweep(tmp_path, **changes) -> tuple[pd.DataFrame, dict]:
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, **changes}, sort_keys=False))
+    out = tmp_path / "run"
+    result = run_cli("run", "sweep", path, "--out", out, timeout=180)
+    assert result.returncode == 0, describe(result)
+    return pd.read_parquet(out / "results.parquet"), json.loads((out / "meta.json").read_text())
+
+
+@pytest.mark.skipif(GPU_HERE, reason="a GPU is here: tests/project/test_gpu_hardware.py runs the cells for real")
+def test_gpu_cells_are_unsupported_with_the_reason(tmp_path):
+    results, meta = sweep(tmp_path, gpu_aware=True)  # YAML's bare yes
+    assert len(results) == 3 * 5
+    assert (results["status"] == "unsupported").all()
+    assert (results["device"] == "cuda").all()
+    assert results["error"].str.startswith("device cuda: ").all()
+    reason = results["error"].iloc[0]
+    assert "CuPy is not installed" in reason or "no usable cuda device" in reason or "no cuda device" in reason
+    transport = dict(zip(results["impl"] + ":" + results["intra"].fillna(""), results["transport"], strict=False))
+    assert transport == {"mpi:": "mpi-gpu-aware", "xccl:": "nccl", "pccl-flat:": "mpi-gpu-aware",
+                         "pccl-hier:ring": "mpi-gpu-aware", "pccl-hier:xccl": "mpi-gpu-aware/nccl"}
+    assert set(results.loc[results["impl"] == "xccl", "library"]) == {"NCCL"}
+    launch = next(iter(meta["launches"].values()))
+    assert launch["env"]["PCCL_BENCH_GPU_AWARE"] == "yes"
+
+
+@pytest.mark.skipif(GPU_HERE, reason="a GPU is here")
+def test_staged_when_not_gpu_aware_and_rocm_says_rccl(tmp_path):
+    results, _ = sweep(tmp_path, device="rocm", gpu_aware="no", implementations=["mpi", "xccl"],
+                       collectives=["allreduce"])
+    assert dict(zip(results["impl"], results["transport"], strict=True)) == {"mpi": "mpi-staged", "xccl": "rccl"}
+    assert results["error"].str.startswith("device rocm: ").all()
+
+
+def test_xccl_in_a_host_suite_is_unsupported(tmp_path):
+    results, _ = sweep(tmp_path, device="host", implementations=["xccl", {"impl": "pccl-hier", "intra": ["xccl"]}],
+                       collectives=["allgather"])
+    assert (results["status"] == "unsupported").all()
+    assert set(results["error"]) == {
+        "NCCL/RCCL run on GPU buffers only (device: cuda or rocm)",
+        "intra phase by xccl: NCCL/RCCL run on GPU buffers only (device: cuda or rocm)",
+    }
+
+
+def test_gpu_suite_fields_become_rank_environment():
+    suite = parse_suite({**SUITE, "gpu_aware": "no", "gpu_bind": 2}, "s.yaml")
+    assert suite.env == {"PCCL_BENCH_GPU_AWARE": "no", "PCCL_BENCH_GPU": "2"}
+    assert parse_suite(SUITE, "s.yaml").env == {}  # defaults add nothing
+    same = parse_suite({**SUITE, "gpu_aware": False, "env": {"PCCL_BENCH_GPU_AWARE": "no"}}, "s.yaml")
+    assert same.gpu_aware == "no"
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"gpu_aware": "maybe"}, ["gpu_aware", "'auto', 'yes' or 'no'"]),
+    ({"gpu_aware": "yes", "env": {"PCCL_BENCH_GPU_AWARE": "no"}}, ["contradicts", "PCCL_BENCH_GPU_AWARE"]),
+    ({"gpu_bind": "first"}, ["gpu_bind"]),
+])
+def test_bad_gpu_fields_are_bad_input(tmp_path, changes, words):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, **changes}))
+    result = run_cli("suites", "validate", path)
+    assert result.returncode == 2, describe(result)
+    assert all(word in result.stderr for word in words), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_env_reports_the_gpu_stack():
+    result = run_cli("env", env={"COLUMNS": "1000"})  # wide enough that no reason wraps in the table
+    assert result.returncode == 0, describe(result)
+    for row in ("GPU ", "GPU binding", "NCCL", "GPU-aware MPI"):
+        assert row in result.stdout, result.stdout
+    if not GPU_HERE:
+        assert "unavailable:" in result.stdout and "every cuda cell is reported unsupported" in result.stdout
+    assert "MPIX_GPU_query_support" in result.stdout or "MPIX_Query" in result.stdout or "no query" in result.stdout
+
+
+def test_shipped_gpu_suites():
+    for name, device, per_node in (("frontier", "rocm", 8), ("perlmutter", "cuda", 4), ("gpu-smoke", "cuda", 1)):
+        result = run_cli("suites", "validate", name)
+        assert result.returncode == 0, describe(result)
+        suite, _ = load_suite(resolve_suite_path(name))
+        assert (suite.device, suite.ranks_per_node) == (device, [per_node])
+        assert {entry.impl for entry in suite.implementations} == {"mpi", "xccl", "pccl-flat", "pccl-hier"}
+    frontier, _ = load_suite(resolve_suite_path("frontier"))
+    assert frontier.env["MPICH_OFI_NIC_MAPPING"] == "0:0-1; 1:2-3; 2:4-5; 3:6-7"
+    assert frontier.sizes.min == 1 << 20 and frontier.sizes.max == 1 << 30
+
+
+@pytest.mark.skipif(GPU_HERE, reason="a GPU is here")
+def test_run_point_takes_the_device_and_gpu_aware(tmp_path):
+    out = tmp_path / "point"
+    result = run_cli("run", "point", "-np", "1", "--device", "cuda", "--gpu-aware", "no", "-i", "mpi", "-i", "xccl",
+                     "-b", "64", "-e", "64", "--out", out, timeout=180)
+    assert result.returncode == 0, describe(result)
+    results = pd.read_parquet(out / "results.parquet")
+    assert (results["device"] == "cuda").all() and (results["status"] == "unsupported").all()
+    assert dict(zip(results["impl"], results["transport"], strict=True)) == {"mpi": "mpi-staged", "xccl": "nccl"}
+    assert "unsupported (mpi, xccl): device cuda: " in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--device", "gpu"), ("--gpu-aware", "maybe")])
+def test_run_point_refuses_an_unknown_device_or_gpu_aware(tmp_path, flag, value):
+    result = run_cli("run", "point", flag, value, "--out", tmp_path / "never", timeout=60)
+    assert result.returncode == 2, describe(result)
+    assert value in result.stderr and "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "never").exists()

@@ -1,0 +1,230 @@
+"""The data flow runs one way: suite -> plan -> run -> results -> judge -> present.
+
+A module imports only modules of its own stage or earlier ones; the library (collectives,
+cython_ext) never imports the harness; the drivers (bench/sweep/, bench/cli) sit on top.
+docs/ARCHITECTURE.md draws it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+#: stage of each bench package (modules not listed: bench/errors.py, bench/files.py, the base)
+STAGES = {"plan": 1, "run": 2, "lab": 2, "results": 3, "importers": 4, "model": 4, "judge": 5, "present": 6,
+          "sweep": 7, "cli": 8, "__main__": 9}
+
+
+def stage(module: str) -> int:
+    parts = module.split(".")
+    if parts[0] in ("collectives", "cython_ext"):
+        return -1
+    return STAGES.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def module_name(path: Path) -> str:
+    relative = path.relative_to(ROOT).with_suffix("")
+    parts = list(relative.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    if path.suffix == ".pyx":  # Cython: not Python syntax; its imports are plain lines
+        lines = enumerate(path.read_text().splitlines(), 1)
+        return [(n, line.split()[1]) for n, line in lines
+                if line.split()[:1] in (["from"], ["import"], ["cimport"]) and line.split()[1].startswith("bench")]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            base = node.module
+            # ``from bench.run import cell`` names a module of bench.run
+            found += [(node.lineno, f"{base}.{alias.name}" if base.count(".") == 1 and base.startswith("bench.")
+                       else base) for alias in node.names]
+    return [(line, name) for line, name in found if name.split(".")[0] in ("bench", "collectives", "cython_ext")]
+
+
+SOURCES = sorted([*ROOT.glob("bench/**/*.py"), *ROOT.glob("collectives/**/*.py"), *ROOT.glob("cython_ext/*.pyx")])
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_import_runs_backwards(path: Path):
+    name = module_name(path)
+    backwards = [f"line {line}: {target}" for line, target in imported(path) if stage(target) > stage(name)]
+    assert not backwards, f"{name} (stage {stage(name)}) imports later stages: {backwards}"
+
+
+def test_the_library_never_imports_the_harness():
+    assert stage("collectives.rdma_probe") == -1
+    assert stage("bench.plan.cells") < stage("bench.run.worker") < stage("bench.results.table") \
+        < stage("bench.judge.gate") < stage("bench.present.report")
+
+
+def _module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The project modules ``path`` imports at module level (``if``/``try`` blocks included, so
+    TYPE_CHECKING imports count; imports inside functions do not)."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name in modules)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    found.update([full] if full in modules else [node.module] if node.module in modules else [])
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+
+    visit(ast.parse(path.read_text()).body)
+    return found - {module_name(path)}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = stack[stack.index(node):]
+                    del stack[stack.index(node):]
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif target not in index:
+                index[target] = low[target] = len(index)
+                stack.append(target)
+                work.append((target, iter(sorted(graph[target]))))
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+    return found
+
+
+#: cycles that are a design, not an accident: CallSpec checks a call against its collective's spec,
+#: and the specs take a CallSpec (type hints only, on their side)
+KNOWN_CYCLES = [{"collectives.call", "collectives.spec", "collectives.spec.allgather", "collectives.spec.allreduce",
+                 "collectives.spec.reduce_scatter"}]
+
+
+def test_no_import_circle_outside_a_registry():
+    """A registry package and its plug-ins import each other (the package imports them to register,
+    they import ``register``); any other circle of module-level imports is a layering mistake."""
+    paths = {module_name(path): path for path in [*ROOT.glob("bench/**/*.py"), *ROOT.glob("collectives/**/*.py")]}
+    graph = {name: _module_imports(path, set(paths)) for name, path in paths.items()}
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the finder finds
+    circles = []
+    for component in _cycles(graph):
+        package = min(component, key=len)
+        registry = paths[package].name == "__init__.py" and all(
+            name == package or name.startswith(f"{package}.") for name in component)
+        if not registry and set(component) not in KNOWN_CYCLES:
+            circles.append(component)
+    assert not circles, f"modules that import each other: {circles}"
+
+
+#: the library's floors, in the order a call is made of them: what it is (the call, its spec), the
+#: schedule (rows as data), where buffers live, what runs rows, what runs whole collectives, who
+#: composes them; modules at collectives/ itself are the base every floor may use, and the
+#: package's own __init__ (the library's API) stands on all of them
+LIBRARY_FLOORS = {"spec": 0, "schedules": 2, "memory": 3, "executors": 4, "transports": 5, "impls": 6}
+LIBRARY_BASE = {"__init__.py", "call.py", "dtypes.py", "envsettings.py", "registry.py", "timing_plan.py", "version.py"}
+#: imports against that order, each with why it is not a mistake
+LIBRARY_BACK_EDGES = {
+    ("collectives.schedules.hier", "collectives.transports"):
+        "a phase named after a transport is cut out of the schedule: the hierarchy asks the registry for the names",
+    ("collectives.memory.device_context", "collectives.transports.xccl"):
+        "a GPU job's context holds its NCCL/RCCL communicators",
+    ("collectives.memory.device_context", "collectives.executors.device"):
+        "the context hands out its executor (imported when asked)",
+    ("collectives.memory.device_context", "collectives.executors.device_ops"):
+        "the context chains a call's parts (imported when asked)",
+    ("collectives.memory.gpu_aware", "collectives.transports.mpi.library"):
+        "whether MPI reaches device memory depends on which MPI library it is (asked when probed)",
+}
+
+
+def library_floor(module: str) -> int:
+    if module == "collectives":
+        return max(LIBRARY_FLOORS.values()) + 1
+    parts = module.split(".")
+    return LIBRARY_FLOORS.get(parts[1], 0) if len(parts) > 2 or (len(parts) == 2 and parts[1] in LIBRARY_FLOORS) else 0
+
+
+def _library_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every collectives import, ``from collectives import x`` as ``collectives.x``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [(node.lineno, f"{node.module}.{alias.name}" if node.module == "collectives" else node.module)
+                      for alias in node.names]
+    return [(line, name) for line, name in found if name.split(".")[0] == "collectives"]
+
+
+def test_the_library_reads_as_its_pipeline():
+    """collectives/ in folders: spec -> schedules -> memory -> executors -> transports -> impls, imports
+    (at any depth, function bodies included) only downwards but for the listed edges."""
+    assert [folder for folder in LIBRARY_FLOORS if (ROOT / "collectives" / folder / "__init__.py").exists()] == list(
+        LIBRARY_FLOORS)
+    upwards = set()
+    for path in ROOT.glob("collectives/**/*.py"):
+        name = module_name(path)
+        for line, target in _library_imports(path):
+            if library_floor(target) > library_floor(name):
+                if not any(name == source and target.startswith(to) for source, to in LIBRARY_BACK_EDGES):
+                    upwards.add(f"{name} line {line}: {target}")
+    assert not upwards, f"library imports against spec -> schedules -> memory -> executors -> transports -> impls: " \
+                        f"{sorted(upwards)}"
+    loose = {path.name for path in (ROOT / "collectives").glob("*.py")}
+    assert loose == LIBRARY_BASE, f"only the base modules at collectives/'s top, not {sorted(loose - LIBRARY_BASE)}"
+
+
+def test_one_timing_entry_point():
+    """Cells are timed by cython_ext.timing.measure, from bench/run/cell.py alone; time_op (its
+    samples-only wrapper) serves the machine-speed probe; no other module of the harness or the
+    library imports the timing loop."""
+    users = {}
+    for path in [*ROOT.glob("bench/**/*.py"), *ROOT.glob("collectives/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "cython_ext.timing":
+                users.setdefault(module_name(path), set()).update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module == "cython_ext" and any(
+                    alias.name == "timing" for alias in node.names):
+                users.setdefault(module_name(path), set()).add("*")
+    assert users == {"bench.run.cell": {"measure"}, "bench.run.probe": {"time_op"}}
+
+
+#: folders of tests/ that hold no tests of one module's folder: inputs, MPI scripts, whole-project checks
+TEST_SUPPORT = {"data", "mpi_scripts", "project", "__pycache__"}
+
+
+def test_the_tests_mirror_the_code():
+    """tests/<package>/<folder>/test_*.py tests that folder (tests/bench/run/ tests bench/run/): a reader finds
+    the tests of a module beside its path, and a test file's name is unique (pytest imports them by name)."""
+    tests = ROOT / "tests"
+    assert not sorted(tests.glob("test_*.py")), "a test file in tests/ itself: move it under the folder it tests"
+    folders = {path.parent.relative_to(tests) for path in tests.rglob("test_*.py")}
+    for folder in folders:
+        if folder.parts[0] in TEST_SUPPORT:
+            continue
+        assert (ROOT / folder).is_dir(), f"tests/{folder} mirrors no folder of the code ({folder} does not exist)"
+    names = [path.name for path in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted(name for name in names if names.count(name) > 1)
