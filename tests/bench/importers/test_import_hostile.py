@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import DATA, ROOT, run_cli
-from hostile import run_in_process
+from hostile import assert_bad_input, run_in_process
 
 from bench.importers.writer import CHUNK_ROWS
 from bench.plan.cells import Cell
@@ -55,16 +55,10 @@ def refused(tmp_path: Path, tool: str, *args: object, out: Path | None = None, c
     started = time.monotonic()
     code, stdout, stderr = run_in_process("import", tool, *map(str, args), "--out", str(out))
     elapsed = time.monotonic() - started
-    shown = f"exit {code}\nstdout: {stdout[-2000:]}\nstderr: {stderr[-2000:]}"
-    assert code == 2, shown
-    assert "Traceback" not in stdout + stderr, shown
-    lines = stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pccl-bench: error: "), shown
-    for text in contains:
-        assert text in lines[0], f"{text!r} not in {lines[0]!r}"
-    assert elapsed < LIMIT_S, f"{elapsed:.1f} s: {shown}"
+    line = assert_bad_input((code, stdout, stderr), *contains)
+    assert elapsed < LIMIT_S, f"{elapsed:.1f} s: {line}"
     assert listing(tmp_path) == before, f"written: {listing(tmp_path) - before}"
-    return lines[0]
+    return line
 
 
 def edited(tmp_path: Path, source: Path, old: str, new: str, name: str | None = None) -> tuple[Path, int]:

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import ROOT
-from hostile import run_in_process
+from hostile import assert_bad_input, run_in_process
 
 from bench.model.band import MAX_RESAMPLE_BYTES, check_resampling
 from bench.plan.sizes import geometric
@@ -34,14 +34,7 @@ LIMIT_S = 10.0
 
 def one_error_line(code: int, stdout: str, stderr: str, *needed: str) -> str:
     """Exit 2, exactly one line on stderr starting ``pccl-bench: error:``, holding every ``needed``."""
-    shown = f"exit {code}\nstdout: {stdout[-1500:]}\nstderr: {stderr[-1500:]}"
-    assert code == 2, shown
-    assert "Traceback" not in stdout + stderr, shown
-    lines = stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pccl-bench: error: "), shown
-    for text in needed:
-        assert text in lines[0], f"{text!r} not in the error\n{shown}"
-    return lines[0]
+    return assert_bad_input((code, stdout, stderr), *needed)
 
 
 def refused(*argv: object, needed: tuple[str, ...] = ()) -> str:

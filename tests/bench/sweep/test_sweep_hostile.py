@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import describe, run_cli
-from hostile import run_in_process
+from hostile import assert_bad_input, run_in_process
 
 from bench.errors import BadInput
 from bench.plan.cells import expand
@@ -45,15 +45,9 @@ def refused(*argv: object, needles: tuple[str, ...] = ()) -> str:
     """``argv`` is bad input: exit 2, one line on stderr naming ``needles``, no traceback, in < 10 s."""
     started = time.monotonic()
     code, stdout, stderr = run_in_process(*map(str, argv))
-    shown = f"{argv}\nexit {code}\nstdout: {stdout[-1500:]}\nstderr: {stderr[-1500:]}"
-    assert code == 2, shown
-    assert "Traceback" not in stdout + stderr, shown
-    lines = stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pccl-bench: error: "), shown
-    for needle in needles:
-        assert needle in lines[0], f"{needle!r} not named\n{shown}"
-    assert time.monotonic() - started < 10, shown
-    return lines[0]
+    line = assert_bad_input((code, stdout, stderr), *needles)
+    assert time.monotonic() - started < 10, f"{argv}: {line}"
+    return line
 
 
 def snapshot(folder: Path) -> dict[str, bytes | None]:
