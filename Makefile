@@ -5,9 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SLURM ?= 1
-# two test workers (pytest-xdist): one runs in-process tests while the other's MPI jobs wait
-TEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := $(PY) -m pytest -q
 STAMP := $(VENV)/.pccl-bench-installed
 
 .PHONY: setup sweep test lint bench clean

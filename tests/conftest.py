@@ -150,22 +150,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-#: test files that bring up namespace hosts (a lab, the local Slurm's nodes): never two at once
-NAMESPACE_FILES = {"test_lab", "test_slurm"}
-
-
-def _worker_groups(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) a test file runs on one worker, as
-    ``--dist loadfile`` would (its module fixtures once), and the files that make namespace hosts share one
-    worker: on 2 cores one worker's in-process tests run beside the other's MPI jobs."""
-    for item in items:
-        name = item.path.stem
-        item.add_marker(pytest.mark.xdist_group("namespaces" if name in NAMESPACE_FILES else name))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.pluginmanager.hasplugin("xdist"):
-        _worker_groups(items)
     if find_mpiexec() is not None:
         return
     skip = pytest.mark.skip(reason="no mpiexec beside this Python, in $MPIEXEC or on PATH")
