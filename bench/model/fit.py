@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.model.check import Measured, error_table
-from bench.model.cost import PARAMS, call_features, theta
+from bench.model.cost import call_features, theta
+from bench.model.legs import PARAMS
 from bench.model.machine import Machine, validated
 
 SHARED = PARAMS[: PARAMS.index("library.step_overhead_us")]

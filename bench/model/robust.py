@@ -25,8 +25,9 @@ from pydantic import ValidationError
 
 from bench.errors import BadInput
 from bench.model.check import Measured
-from bench.model.cost import PARAMS, call_features, library_key, theta, us_per_byte
+from bench.model.cost import best_schedules, call_features, library_key, theta, us_per_byte
 from bench.model.fit import UNBOUNDED_GBPS, nnls
+from bench.model.legs import PARAMS
 from bench.model.machine import Library, Machine, error_line
 
 #: the terms fitted per library (PARAMS names; ``reduce`` covers device and host reductions)
@@ -82,10 +83,15 @@ def median_cells(measured: list[Measured]) -> list[Measured]:
             for call, items in groups.items()]
 
 
+_TERM_COLUMNS = np.array([PARAMS.index(name) for name in TERMS])
+
+
 def _terms_of(features: np.ndarray, library: str, machine: Machine) -> np.ndarray:
     """The TERMS columns of a PARAMS feature vector (reductions in one column)."""
-    reduce = features[PARAMS.index("reduce.us_per_byte")] + features[PARAMS.index("host_reduce.us_per_byte")]
-    return np.array([features[PARAMS.index(name)] if name != "reduce.us_per_byte" else reduce for name in TERMS])
+    terms = features[_TERM_COLUMNS]
+    terms[TERMS.index("reduce.us_per_byte")] = (features[PARAMS.index("reduce.us_per_byte")]
+                                                 + features[PARAMS.index("host_reduce.us_per_byte")])
+    return terms
 
 
 _KEEP = object()
@@ -146,11 +152,11 @@ def _design(cells: list[Measured], machine: Machine, library: str) -> tuple[np.n
     """(TERMS features, the fixed rest of each cell's modelled time: copies, ...) under ``machine``."""
     params = theta(machine, library)
     fitted = [PARAMS.index(name) for name in FITTED_PARAMS]
+    fitted_params = params[fitted]
     rows, rest = [], []
-    for item in cells:
-        features = call_features(item.call, machine, params)
+    for features, _ in best_schedules([item.call for item in cells], machine, params):  # call_features of each
         rows.append(_terms_of(features, library, machine))
-        rest.append(float(features @ params - features[fitted] @ params[fitted]))
+        rest.append(float(features @ params - features[fitted] @ fitted_params))
     return np.array(rows), np.array(rest)
 
 

@@ -204,10 +204,7 @@ def build_profile(variant: Variant, collective: str, grid: Grid, in_place: bool,
 
 def _distinct_steps(arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
     """(first step of each distinct step, distinct step of every step): steps equal byte for byte."""
-    steps = len(arrays[0])
     rows = np.hstack([np.ascontiguousarray(a).view(np.uint8) for a in arrays])  # (steps, bytes of every rank)
-    first: dict[bytes, int] = {}
-    order = np.array([first.setdefault(row.tobytes(), len(first)) for row in rows], dtype=np.intp)
-    distinct = np.zeros(len(first), dtype=np.intp)
-    distinct[order[::-1]] = np.arange(steps - 1, -1, -1)  # the first step of each (last write wins)
-    return distinct, order
+    numbers: dict[bytes, int] = {}  # distinct steps numbered as they first come
+    order = np.array([numbers.setdefault(row.tobytes(), len(numbers)) for row in rows], dtype=np.intp)
+    return np.unique(order, return_index=True)[1], order
