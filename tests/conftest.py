@@ -24,12 +24,6 @@ TESTS = ROOT / "tests"
 MPI_SCRIPTS = TESTS / "mpi_scripts"
 #: inputs the importers read (real tool outputs)
 DATA = TESTS / "data"
-# Test modules whose helpers other folders' tests import (``from test_gate import make_run``): importable
-# whatever is collected first, also when one file runs alone. (Moving those helpers beside hostile.py is next.)
-for _folder in ("bench/judge", "bench/cli", "bench/present"):
-    if str(TESTS / _folder) not in sys.path:
-        sys.path.append(str(TESTS / _folder))
-
 #: a valid two-rank suite that runs in seconds; tests change one field at a time
 TINY_SUITE = {
     "name": "tiny",

@@ -228,3 +228,17 @@ def test_the_tests_mirror_the_code():
         assert (ROOT / folder).is_dir(), f"tests/{folder} mirrors no folder of the code ({folder} does not exist)"
     names = [path.name for path in tests.rglob("test_*.py")]
     assert len(names) == len(set(names)), sorted(name for name in names if names.count(name) > 1)
+
+
+def test_a_test_imports_test_modules_of_its_own_folder_only():
+    """pytest puts each test file's folder on sys.path as it collects it, so ``from test_x import`` of
+    another folder works only when that folder was collected first: helpers several folders share live in
+    tests/ itself (conftest.py, hostile.py, synthetic_runs.py, bad_suites.py)."""
+    tests = ROOT / "tests"
+    strays = []
+    for path in tests.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("test_"):
+                if not (path.parent / f"{node.module}.py").exists():
+                    strays.append(f"{path.relative_to(tests)}: from {node.module} import ...")
+    assert not strays, strays

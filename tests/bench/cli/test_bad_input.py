@@ -8,7 +8,6 @@ run, goes through the real command in a process of its own.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import shutil
 import subprocess
@@ -18,17 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY_SUITE, describe, run_cli
+from bad_suites import GOOD, assert_bad_command, suite_text
+from conftest import describe, run_cli
 from hostile import run_in_process
-
-GOOD = {**TINY_SUITE, "timeout_s": 60}
-RESULT_FILES = ("results.parquet", "results.csv", "samples.parquet", "meta.json")
-
-
-def suite_text(**changes) -> str:
-    raw = copy.deepcopy(GOOD)
-    raw.update(changes)
-    return yaml.safe_dump(raw, sort_keys=False)
 
 
 @dataclass
@@ -203,20 +194,6 @@ CASES = [
 ]
 
 
-def assert_bad_input(result, out: Path, needles: list[str], out_existed: bool = False) -> None:
-    everything = result.stdout + result.stderr
-    assert "Traceback" not in everything, describe(result)
-    assert result.returncode == 2, describe(result)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, f"stderr must be exactly one line\n{describe(result)}"
-    assert lines[0].startswith("pccl-bench: error:"), describe(result)
-    for needle in needles:
-        assert needle in lines[0], f"{needle!r} missing from the error line\n{describe(result)}"
-    for name in RESULT_FILES:
-        assert not (out / name).exists(), f"bad input wrote {name}"
-    assert out_existed or not out.exists(), f"bad input created {out}"
-
-
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_input(case: Case, tmp_path: Path):
     suite = tmp_path / "suite.yaml"
@@ -229,7 +206,7 @@ def test_bad_input(case: Case, tmp_path: Path):
         n.replace("{suite}", str(suite)).replace("{out}", str(out)).replace("{tmp}", str(tmp_path))
         for n in case.needles
     ]
-    assert_bad_input(in_process(*argv), out, needles)
+    assert_bad_command(in_process(*argv), out, needles)
 
 
 #: the corpus cases also run through the real command (a process of its own, as a user runs it)
@@ -242,7 +219,7 @@ def test_bad_input_through_the_real_command(case: Case, tmp_path: Path):
     suite.write_text(case.suite)
     out = tmp_path / "out"
     needles = [n.replace("{suite}", str(suite)).replace("{out}", str(out)) for n in case.needles]
-    assert_bad_input(run_cli(*case.argv(suite, out, tmp_path), timeout=60), out, needles)
+    assert_bad_command(run_cli(*case.argv(suite, out, tmp_path), timeout=60), out, needles)
 
 
 def in_process(*argv: object) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import describe, run_cli
-from test_gate import cell, make_run
+from synthetic_runs import cell, make_run
 
 from bench.errors import BadInput
 from bench.judge.arms import split_arms

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import describe, run_cli
-from test_gate import cell, cli, grid, make_run
+from synthetic_runs import cell, cli, grid, make_run
 
 from bench.errors import BadInput
 from bench.judge.gate import GateOptions, gate

@@ -1,4 +1,4 @@
-"""Bad Slurm input through the real CLI (the pattern of test_bad_input.py): the suite's ``slurm``
+"""Bad Slurm input through the real CLI (the pattern of tests/bench/cli/test_bad_input.py): the suite's ``slurm``
 block, --launcher srun|sbatch without Slurm, --wait, --partition/--account/--time. Exit 2, one line
 naming the field or flag and the value, no traceback, no result files. No cluster needed."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from bad_suites import assert_bad_command, suite_text
 from conftest import run_cli
-from test_bad_input import assert_bad_input, suite_text
 
 from bench.errors import BadInput
 from bench.plan.suite import parse_suite
@@ -97,7 +97,7 @@ def test_bad_slurm_input(case: Case, tmp_path: Path):
     empty.mkdir()
     env = {"PATH": str(empty)} if case.no_slurm else None
     result = run_cli(*case.argv(suite, out), env=env, timeout=60)
-    assert_bad_input(result, out, [needle.replace("{suite}", str(suite)) for needle in case.needles])
+    assert_bad_command(result, out, [needle.replace("{suite}", str(suite)) for needle in case.needles])
     assert not out.exists(), "bad input created the run folder"
 
 
@@ -108,5 +108,5 @@ def test_out_folder_of_a_submitted_batch_job_is_refused(tmp_path: Path):
     out.mkdir()
     (out / "slurm.json").write_text(json.dumps({"job_id": "7"}))
     result = run_cli("run", "sweep", suite, "--out", out, timeout=60)
-    assert_bad_input(result, out, ["--out", str(out), "batch job", "--resume"], out_existed=True)
+    assert_bad_command(result, out, ["--out", str(out), "batch job", "--resume"], out_existed=True)
     assert sorted(path.name for path in out.iterdir()) == ["slurm.json"]

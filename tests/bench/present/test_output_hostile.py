@@ -26,8 +26,8 @@ import pandas as pd
 import pytest
 from hostile import run_in_process
 from rich.console import Console
+from synthetic_runs import cell, make_run
 from test_console import row
-from test_gate import cell, make_run
 
 from bench.present import console as screen
 from bench.present import plot as plots

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA
-from test_gate import cell, make_run
+from synthetic_runs import cell, make_run
 
 from bench.cli import main
 from bench.present import plot as plots

@@ -6,7 +6,7 @@ import base64
 import re
 
 import pytest
-from test_gate import grid, make_run
+from synthetic_runs import grid, make_run
 
 from bench.cli import main
 
