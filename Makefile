@@ -5,7 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SLURM ?= 1
-PYTEST := $(PY) -m pytest -q
+# Two workers, each test file on one (its module fixtures built once); TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 STAMP := $(VENV)/.pccl-bench-installed
 
 .PHONY: setup sweep test lint bench clean

@@ -8,6 +8,7 @@ the tree they live in.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -33,6 +34,17 @@ TINY_SUITE = {
     "sizes": {"min": "8B", "max": "64B"},
     "timing": {"warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0},
 }
+
+@pytest.fixture(scope="module")
+def one_lab_at_a_time():
+    """The lab tests and the Slurm tests each drive namespace hosts on the lab subnet and time sweeps
+    across them; under pytest-xdist (``make test``: two workers, a file per worker) their files would
+    run at once on two workers: one waits for the other's file to end."""
+    with open(Path(os.environ.get("TMPDIR", "/tmp")) / "pccl-bench-tests-lab.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
 
 def sigint_default() -> None:
     """``preexec_fn`` of a sweep a test interrupts: SIGINT as Ctrl-C delivers it, also when the tests

@@ -39,7 +39,7 @@ SUITE = {
     "timeout_s": 90,
 }
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.usefixtures("one_lab_at_a_time")]
 
 
 @pytest.fixture(scope="module")

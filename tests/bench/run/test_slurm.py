@@ -78,7 +78,7 @@ def slurm_missing() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("one_lab_at_a_time")]
 
 
 @pytest.fixture(autouse=True)
