@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 EXAMPLES = int(os.environ.get("PCCL_FUZZ_EXAMPLES", "8"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=timedelta(seconds=20), database=None,
+FUZZ = settings(max_examples=EXAMPLES, deadline=timedelta(seconds=120), database=None,  # a hang guard
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 GOOD = small_run(Path(tempfile.mkdtemp(prefix="pccl-fuzz-good-")) / "run", cells=6)
