@@ -19,8 +19,9 @@ from bench.judge.gate_output import benchmark_json, headline, junit, markdown, r
 from bench.plan.sizes import SIZE_HELP, parse_size
 from bench.results.runset import load_runs
 
-GATE_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression, or a cell that failed, returned wrong data, is "
-                  "missing or has too few samples to be judged; 2 bad input (unreadable, empty or mismatched "
+GATE_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression (of a cell, or of every cell together in a paired "
+                  "comparison), or a cell that failed, returned wrong data, is missing, has too few samples "
+                  "to be judged or (--decide) is undecided; 2 bad input (unreadable, empty or mismatched "
                   "tables, bad options).")
 
 
@@ -107,6 +108,12 @@ def gate_command(
         = False,
     allow_missing: Annotated[bool, typer.Option(
         "--allow-missing", help="Cells of the baseline that the current run lacks do not fail the gate.")] = False,
+    decide: Annotated[bool, typer.Option(
+        "--decide", help="A cell whose interval still holds 1 + threshold is undecided (it fails the gate unless "
+                         "--allow-undecided), not unchanged: what pccl-bench ab measures until it is decided.")]
+        = False,
+    allow_undecided: Annotated[bool, typer.Option(
+        "--allow-undecided", help="Undecided cells do not fail the gate; they are still counted.")] = False,
     normalise: Annotated[str, typer.Option(
         "--normalise", help="probe: judge each cell relative to the machine-speed probe measured beside it "
                             "(suites with timing.probe: true); the headline says when the whole machine moved.")]
@@ -120,6 +127,9 @@ def gate_command(
     A cell regressed when the bootstrap interval of median(current)/median(baseline) lies above
     1 + threshold; cells that failed or returned wrong data always fail the gate, and so do cells
     that were never judged (missing, or too few samples) unless --allow-missing / --allow-insufficient.
+    A paired comparison (--paired, --arms) is also judged across the board: every cell's ratio in
+    each pair, the median over cells, then over pairs; a candidate slower across the board beyond
+    the threshold fails the gate even where each cell's interval alone is too wide to say so.
     """
     if len(runs) < (1 if arms else 2):
         raise BadInput("gate", "give at least one BASELINE and the CURRENT run (or --arms A B RUN)")
@@ -131,7 +141,8 @@ def gate_command(
         impls=impl or [],
         collectives=collective or [], nranks=nranks or [], min_bytes=_size(min_size, "--min-size") or 0,
         max_bytes=_size(max_size, "--max-size"), allow=load_allowlist(allow) if allow else [],
-        allow_insufficient=allow_insufficient, allow_missing=allow_missing, normalise=normalise))
+        allow_insufficient=allow_insufficient, allow_missing=allow_missing, normalise=normalise, decide=decide,
+        allow_undecided=allow_undecided))
     outputs = [(_output(markdown_out, "--markdown"), markdown), (_output(junit_out, "--junit"), junit),
                (_output(json_out, "--json"), benchmark_json)]
     if arms:

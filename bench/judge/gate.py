@@ -9,10 +9,14 @@ ranks, nodes, dtype, op, placement, count, timing mode; repeats and runs pooled)
 * insufficient  fewer than ``min_samples`` timed iterations on a side: not judged
 * regressed  the interval of median(current)/median(baseline) lies above 1 + threshold
 * improved   the interval lies below 1 / (1 + threshold)
+* undecided  (only when asked to decide, as ``pccl-bench ab`` does) the interval still holds 1 + threshold
 * unchanged  otherwise
 
-The gate fails on regressed, failed, missing and insufficient cells that the allow-list does not
-name: a cell that was never judged is not a pass (``allow_insufficient`` / ``allow_missing`` opt out).
+The gate fails on regressed, failed, missing, insufficient and undecided cells that the allow-list
+does not name: a cell that was never judged is not a pass (``allow_insufficient`` / ``allow_missing``
+/ ``allow_undecided`` opt out). Paired comparisons are also judged as a whole (bench/judge/shift.py):
+a candidate slower across the board beyond the threshold fails the gate however wide each cell's
+interval is.
 It never averages over sizes: the summary counts verdicts and says how many cells were judged.
 """
 
@@ -28,14 +32,16 @@ from bench.judge import probe_scale
 from bench.judge.allowlist import AllowEntry, apply_allowlist
 from bench.judge.arms import paired_runs
 from bench.judge.probe_scale import good_rows
+from bench.judge.samples import launches_of, sample_groups
+from bench.judge.shift import Shift, uniform_shift
 from bench.plan.cells import CELL_KEY
 from bench.results.labels import cell_label
 from bench.results.runset import RunSet
 from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio, turn_ratio
 
-VERDICTS = ("regressed", "failed", "missing", "insufficient", "new", "improved", "unchanged")
-#: verdicts that fail the gate unless allowed (insufficient and missing unless the options opt out)
-FAILING = ("regressed", "failed", "missing", "insufficient")
+VERDICTS = ("regressed", "failed", "missing", "insufficient", "undecided", "new", "improved", "unchanged")
+#: verdicts that fail the gate unless allowed (insufficient, missing, undecided unless the options opt out)
+FAILING = ("regressed", "failed", "missing", "insufficient", "undecided")
 #: verdicts that carry a judgement of the timings
 JUDGED = ("regressed", "improved", "unchanged")
 #: statuses that mean the cell did not produce a trustworthy timing
@@ -81,6 +87,10 @@ class GateOptions:
     #: cells without enough samples / absent from the current run do not fail the gate
     allow_insufficient: bool = False
     allow_missing: bool = False
+    #: a cell whose interval still holds 1 + threshold is ``undecided`` rather than ``unchanged``
+    #: (``pccl-bench ab`` measures such cells again until they are decided or its budget is spent)
+    decide: bool = False
+    allow_undecided: bool = False
     #: "probe": judge every cell relative to the machine-speed probe measured beside it
     normalise: str = ""
     #: paired: the pairs are fixed strata (same-job arms in one launch), not drawn with replacement
@@ -91,8 +101,9 @@ class GateOptions:
 
     def failing(self) -> tuple[str, ...]:
         """The verdicts that fail the gate under these options."""
-        return tuple(name for name in FAILING if not (name == "insufficient" and self.allow_insufficient)
-                     and not (name == "missing" and self.allow_missing))
+        allowed = {"insufficient": self.allow_insufficient, "missing": self.allow_missing,
+                   "undecided": self.allow_undecided}
+        return tuple(name for name in FAILING if not allowed.get(name))
 
     def threshold_for(self, bytes_total: int) -> float:
         return self.small_threshold if bytes_total < self.small_below_bytes else self.threshold
@@ -126,6 +137,12 @@ class GateResult:
     current_runs: list[str]
     #: median over cells of the probe's current/baseline ratio (None: no probe on a side)
     probe_ratio: float | None = None
+    #: paired comparisons: every cell's shift together (None: not paired, or too few pairs or cells)
+    shift: Shift | None = None
+
+    def shift_verdict(self) -> str:
+        """regressed | improved | "": the candidate across the board (bench/judge/shift.py)."""
+        return self.shift.verdict(self.options.threshold) if self.shift else ""
 
     def machine_verdict(self) -> str:
         """One verdict for the whole machine: "" unless the probe moved beyond the threshold."""
@@ -139,13 +156,13 @@ class GateResult:
 
     @property
     def passed(self) -> bool:
-        return not any(cell.fails for cell in self.cells)
+        return not any(cell.fails for cell in self.cells) and self.shift_verdict() != "regressed"
 
     def common_shift(self) -> str:
         """A warning when most judged cells moved together: the machine changed speed, or a layer
         that every cell uses (the MPI library, the compiler) did. "" otherwise."""
         ratios = np.array([cell.estimate.ratio for cell in self.cells if cell.estimate])
-        if len(ratios) < COMMON_SHIFT_CELLS:
+        if self.shift is not None or len(ratios) < COMMON_SHIFT_CELLS:  # a paired shift is judged instead
             return ""
         median = float(np.exp(np.median(np.log(ratios))))
         same_way = float(np.mean(ratios > 1.0) if median > 1.0 else np.mean(ratios < 1.0))
@@ -170,7 +187,9 @@ class GateResult:
         if counts["missing"]:
             parts.append(f"{counts['missing']} missing (not in the current run"
                          + ("" if not self.options.allow_missing else ", allowed") + ")")
-        for name, why in (("failed", "failed, wrong or timed out"), ("new", "not in the baseline")):
+        for name, why in (("undecided", "the interval still holds the threshold"
+                                        + (", allowed" if self.options.allow_undecided else "")),
+                          ("failed", "failed, wrong or timed out"), ("new", "not in the baseline")):
             if counts[name]:
                 parts.append(f"{counts[name]} {name} ({why})")
         return ", ".join(parts)
@@ -208,52 +227,6 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-#: per cell key, run id and launch id: the launch's iteration times, in iteration order
-Groups = dict[tuple, dict[str, dict[str, np.ndarray]]]
-
-
-def _codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Integer codes and the distinct values of a key column (a categorical's own codes: no copy)."""
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        return values.cat.codes.to_numpy(), [str(name) for name in values.cat.categories]
-    codes, uniques = pd.factorize(values.astype(str))
-    return codes, [str(name) for name in uniques]
-
-
-def _sample_groups(samples: pd.DataFrame, rows: pd.DataFrame, scales: dict | None = None) -> Groups:
-    """Per cell key and run id, one array of iteration times per launch: the samples of ``rows``
-    (their cell keys), each launch's times x ``scales[(cell_key, run_id, launch_id)]`` where given.
-    One sort of integer codes, so that 10 M samples take seconds and a few hundred MB."""
-    if samples.empty or rows.empty:
-        return {}
-    key_of = dict(zip(rows["cell_key"].astype(str), rows[list(CELL_KEY)].itertuples(index=False, name=None),
-                      strict=True))
-    samples = samples[samples["cell_key"].isin(list(key_of))]
-    if samples.empty:
-        return {}
-    (cells, cell_names), (runs, run_names), (launches, launch_names) = (
-        _codes(samples[name]) for name in ("cell_key", "run_id", "launch_id"))
-    iteration = samples["iteration"].to_numpy() if "iteration" in samples else np.zeros(len(samples), np.int64)
-    order = np.lexsort((iteration, launches, runs, cells))
-    times = samples["time_us"].to_numpy(dtype=np.float64)[order]
-    ids = np.stack([cells[order], runs[order], launches[order]])
-    starts = np.flatnonzero(np.concatenate([[True], (ids[:, 1:] != ids[:, :-1]).any(axis=0)]))
-    groups: Groups = {}
-    for start, stop in zip(starts, [*starts[1:], len(times)], strict=True):
-        cell_key, run, launch = cell_names[ids[0, start]], run_names[ids[1, start]], launch_names[ids[2, start]]
-        part = times[start:stop]
-        scale = (scales or {}).get((cell_key, run, launch))
-        part = part * scale if scale is not None else part
-        launch_times = groups.setdefault(key_of[cell_key], {}).setdefault(run, {})
-        # two repeats of a cell in one launch pool, as they always did
-        launch_times[launch] = np.concatenate([launch_times[launch], part]) if launch in launch_times else part
-    return groups
-
-
-def _launches(runs: dict[str, dict[str, np.ndarray]]) -> list[np.ndarray]:
-    return [times for launches in runs.values() for times in launches.values()]
-
-
 def _turn_launches(current_rows: pd.DataFrame, baseline_rows: pd.DataFrame, current: dict,
                    baseline: dict) -> list[tuple[np.ndarray, np.ndarray]] | None:
     """(current, baseline) times per launch, aligned turn by turn, when both sides are two arms of
@@ -289,7 +262,7 @@ def _estimate(current: dict, baseline: dict, pairing: list[tuple[str, str]] | No
     if turns is not None:
         return turn_ratio(turns, options.confidence, options.resamples, options.seed)
     if pairing is None:
-        return median_ratio(_launches(current), _launches(baseline), options.confidence, options.resamples,
+        return median_ratio(launches_of(current), launches_of(baseline), options.confidence, options.resamples,
                             options.seed)
     pairs = [(list(current[c].values()), list(baseline[b].values())) for c, b in pairing
              if c in current and b in baseline]
@@ -300,8 +273,8 @@ def _estimate(current: dict, baseline: dict, pairing: list[tuple[str, str]] | No
 
 def _judge_pair(cell: CellVerdict, current: dict, baseline: dict, pairing: list | None,
                 options: GateOptions, turns: list | None = None) -> None:
-    n_current = sum(map(len, _launches(current)))
-    n_baseline = sum(map(len, _launches(baseline)))
+    n_current = sum(map(len, launches_of(current)))
+    n_baseline = sum(map(len, launches_of(baseline)))
     estimate = _estimate(current, baseline, pairing, options, turns) \
         if min(n_current, n_baseline) >= options.min_samples else None
     if estimate is None:
@@ -322,6 +295,8 @@ def _judge_pair(cell: CellVerdict, current: dict, baseline: dict, pairing: list 
         cell.verdict, cell.reason = "regressed", f"interval above {limit:.2f}"
     elif estimate.high < 1.0 / limit:
         cell.verdict, cell.reason = "improved", f"interval below {1.0 / limit:.2f}"
+    elif options.decide and estimate.high >= limit:
+        cell.verdict, cell.reason = "undecided", f"interval holds {limit:.2f}"
     else:
         cell.verdict = "unchanged"
 
@@ -373,7 +348,7 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
         if probe_ratio is None:
             raise BadInput("--normalise", "probe: a side has no probe_us column (measure with timing.probe: true)")
         scales = (probe_scale.probe_scales(cur, base), probe_scale.probe_scales(base, base))
-    groups = (_sample_groups(current.samples, cur, scales[0]), _sample_groups(baseline.samples, base, scales[1]))
+    groups = (sample_groups(current.samples, cur, scales[0]), sample_groups(baseline.samples, base, scales[1]))
     pairing = paired_runs(baseline, current) if options.paired else None
     empty = cur.iloc[0:0]
     cells = []
@@ -385,7 +360,10 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     for verdict in cells:
         verdict.failing = options.failing()
     apply_allowlist(cells, options.allow)
-    return GateResult(cells, options, baseline.run_ids, current.run_ids, probe_ratio)
+    measured = [cell.key for cell in cells if cell.verdict not in ("failed", "missing", "new")]
+    shift = uniform_shift(groups[0], groups[1], pairing, measured, options.confidence, options.resamples,
+                          options.seed) if pairing else None
+    return GateResult(cells, options, baseline.run_ids, current.run_ids, probe_ratio, shift)
 
 
 def _sort_key(key: tuple) -> tuple:

@@ -17,9 +17,9 @@ from bench.files import atomic_write
 from bench.judge.gate import VERDICTS, CellVerdict, GateResult
 from bench.text import console_text, markdown_text, xml_text
 
-COLOURS = {"regressed": "red", "failed": "red", "missing": "red", "insufficient": "yellow", "new": "cyan",
-           "improved": "green", "unchanged": "white"}
-MARKS = {"regressed": "❌", "failed": "❌", "missing": "❌", "insufficient": "⚠️", "new": "🆕",
+COLOURS = {"regressed": "red", "failed": "red", "missing": "red", "insufficient": "yellow", "undecided": "yellow",
+           "new": "cyan", "improved": "green", "unchanged": "white"}
+MARKS = {"regressed": "❌", "failed": "❌", "missing": "❌", "insufficient": "⚠️", "undecided": "❔", "new": "🆕",
          "improved": "✅", "unchanged": "✔️"}
 
 
@@ -52,8 +52,10 @@ def headline(result: GateResult) -> str:
     judged = f"{result.judged} of {len(result.cells)} cells judged"
     unjudged = result.unjudged_text()
     machine = result.machine_verdict()
+    shift = result.shift_verdict()
     return f"{verdict}: {summary} of {len(result.cells)} cells; {judged}" + (f"; not judged: {unjudged}" if unjudged
                                                                                else "") + \
+        (f"; {shift} across the board: {result.shift.text(result.probe_ratio)}" if shift else "") + \
         (f"; machine: {machine}" if machine else "")
 
 
@@ -106,6 +108,8 @@ def markdown(result: GateResult) -> str:
              f"Rule: {settings_text(result)}.", ""]
     if warning := result.common_shift():
         lines += [f"> **Warning:** {warning}.", ""]
+    if result.shift is not None:
+        lines += [f"Across the board: {markdown_text(result.shift.text(result.probe_ratio))}.", ""]
     lines += ["| verdict | cells |", "| --- | ---: |"]
     lines += [f"| {MARKS[name]} {name} | {count} |" for name, count in counts.items() if count]
     flagged = sorted(_shown(result, False), key=lambda cell: VERDICTS.index(cell.verdict))
@@ -118,10 +122,19 @@ def markdown(result: GateResult) -> str:
 
 def junit(result: GateResult) -> str:
     """One test case per cell: failures for failing verdicts, skipped for allowed or unjudged ones."""
-    failures = sum(cell.fails for cell in result.cells)
-    skipped = sum(1 for cell in result.cells if not cell.fails and (cell.allowed or cell.verdict == "insufficient"))
-    suite = ET.Element("testsuite", name="pccl-bench gate", tests=str(len(result.cells)),
+    unjudged = ("insufficient", "undecided")
+    shift_fails = result.shift_verdict() == "regressed"
+    failures = sum(cell.fails for cell in result.cells) + shift_fails
+    skipped = sum(1 for cell in result.cells if not cell.fails and (cell.allowed or cell.verdict in unjudged))
+    suite = ET.Element("testsuite", name="pccl-bench gate", tests=str(len(result.cells) + (result.shift is not None)),
                        failures=str(failures), errors="0", skipped=str(skipped))
+    if result.shift is not None:
+        case = ET.SubElement(suite, "testcase", classname="gate", name="across the board", time="0")
+        text = xml_text(result.shift.text(result.probe_ratio))
+        if shift_fails:
+            ET.SubElement(case, "failure", message=text, type="regressed").text = xml_text(settings_text(result))
+        else:
+            ET.SubElement(case, "system-out").text = text
     for cell in result.cells:
         # ElementTree escapes, but writes characters XML 1.0 forbids as they are: drop those first
         case = ET.SubElement(suite, "testcase", classname=xml_text(f"gate.{cell.row['collective']}.{cell.row['impl']}"),
@@ -129,7 +142,7 @@ def junit(result: GateResult) -> str:
         message = xml_text(f"{verdict_text(cell)} {ratio_text(cell)} {interval_text(cell)} {note_text(cell)}".strip())
         if cell.fails:
             ET.SubElement(case, "failure", message=message, type=cell.verdict).text = xml_text(settings_text(result))
-        elif cell.allowed or cell.verdict == "insufficient":
+        elif cell.allowed or cell.verdict in unjudged:
             ET.SubElement(case, "skipped", message=message)
         else:
             ET.SubElement(case, "system-out").text = message

@@ -127,6 +127,8 @@ class Launch:
     cells: list[Cell] = field(default_factory=list)
     #: environment of this launch on top of the suite's (an arm's ``env``)
     env: dict[str, str] = field(default_factory=dict)
+    #: the install whose worker runs this launch (an arm's ``install``; None: this one)
+    install: str | None = None
     #: where its ranks go (None: all on this host)
     placement: Placement | None = None
 
@@ -221,27 +223,30 @@ def selected(cell: Cell, select: list[dict[str, tuple]]) -> bool:
 
 
 def with_arms(launch: Launch, suite: Suite) -> list[Launch]:
-    """The launch as the suite's arms measure it: arms that share an environment take turns cell
-    by cell inside one launch; an arm with another environment (read at MPI_Init) gets a launch of
-    its own, and the launches of one repeat follow each other."""
+    """The launch as the suite's arms measure it: arms that share an environment and an install
+    take turns cell by cell inside one launch; an arm with another environment (read at MPI_Init)
+    or another install gets a launch of its own. The launches of one repeat follow each other, in
+    the arms' order on even repeats and the reverse on odd ones (ABBA: a drift of the machine over
+    two repeats lands on every arm alike)."""
     if not suite.arms:
         return [launch]
-    groups: list[tuple[dict, list]] = []
+    groups: list[tuple[tuple[dict, str | None], list]] = []
     for arm in suite.arms:
-        env = {name: str(value) for name, value in arm.env.items()}
+        setting = ({name: str(value) for name, value in arm.env.items()}, arm.install)
         for known, members in groups:
-            if known == env:
+            if known == setting:
                 members.append(arm)
                 break
         else:
-            groups.append((env, [arm]))
+            groups.append((setting, [arm]))
     out = []
-    for env, members in groups:
+    for (env, install), members in groups:
         suffix = "" if len(groups) == 1 else "-" + "+".join(arm.name for arm in members)
         cells = [replace(cell, arm=arm.name, **{name: getattr(arm, name) for name in ARM_FIELDS
                                                  if getattr(arm, name) is not None})
                  for cell in launch.cells for arm in members]
         out.append(Launch(launch.launch_id + suffix, launch.nranks, launch.ranks_per_node, launch.device,
                           launch.requested_ranks_per_node, list({cell.key: cell for cell in cells}.values()), env,
-                          launch.placement))
-    return out
+                          install, launch.placement))
+    repeat = launch.cells[0].repeat if launch.cells else 0
+    return out[::-1] if repeat % 2 else out

@@ -99,6 +99,10 @@ class Arm(Strict):
     #: own, alternating with the other arm's launches; arms with the same env share launches and
     #: take turns cell by cell
     env: dict[str, Annotated[str | int | float, BeforeValidator(_env_value)]] = Field(default_factory=dict)
+    #: another install of this project whose worker measures this arm (a venv, a checkout with a
+    #: .venv, or a python executable; relative to the working directory): a branch against main in
+    #: one run. Launches of its own, alternating with the other arm's, as for ``env``
+    install: str | None = Field(None, min_length=1, max_length=4096)
     #: what this arm measures instead of the suite's implementation entry (same launch, in turns)
     impl: str | None = None
     algorithm: str | None = None

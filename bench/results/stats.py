@@ -88,9 +88,29 @@ def median_interval(groups: list[np.ndarray], confidence: float = 0.95, resample
     return float(low), float(high)
 
 
+#: Walsh averages held at once by hodges_lehmann (8 bytes each)
+MAX_WALSH = 1 << 22
+
+
+def hodges_lehmann(values: np.ndarray) -> np.ndarray:
+    """The Hodges-Lehmann estimate along the last axis: the median of the means of every pair of values
+    (each value with itself too). As robust as the median to a few wild values (a launch that a
+    co-tenant stalled), and nearly as efficient as the mean: from 4-16 launch pairs its interval is
+    0.6-0.9x the median's wide (docs/GATE.md)."""
+    values = np.asarray(values, dtype=np.float64)
+    count = values.shape[-1]
+    first, second = np.triu_indices(count)
+    rows = values.reshape(-1, count)
+    chunk = max(1, MAX_WALSH // len(first))
+    out = np.concatenate([np.median((part[:, first] + part[:, second]) / 2.0, axis=1)
+                          for part in (rows[start:start + chunk] for start in range(0, len(rows), chunk))])
+    return out.reshape(values.shape[:-1])
+
+
 def paired_ratio(pairs: list[tuple[list[np.ndarray], list[np.ndarray]]], confidence: float = 0.95,
                  resamples: int = DEFAULT_RESAMPLES, seed: int = 0, strata: bool = False) -> RatioEstimate:
-    """Median over pairs of median(current)/median(baseline), for runs measured in alternation.
+    """The Hodges-Lehmann estimate over pairs of log(median(current)/median(baseline)), for runs
+    measured in alternation (``hodges_lehmann``), as a ratio.
 
     ``pairs`` holds (current launches, baseline launches) of runs measured next to each other, so
     that a change of the machine's speed between pairs cancels. The interval draws pairs with
@@ -101,20 +121,21 @@ def paired_ratio(pairs: list[tuple[list[np.ndarray], list[np.ndarray]]], confide
     so the interval reflects the noise within the pairs, not which pairs happened to be drawn.
     """
     rng = np.random.default_rng(seed)
-    per_pair = np.array([bootstrap_medians(current, resamples, rng) / bootstrap_medians(baseline, resamples, rng)
-                         for current, baseline in pairs])
-    point = [float(np.median(np.concatenate(c)) / np.median(np.concatenate(b))) for c, b in pairs]
+    per_pair = np.log(np.array([bootstrap_medians(current, resamples, rng) / bootstrap_medians(baseline, resamples,
+                                                                                                    rng)
+                                for current, baseline in pairs]))
+    point = np.log([float(np.median(np.concatenate(c)) / np.median(np.concatenate(b))) for c, b in pairs])
     if strata:
-        ratios = np.median(per_pair, axis=0)
+        logs = hodges_lehmann(per_pair.T)
     else:
         chosen = rng.integers(0, len(pairs), size=(resamples, len(pairs)))
-        ratios = np.median(per_pair[chosen, np.arange(resamples)[:, None]], axis=1)
+        logs = hodges_lehmann(per_pair[chosen, np.arange(resamples)[:, None]])
     tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    low, high = np.exp(np.percentile(logs, [tail, 100.0 - tail]))
     current_us = float(np.median(np.concatenate([a for c, _ in pairs for a in c])))
     baseline_us = float(np.median(np.concatenate([a for _, b in pairs for a in b])))
     return RatioEstimate(
-        ratio=float(np.median(point)), low=float(low), high=float(high), current_us=current_us,
+        ratio=float(np.exp(hodges_lehmann(point))), low=float(low), high=float(high), current_us=current_us,
         baseline_us=baseline_us, n_current=int(sum(len(a) for c, _ in pairs for a in c)),
         n_baseline=int(sum(len(a) for _, b in pairs for a in b)),
         launches_current=sum(len(c) for c, _ in pairs), launches_baseline=sum(len(b) for _, b in pairs),

@@ -268,14 +268,16 @@ def _follow(path: Path, position: int, on_row: Callable[[dict], None]) -> int:
 
 
 def run_job(argv: list[str], env: dict[str, str], part: Path, log: Path, timeout_s: float,
-            on_row: Callable[[dict], None], on_start: Callable[[str], None] = lambda key: None) -> JobOutcome:
-    """Run one MPI job to completion, timeout or interrupt, streaming its rows."""
+            on_row: Callable[[dict], None], on_start: Callable[[str], None] = lambda key: None,
+            cwd: str = PACKAGE_HOME) -> JobOutcome:
+    """Run one MPI job to completion, timeout or interrupt, streaming its rows; ``cwd``: the folder
+    whose ``bench`` its workers import (another install's home for an arm of that install)."""
     tail: deque[str] = deque(maxlen=40)
     position = part.stat().st_size if part.exists() else 0
     with log.open("a") as log_file:
         process = subprocess.Popen(
             argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, text=True, start_new_session=True, cwd=PACKAGE_HOME,
+            stdin=subprocess.DEVNULL, text=True, start_new_session=True, cwd=cwd,
         )
 
         def pump() -> None:

@@ -100,6 +100,10 @@ def _lead(options: SweepOptions, out: Console, comm, launcher: Launcher, facts: 
             if launch.where.nhosts != len(plan.hosts):
                 raise BadInput("--launcher none", f"{launch.launch_id} puts its nodes on {launch.where.nhosts} hosts; "
                                f"the job spans {len(plan.hosts)} ({','.join(h.name for h in plan.hosts)})")
+        for index, arm in enumerate(run.suite.arms):
+            if arm.env or arm.install:
+                raise BadInput(f"{where_of(options)}: arms.{index}", f"{arm.name}: sets env or install, which need "
+                               "launches of their own; --launcher none runs every arm in the job you started")
         check_fits(run.suite, run.raw, where, launches, where_of(options))
         lock = lock_folder(options, run.folder, out)
     except BadInput:

@@ -48,6 +48,8 @@ class SweepOptions:
     #: whether the suite was named (``run sweep SUITE``) rather than taken by default: a resumed run
     #: refuses a named suite that is not its own
     suite_named: bool = True
+    #: print the summary tables at the end (``pccl-bench ab``'s rounds print one line instead)
+    summary: bool = True
 
 
 @dataclass

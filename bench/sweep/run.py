@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from bench.results.labels import impl_label
 from bench.results.speedup import median_intervals
 from bench.results.table import SCHEMA_VERSION, build_tables, write_run
 from bench.run import memory, slurm
-from bench.run.launch import BASE_ENV, LAUNCHERS, Launcher, choose_launcher, run_job
+from bench.run.installs import probe_install
+from bench.run.launch import BASE_ENV, LAUNCHERS, PACKAGE_HOME, Launcher, choose_launcher, run_job
 from bench.run.parts import append_rows, read_parts
 from bench.run.provenance import provenance, recorded_env
 from bench.sweep.options import (
@@ -70,18 +72,40 @@ def launch_plan(launch: Launch, todo: list[Cell], suite: Suite, where: Where, ru
 
 
 def job_command(launch: Launch, suite: Suite, where: Where, plan_path: str) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment of one launch's MPI job."""
+    """The argv and environment of one launch's MPI job (another install's worker for an arm that
+    names one)."""
     load = where.load(launch)
-    env = where.launcher.job_env(load, {**suite.env, **launch.env})
-    argv = where.launcher.command(launch.nranks, env, [plan_path], launch.where, suite.timeout_s,
-                                  load.oversubscribed)
+    launcher, install = where.job(launch)
+    env = launcher.job_env(load, {**suite.env, **launch.env})
+    program = None
+    if install is not None:
+        env.update(install.job_env())
+        program = [install.python, "-m", "bench.run.worker", plan_path]
+    argv = launcher.command(launch.nranks, env, [plan_path], launch.where, suite.timeout_s, load.oversubscribed,
+                            program)
     return argv, env
+
+
+def check_installs(suite: Suite, where: Where, launches: list[Launch], label: str) -> None:
+    """Every other install an arm names, asked once what it is and whether it reads this install's
+    plans (its first launch's, written to a scratch folder): BadInput before anything is written."""
+    for index, arm in enumerate(suite.arms):
+        if arm.install is None or arm.install in where.installs:
+            continue
+        launch = next(launch for launch in launches if launch.install == arm.install)
+        with tempfile.TemporaryDirectory(prefix="pccl-plan-check-") as scratch:
+            plan_path = Path(scratch) / "plan.json"
+            launch_plan(launch, launch.cells, suite, where, Run(suite, {}, Path(scratch), "plan-check"), [],
+                        {}).write(plan_path)
+            install = probe_install(arm.install, f"{label}: arms.{index}.install", SCHEMA_VERSION, plan_path)
+        where.add_install(install, f"{label}: arms.{index}.install")
 
 
 def _run_launch(launch: Launch, todo: list[Cell], run: Run, where: Where, on_row, on_start) -> None:
     suite = run.suite
     plan_path = run.folder / "plans" / f"{launch.launch_id}.json"
     argv, env = job_command(launch, suite, where, str(plan_path.resolve()))
+    _, install = where.job(launch)
     plan = launch_plan(launch, todo, suite, where, run, argv, env)
     plan.write(plan_path)
     part = Path(plan.part)
@@ -92,7 +116,7 @@ def _run_launch(launch: Launch, todo: list[Cell], run: Run, where: Where, on_row
         on_row(row)
 
     outcome = run_job(argv, env, part, run.folder / "logs" / f"{launch.launch_id}.log", suite.timeout_s,
-                      record, on_start)
+                      record, on_start, install.home if install else PACKAGE_HOME)
     if len(seen) < len(todo):
         tail = " | ".join(line for line in outcome.output_tail[-6:] if line.strip())[-600:]
         if outcome.timed_out:
@@ -110,6 +134,7 @@ def dry_run_commands(options: SweepOptions, out: Console) -> int:
     # a resumed run's own suite (with its checks), not the suite argument's
     suite = open_run(options).suite if options.resume is not None else load_for(options)[0]
     where = Where.of(suite, choose_launcher(options.launcher, suite.slurm))
+    check_installs(suite, where, where.launches(suite), where_of(options))
     if where.plan.hosts:
         out.print(f"# hosts ({where.plan.source}): {', '.join(map(str, where.plan.hosts))}; not probed in a dry run, "
                   "so each is taken for a machine of its own", highlight=False, soft_wrap=True)
@@ -132,6 +157,7 @@ def finish(run: Run, launcher: Launcher | None, where: Where, started: float) ->
         "launcher_requested": launcher.requested if launcher else None, "slurm": slurm.job_facts(folder),
         "mpi_flavour": launcher.flavour if launcher else None, "started": started, "finished": time.time(),
         "cells_planned": len(wanted), "cells_written": len(rows), "hosts": where.record(),
+        "installs": {given: install.record() for given, install in where.installs.items()},
         "launches": launch_records(folder), **provenance(),
     }
     identity = {"run_id": run.run_id, "suite": suite.name, "tool_version": meta["tool_version"],
@@ -198,6 +224,7 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
     where = Where.of(run.suite, launcher)
     launches = where.launches(run.suite)  # a rank count the hosts cannot hold: bad input, before the probe
     where.probe(run.suite)
+    check_installs(run.suite, where, launches, where_of(options))
     check_fits(run.suite, run.raw, where, launches, where_of(options))
     memory.check_processes(launches, where.process_room, where_of(options))
     lock = lock_folder(options, run.folder, out)
@@ -240,7 +267,10 @@ def _sweep(options: SweepOptions, run: Run, where: Where, out: Console) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     results = finish(run, launcher, where, started)
-    print_summary(results, run.folder, out)
+    if options.summary:
+        print_summary(results, run.folder, out)
+    else:
+        out.print(f"{screen.status_line(results)} -> {run.folder}", highlight=False)
     return exit_code(results, interrupted)
 
 

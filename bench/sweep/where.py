@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bench.errors import BadInput
 from bench.plan.cells import Launch, expand
 from bench.plan.hosts import (
     Host,
@@ -24,6 +25,7 @@ from bench.plan.hosts import (
 from bench.plan.suite import Suite
 from bench.run import hostfacts, slurm
 from bench.run.hostfacts import HostFacts, MachineRoom
+from bench.run.installs import Install
 from bench.run.launch import BASE_ENV, PACKAGE_HOME, Launcher, MachineLoad
 
 #: the hostfile a launcher reads by itself when set, per MPI flavour: MPICH's hydra; Open MPI 4 (orte)
@@ -82,6 +84,8 @@ class Where:
     plan: HostPlan
     launcher: Launcher
     facts: dict[str, HostFacts] = field(default_factory=dict)
+    #: the other installs the suite's arms name, by the path as given (bench/run/installs.py)
+    installs: dict[str, Install] = field(default_factory=dict)
 
     @classmethod
     def of(cls, suite: Suite, launcher: Launcher) -> Where:
@@ -101,6 +105,23 @@ class Where:
         argv = self.launcher.command(len(names), env, [], placement, timeout_s=hostfacts.PROBE_TIMEOUT_S,
                                      program=[sys.executable, "-m", "bench.run.hostfacts"])
         self.facts = {host.name: host for host in hostfacts.probe(argv, env, names, PACKAGE_HOME)}
+
+    def add_install(self, install: Install, where: str) -> None:
+        """Take another install an arm names (BadInput where its jobs cannot be launched the way this
+        sweep launches: with mpiexec they start with the one beside its Python, else with this one)."""
+        own_launcher = self.launcher.kind == "mpiexec" and install.mpiexec
+        if not own_launcher and install.flavour != self.launcher.flavour:
+            raise BadInput(where, f"{install.given}: loads {install.mpi_library} ({install.flavour}); this sweep "
+                                  f"launches its jobs for {self.launcher.flavour}")
+        self.installs[install.given] = install
+
+    def job(self, launch: Launch) -> tuple[Launcher, Install | None]:
+        """The launcher of a launch's job and the install whose worker it runs (None: this one);
+        with mpiexec another install's jobs start with the mpiexec beside its Python."""
+        install = self.installs.get(launch.install) if launch.install else None
+        if install is not None and self.launcher.kind == "mpiexec" and install.mpiexec:
+            return replace(self.launcher, program=install.mpiexec), install
+        return self.launcher, install
 
     def room(self, launch: Launch) -> MachineRoom:
         """The launch's machine with the most ranks a core (each host holds its share of the ranks)."""
