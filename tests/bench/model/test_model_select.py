@@ -158,9 +158,9 @@ def test_speedup_errors_shared_by_both_cancel() -> None:
 
 
 def test_patience_lets_a_stalled_refit_find_the_band(monkeypatch) -> None:
-    """With two rounds of patience the fit leaves a start where its first step does not help: the slow
-    band of RCCL-style rings (64-256 KiB per step, 300 us) comes back, window and size (the case of
-    tests/bench/model/test_model_fit_robust.py that fails at PATIENCE = 0)."""
+    """With two rounds of patience (the default) the fit leaves a start where its first step does not help:
+    the slow band of RCCL-style rings (64-256 KiB per step, 300 us) comes back, window and size (the case of
+    tests/bench/model/test_model_fit_robust.py, which fails at PATIENCE = 0)."""
     import bench.model.robust as robust
 
     monkeypatch.setattr(robust, "PATIENCE", 2)
