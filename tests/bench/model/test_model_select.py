@@ -157,6 +157,19 @@ def test_speedup_errors_shared_by_both_cancel() -> None:
     assert set(zip(pairs["label"], pairs["baseline"], strict=True)) == {("xccl", "mpi"), ("mpi", "xccl")}
 
 
+def test_coverage_counts_one_baseline_over_the_other_once() -> None:
+    """RCCL over Cray MPICH and Cray MPICH over RCCL are one ratio: the pooled speedup coverage holds it once."""
+    rng = np.random.default_rng(2)
+    frames = [_errors(rng, 32, 64, 0.2), _errors(rng, 32, 64, 0.2, "mpi"),
+              _errors(rng, 64, 256, 0.2), _errors(rng, 64, 256, 0.2, "mpi")]
+    errors = pd.concat(frames).assign(label=lambda f: f["impl"], doublings=lambda f: np.log2(f["nranks"] / f[
+        "fit_max_ranks"]), log_error=lambda f: np.log(f["model_us"] / f["time_us_p50"]))
+    table = coverage(calibrate(errors, below=256), errors)
+    speedups = table[table["band"].str.startswith("speedup ")]
+    assert list(speedups["band"]) == ["speedup xccl/mpi|allgather"]
+    assert table.set_index("band").loc["all speedups", "cells"] == 400
+
+
 def test_patience_lets_a_stalled_refit_find_the_band(monkeypatch) -> None:
     """With two rounds of patience (the default) the fit leaves a start where its first step does not help:
     the slow band of RCCL-style rings (64-256 KiB per step, 300 us) comes back, window and size (the case of
