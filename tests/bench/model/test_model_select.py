@@ -191,3 +191,16 @@ def test_patience_lets_a_stalled_refit_find_the_band(monkeypatch) -> None:
     _, result = fit_library(cells, start, "xccl", extra=("inter.band_us",))
     assert result.band_bytes == (1 << 16, 1 << 18)
     assert result.values["inter.band_us"] == pytest.approx(300.0, rel=0.1)
+
+
+def test_a_start_that_only_ties_does_not_replace_the_first(monkeypatch) -> None:
+    """Starts that reach one optimum (a ring priced on its intra- or its inter-node leg) keep the first, the
+    description's own inter-node link: a later start better by rounding only does not replace it."""
+    import bench.model.select as select
+
+    losses = iter([-42.702, -42.702 * (1 + 1e-12), -42.0])
+    monkeypatch.setattr(select, "_fit_from", lambda cells, start, library, algorithms: (
+        start, {"start": start.libraries["xccl"].inter.latency_us}, next(losses), None, None, []))
+    base = _xccl(RING)
+    state, _ = select._base_fit([], base, "xccl")
+    assert state.values == {"start": base.libraries["xccl"].inter.latency_us}  # START_FACTORS[0] = 1.0
