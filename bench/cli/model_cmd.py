@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from bench.cli.model_calibrate import calibrate_command, load_checked, with_calibrated_band
 from bench.cli.model_files import check_outputs, plot_file, run_folder, write_csv
@@ -36,14 +35,13 @@ from bench.cli.model_flags import (
     variants_of,
 )
 from bench.cli.model_replay import replay
-from bench.cli.model_tables import make_console, print_speedups
+from bench.cli.model_tables import make_console, print_band, print_speedups
 from bench.errors import EXIT_CODES_HELP, BadInput
 from bench.model.band import MAX_SAMPLES
 from bench.model.check import measured_calls
 from bench.model.machine import Machine, load_machine
 from bench.model.robust import median_cells
 from bench.model.run import MAX_RANKS, RANKS_HELP, ModelSpec, check_ranks, shape_problem, write_model_run
-from bench.plan.sizes import format_size
 from bench.results.read import read_results
 from collectives.dtypes import DTYPES, itemsize
 from collectives.spec import COLLECTIVES
@@ -127,20 +125,9 @@ def band(
     from bench.model.band import band_table, check_resampling, plot_band
 
     # Every flag and output first: each sample models every size again (bootstrap: a refit each).
-    if not 1 <= ranks <= MAX_RANKS:
-        raise BadInput("--ranks", f"{ranks} GPUs: expected 1 to {MAX_RANKS}")
     size_list = model_sizes(sizes, factor)
-    if collective not in COLLECTIVES:
-        raise BadInput("--collective", f"{quoted(collective)} not in {list(COLLECTIVES)}")
     variants = variants_of(impl or ["xccl", "pccl-hier:mpi/xccl"])
-    check_runnable(variants, [collective])
-    if not 20 <= samples <= MAX_SAMPLES:
-        raise BadInput("--samples", f"{samples}: at least 20 draws for a 5-95% band, at most {MAX_SAMPLES}")
-    if not 0 <= seed <= MAX_SEED:
-        raise BadInput("--seed", f"{seed}: expected 0 to 2^64 - 1")
-    size = 2 if dtype == "bfloat16" else itemsize(dtype) if dtype in DTYPES else None
-    if size is None:
-        raise BadInput("--dtype", f"{quoted(dtype)} is not bfloat16 or one of {sorted(DTYPES)}")
+    size = _band_flags(ranks, collective, variants, samples, seed, dtype)
     strip = _published(published, plot)
     machine, path = load_machine(machine_name)
     check_outputs([(out, "--out"), (plot_file(plot, "--plot"), "--plot")], [*(bootstrap or []), path])
@@ -156,30 +143,33 @@ def band(
     if calibrated is not None:
         table = with_calibrated_band(table, calibrated, machine, str(path))
     console = make_console()
-    shown = Table("size", "implementation", "ms", "ms 5-95%", f"speedup over {variants[0].label}", "5-95%",
-                  title=f"{collective} on {ranks} GPUs of {machine.name}: " + (
-                      f"{samples} bootstrap refits over the measured cells" if bootstrap else
-                      f"{samples} draws from the fitted normal") + " (parameter uncertainty only)",
-                  title_justify="left")
-    if calibrated is not None:
-        shown.add_column(f"calibrated {calibrated.level:.0%}: ms")
-        shown.add_column("speedup")
-    for row in table.itertuples(index=False):
-        cells = [format_size(int(row.bytes_total)), row.implementation, f"{row.time_ms:.3g}",
-                 f"{row.time_ms_p5:.3g}-{row.time_ms_p95:.3g}", f"{row.speedup:.3g}",
-                 f"{row.speedup_p5:.3g}-{row.speedup_p95:.3g}"]
-        if calibrated is not None:
-            cells.append(f"{row.time_ms_cal_low:.3g}-{row.time_ms_cal_high:.3g}")
-            speedup_band = (row.speedup_cal_low, row.speedup_cal_high)
-            cells.append("-" if math.isnan(speedup_band[0]) else f"{speedup_band[0]:.3g}-{speedup_band[1]:.3g}")
-        shown.add_row(*cells)
-    console.print(shown)
+    print_band(table, console, f"{collective} on {ranks} GPUs of {machine.name}: " + (
+        f"{samples} bootstrap refits over the measured cells" if bootstrap else
+        f"{samples} draws from the fitted normal") + " (parameter uncertainty only)", variants[0].label,
+        calibrated.level if calibrated is not None else None)
     if out:
         write_csv(table, out)
         console.print(f"band -> {out}", highlight=False)
     if plot:
         plot_band(table, plot, f"{collective}, {ranks} GPUs of {machine.name} (model)", strip)
         console.print(f"plot -> {plot}", highlight=False)
+
+
+def _band_flags(ranks: int, collective: str, variants: list, samples: int, seed: int, dtype: str) -> int:
+    """``model band``'s numeric flags checked; the element size of --dtype."""
+    if not 1 <= ranks <= MAX_RANKS:
+        raise BadInput("--ranks", f"{ranks} GPUs: expected 1 to {MAX_RANKS}")
+    if collective not in COLLECTIVES:
+        raise BadInput("--collective", f"{quoted(collective)} not in {list(COLLECTIVES)}")
+    check_runnable(variants, [collective])
+    if not 20 <= samples <= MAX_SAMPLES:
+        raise BadInput("--samples", f"{samples}: at least 20 draws for a 5-95% band, at most {MAX_SAMPLES}")
+    if not 0 <= seed <= MAX_SEED:
+        raise BadInput("--seed", f"{seed}: expected 0 to 2^64 - 1")
+    size = 2 if dtype == "bfloat16" else itemsize(dtype) if dtype in DTYPES else None
+    if size is None:
+        raise BadInput("--dtype", f"{quoted(dtype)} is not bfloat16 or one of {sorted(DTYPES)}")
+    return size
 
 
 def _published(published: str | None, plot: Path | None) -> tuple[float, float] | None:

@@ -3,6 +3,8 @@ replays as rich tables."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
@@ -84,3 +86,23 @@ def print_replay(table: pd.DataFrame, console: Console) -> None:
     for row in table[shown].itertuples(index=False):
         out.add_row(*("-" if pd.isna(v) else f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
     console.print(out)
+
+
+def print_band(table: pd.DataFrame, console: Console, title: str, baseline: str, level: float | None) -> None:
+    """``model band``'s table: times and speedups over ``baseline`` with their bands (and the calibrated band
+    at ``level`` where given)."""
+    shown = Table("size", "implementation", "ms", "ms 5-95%", f"speedup over {baseline}", "5-95%", title=title,
+                  title_justify="left")
+    if level is not None:
+        shown.add_column(f"calibrated {level:.0%}: ms")
+        shown.add_column("speedup")
+    for row in table.itertuples(index=False):
+        cells = [format_size(int(row.bytes_total)), row.implementation, f"{row.time_ms:.3g}",
+                 f"{row.time_ms_p5:.3g}-{row.time_ms_p95:.3g}", f"{row.speedup:.3g}",
+                 f"{row.speedup_p5:.3g}-{row.speedup_p95:.3g}"]
+        if level is not None:
+            cells.append(f"{row.time_ms_cal_low:.3g}-{row.time_ms_cal_high:.3g}")
+            low, high = row.speedup_cal_low, row.speedup_cal_high
+            cells.append("-" if math.isnan(low) else f"{low:.3g}-{high:.3g}")
+        shown.add_row(*cells)
+    console.print(shown)

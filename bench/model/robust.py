@@ -10,7 +10,10 @@ driver pay very different software costs per message step on the same wires.
 The fit: medians over repeats; minimise the Cauchy loss of ``log(model / measured)`` (robust:
 a cell whose residual is beyond 1.5 robust standard deviations weighs much less, so a single
 100+ ms straggler in a job of 2 ms calls does not drag the fit) by Gauss-Newton steps solved
-with non-negative least squares, re-taking the critical path every round; three starts
+with non-negative least squares, re-taking the critical path every round. The scale is fitted with
+the terms (the maximum of a Student t likelihood whose weights are those Cauchy weights), so rounds
+of different scales compare: a scale re-taken from each round's own residuals falls as the fit
+matches half the cells exactly, and the fit then drifted there (a band of half its width). Three starts
 (inter-node links as costly as, 4x and 1/4 of the base's), the best kept. Uncertainty: the
 covariance ``s^2 (J^T W J)^-1`` of the log-space problem at the solution (parameters at
 their bound 0 have none), written to the description with the fitted values.
@@ -42,14 +45,16 @@ BAND_WINDOWS = tuple((1 << lo, 1 << hi) for lo in range(13, 21) for hi in range(
 #: (the Bayesian information criterion; the band's window counts as one more parameter)
 SELECTION_PENALTY = 1.0
 HUBER_K = 1.5
+#: the shape (nu + 1) of the Student t whose likelihood the fit maximises: 4.42 puts the limit of its Cauchy
+#: weights at 1.5 sd of Gaussian residuals (HUBER_K x the scale, the scale then the sd)
+SCALE_SHAPE = 4.42
 MAX_ROUNDS = 30
 #: step lengths tried along a Gauss-Newton step, longest first
 LINE_SEARCH = (1.0, 0.5, 0.25, 0.125)
-#: rounds without improvement before the fit stops (it then returns its best point). 0: stop at the first,
-#: which every figure of docs/MODEL.md (issue 28) was taken with; a refit that cannot improve in its first
-#: round then stays at its start ("criterion +0.0" in the selection notes). 2 lets such refits move on
-#: (tests/bench/model/test_model_select.py) at ~3x the fit time; not the default until the figures are re-taken with it
-PATIENCE = 0
+#: rounds without improvement before the fit stops (it then returns its best point): a refit whose first round
+#: does not improve (a new term starting at 0, a critical path about to change) moves on instead of staying at its
+#: start ("criterion +0.0" in the selection notes of PATIENCE = 0). Costs ~1.9x the fit time of 0 (docs/MODEL.md)
+PATIENCE = 2
 START_FACTORS = (1.0, 4.0, 0.25)
 #: reduce-scatter algorithms tried for ``mpi`` (None: MPICH's default selection) when the rows do not say
 MPI_REDUCE_SCATTER = (None, "rh", "pairwise", "ring", "rh-dd")
@@ -161,10 +166,33 @@ def _design(cells: list[Measured], machine: Machine, library: str) -> tuple[np.n
 
 
 def _huber_weights(residuals: np.ndarray) -> tuple[np.ndarray, float]:
-    scale = max(1.4826 * float(np.median(np.abs(residuals - np.median(residuals)))), 1e-3)
+    """Cauchy weights and the robust scale of ``residuals`` (the scale by maximum likelihood, see _profile)."""
+    scale = _scale(residuals)
     size = np.abs(residuals) / (HUBER_K * scale)
     # Cauchy weights: a straggler 100x off weighs ~nothing (Huber's would still pull linearly)
     return 1.0 / (1.0 + size**2), scale
+
+
+def _scale(residuals: np.ndarray) -> float:
+    """The scale s that maximises the likelihood of ``residuals`` under _profile's distribution, from the MAD
+    (the fixed point ``(1.5 s)^2 = SCALE_SHAPE / n x sum w r^2``: the EM step of a Student t; monotone)."""
+    limit = HUBER_K * max(1.4826 * float(np.median(np.abs(residuals - np.median(residuals)))), 1e-3)
+    squares = residuals**2
+    for _ in range(200):
+        new = float(np.sqrt(SCALE_SHAPE * np.mean(squares / (1.0 + squares / limit**2))))
+        if abs(new - limit) <= 1e-9 * limit:
+            break
+        limit = new
+    return max(limit / HUBER_K, 1e-3)
+
+
+def _profile(residuals: np.ndarray) -> float:
+    """What the fit minimises: ``-log`` likelihood of the residuals under a Student t (the Cauchy loss at the
+    limit ``1.5 s``, shape SCALE_SHAPE) with its scale at its maximum, so that points of different scales
+    compare (a Cauchy loss at a scale re-taken from each point's own residuals falls as the scale shrinks:
+    the fit then drifts into fitting half the cells exactly)."""
+    limit = HUBER_K * _scale(residuals)
+    return float(len(residuals) * np.log(limit) + 0.5 * SCALE_SHAPE * np.sum(np.log1p((residuals / limit) ** 2)))
 
 
 def _loss(residuals: np.ndarray, scale: float) -> float:
@@ -209,8 +237,8 @@ def _fit_from(cells: list[Measured], machine: Machine, library: str, algorithms:
         model = matrix @ vector + rest
         residuals = np.log(model / times)
         weights, scale = _huber_weights(residuals)
-        loss = _loss(residuals, scale)
-        if loss < best_loss * (1 - 1e-6):
+        loss = _profile(residuals)
+        if not np.isfinite(best_loss) or loss < best_loss - 1e-6 * abs(best_loss):
             best_loss, best, stalled = loss, (machine, values, matrix, weights, seen), 0
         else:  # no better: go on from here a few rounds (the critical path may change), keep the best point
             stalled += 1
@@ -229,7 +257,7 @@ def _fit_from(cells: list[Measured], machine: Machine, library: str, algorithms:
             trial_machine = with_library_values(machine, library, trial, algorithms)
             new_matrix, new_rest = _design(cells, trial_machine, library)
             new_model = new_matrix @ np.array([trial[n] for n in TERMS]) + new_rest
-            if _loss(np.log(np.maximum(new_model, 1e-9) / times), scale) < loss:
+            if _profile(np.log(np.maximum(new_model, 1e-9) / times)) < loss:
                 break
         values, machine = trial, trial_machine
     machine, values, matrix, weights, seen = best
@@ -255,7 +283,12 @@ def _uncertainty(cells: list[Measured], machine: Machine, library: str, values: 
     jac = matrix[:, free] / model[:, None]
     dof = max(len(cells) - len(free), 1)
     sigma2 = float(np.sum(weights * residuals**2) / dof)
-    covariance = sigma2 * np.linalg.pinv(jac.T @ (jac * weights[:, None]))
+    # columns scaled to unit norm first: per-byte and per-call columns differ by ~1e8, and a pseudo-inverse of
+    # the raw normal matrix (condition ~1e16) drops its least determined direction, i.e. gives it no variance
+    norms = np.linalg.norm(jac * np.sqrt(weights)[:, None], axis=0)
+    norms[norms == 0] = 1.0
+    scaled = jac / norms
+    covariance = sigma2 * np.linalg.pinv(scaled.T @ (scaled * weights[:, None])) / np.outer(norms, norms)
     sd = {TERMS[i]: float(np.sqrt(max(covariance[k, k], 0.0))) for k, i in enumerate(free)}
     return sd, covariance.tolist(), [TERMS[i] for i in free], scale
 

@@ -159,7 +159,10 @@ def _base_fit(cells: list[Measured], machine: Machine, library: str) -> tuple[St
         for factor in START_FACTORS:
             start = _scaled_inter(machine, library, factor)
             fitted, values, loss, _, _, seen = _fit_from(cells, start, library, algorithms)
-            if best is None or loss < best[2]:
+            # better by more than rounding: starts that reach one optimum (an observationally equivalent
+            # reading, such as a ring's cost on the intra- or the inter-node leg) keep the first, the
+            # description's own inter-node link (a term off the critical path could not come back)
+            if best is None or loss < best[2] - 1e-6 * abs(best[2]):
                 best = (fitted, values, loss, seen, algorithms)
     fitted, values, _, seen, algorithms = best
     return State(fitted, values, BASE_TERMS, seen), algorithms

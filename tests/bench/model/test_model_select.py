@@ -157,10 +157,23 @@ def test_speedup_errors_shared_by_both_cancel() -> None:
     assert set(zip(pairs["label"], pairs["baseline"], strict=True)) == {("xccl", "mpi"), ("mpi", "xccl")}
 
 
+def test_coverage_counts_one_baseline_over_the_other_once() -> None:
+    """RCCL over Cray MPICH and Cray MPICH over RCCL are one ratio: the pooled speedup coverage holds it once."""
+    rng = np.random.default_rng(2)
+    frames = [_errors(rng, 32, 64, 0.2), _errors(rng, 32, 64, 0.2, "mpi"),
+              _errors(rng, 64, 256, 0.2), _errors(rng, 64, 256, 0.2, "mpi")]
+    errors = pd.concat(frames).assign(label=lambda f: f["impl"], doublings=lambda f: np.log2(f["nranks"] / f[
+        "fit_max_ranks"]), log_error=lambda f: np.log(f["model_us"] / f["time_us_p50"]))
+    table = coverage(calibrate(errors, below=256), errors)
+    speedups = table[table["band"].str.startswith("speedup ")]
+    assert list(speedups["band"]) == ["speedup xccl/mpi|allgather"]
+    assert table.set_index("band").loc["all speedups", "cells"] == 400
+
+
 def test_patience_lets_a_stalled_refit_find_the_band(monkeypatch) -> None:
-    """With two rounds of patience the fit leaves a start where its first step does not help: the slow
-    band of RCCL-style rings (64-256 KiB per step, 300 us) comes back, window and size (the case of
-    tests/bench/model/test_model_fit_robust.py that fails at PATIENCE = 0)."""
+    """With two rounds of patience (the default) the fit leaves a start where its first step does not help:
+    the slow band of RCCL-style rings (64-256 KiB per step, 300 us) comes back, window and size (the case of
+    tests/bench/model/test_model_fit_robust.py, which fails at PATIENCE = 0)."""
     import bench.model.robust as robust
 
     monkeypatch.setattr(robust, "PATIENCE", 2)
@@ -178,3 +191,16 @@ def test_patience_lets_a_stalled_refit_find_the_band(monkeypatch) -> None:
     _, result = fit_library(cells, start, "xccl", extra=("inter.band_us",))
     assert result.band_bytes == (1 << 16, 1 << 18)
     assert result.values["inter.band_us"] == pytest.approx(300.0, rel=0.1)
+
+
+def test_a_start_that_only_ties_does_not_replace_the_first(monkeypatch) -> None:
+    """Starts that reach one optimum (a ring priced on its intra- or its inter-node leg) keep the first, the
+    description's own inter-node link: a later start better by rounding only does not replace it."""
+    import bench.model.select as select
+
+    losses = iter([-42.702, -42.702 * (1 + 1e-12), -42.0])
+    monkeypatch.setattr(select, "_fit_from", lambda cells, start, library, algorithms: (
+        start, {"start": start.libraries["xccl"].inter.latency_us}, next(losses), None, None, []))
+    base = _xccl(RING)
+    state, _ = select._base_fit([], base, "xccl")
+    assert state.values == {"start": base.libraries["xccl"].inter.latency_us}  # START_FACTORS[0] = 1.0
