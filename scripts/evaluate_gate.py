@@ -55,9 +55,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cli.ab_cmd import confirmed  # noqa: E402
 from bench.judge.arms import split_arms  # noqa: E402
-from bench.judge.gate import SAME_JOB_SMALL_THRESHOLD, GateOptions, gate  # noqa: E402
+from bench.judge.gate import SAME_JOB_SMALL_THRESHOLD, GateOptions, GateResult, gate  # noqa: E402
 from bench.plan.cells import CELL_KEY  # noqa: E402
 from bench.results.runset import RunSet, load_runs  # noqa: E402
 
@@ -261,6 +260,15 @@ def compare_all(out: Path, pool: int, options: GateOptions, quiet: dict[str, boo
     return pd.concat(frames, ignore_index=True)
 
 
+def confirmed(first: GateResult, again: GateResult) -> GateResult:
+    """``ab --confirm 1`` as it was when these designs were measured (issue 15; ab now measures rounds
+    until cells are decided: --launch-arms): first-pass verdicts, except that a cell regressed in the
+    first pass takes the verdict of both runs together."""
+    later = {cell.key: cell for cell in again.cells}
+    cells = [later[cell.key] if cell.verdict == "regressed" and cell.key in later else cell for cell in first.cells]
+    return GateResult(cells, first.options, again.baseline_runs, again.current_runs)
+
+
 def _frame_of(result, **tags) -> pd.DataFrame:
     return pd.DataFrame([{"key": cell.key, "label": cell.label, "bytes_total": cell.row["bytes_total"],
                           "verdict": cell.verdict, "ratio": cell.estimate.ratio if cell.estimate else np.nan,
@@ -423,7 +431,17 @@ def main() -> None:
                         help="run-level designs (gate's default)")
     parser.add_argument("--same-job-small-threshold", type=float, default=SAME_JOB_SMALL_THRESHOLD,
                         help="same-job designs (gate --arms' and ab's default)")
+    parser.add_argument("--launch-arms", choices=("env", "install"), default=None,
+                        help="evaluate ab's loop for arms in launches of their own instead (scripts/"
+                             "evaluate_launch_arms.py): environment arms, or install arms against --install")
+    parser.add_argument("--install", default=None, help="--launch-arms install: another install of this commit")
+    parser.add_argument("--budget", type=float, default=600.0, help="--launch-arms: ab's budget (its default)")
     args = parser.parse_args()
+    if args.launch_arms:
+        import evaluate_launch_arms
+
+        evaluate_launch_arms.main(args, start_load, stop_load)
+        return
     if not args.analyse_only:
         collect(args.out, args.rounds, args.quiet_wait, args.load_procs if args.load else 0, args.same_job_only,
                 args.repeats)

@@ -83,11 +83,13 @@ def gate_command(
     min_samples: Annotated[int, typer.Option(help="Fewest timed iterations per side to judge a cell.")]
         = rules.MIN_SAMPLES,
     paired: Annotated[bool, typer.Option("--paired", help="BASELINE and CURRENT hold as many runs, measured in "
-                                                         "alternation (b1 c1 b2 c2 ...): judge every cell pair by "
-                                                         "pair, so that drift of the machine cancels.")] = False,
+                                                         "alternation (b1 c1 c2 b2 ...): judge every cell pair by "
+                                                         "pair, so that drift of the machine cancels (6 pairs at "
+                                                         "least: fewer cannot bound a ratio at 95%).")] = False,
     arms: Annotated[tuple[str, str] | None, typer.Option(
         "--arms", help="Same-job comparison: RUN holds a suite's arms measured in alternation; judge arm "
-                       "CANDIDATE against arm BASELINE pair by pair (one pair per launch repeat).",
+                       "CANDIDATE against arm BASELINE turn by turn (arms sharing launches) or pair by pair (one "
+                       "pair per launch repeat: 6 at least).",
         metavar="BASELINE CANDIDATE", show_default=False)] = None,
     impl: Annotated[list[str] | None, typer.Option("--impl", help="Gate only this implementation; repeatable.")]
         = None,

@@ -37,7 +37,7 @@ from bench.judge.shift import Shift, uniform_shift
 from bench.plan.cells import CELL_KEY
 from bench.results.labels import cell_label
 from bench.results.runset import RunSet
-from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, paired_ratio, turn_ratio
+from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, min_pairs, paired_ratio, turn_ratio
 
 VERDICTS = ("regressed", "failed", "missing", "insufficient", "undecided", "new", "improved", "unchanged")
 #: verdicts that fail the gate unless allowed (insufficient, missing, undecided unless the options opt out)
@@ -264,17 +264,34 @@ def _estimate(current: dict, baseline: dict, pairing: list[tuple[str, str]] | No
     if pairing is None:
         return median_ratio(launches_of(current), launches_of(baseline), options.confidence, options.resamples,
                             options.seed)
-    pairs = [(list(current[c].values()), list(baseline[b].values())) for c, b in pairing
+    # a pair that measured the cell on one side only is broken (insufficient); one that measured it on
+    # neither did not ask for it (ab's later rounds measure the cells not decided yet)
+    asked = [(c, b) for c, b in pairing if c in current or b in baseline]
+    pairs = [(list(current[c].values()), list(baseline[b].values())) for c, b in asked
              if c in current and b in baseline]
-    if len(pairs) < len(pairing):
+    if not pairs or len(pairs) < len(asked):
         return None
     return paired_ratio(pairs, options.confidence, options.resamples, options.seed, options.pair_strata)
+
+
+def _too_few_pairs(current: dict, baseline: dict, pairing: list | None, options: GateOptions) -> str:
+    """Why the pairs cannot bound the cell's ratio at the confidence asked ("" when they can)."""
+    if pairing is None or options.pair_strata:
+        return ""
+    count = sum(1 for c, b in pairing if c in current and b in baseline)
+    needed = min_pairs(options.confidence)
+    return f"{count} pairs cannot bound it at {options.confidence:.0%} (>= {needed} needed)" if count < needed else ""
 
 
 def _judge_pair(cell: CellVerdict, current: dict, baseline: dict, pairing: list | None,
                 options: GateOptions, turns: list | None = None) -> None:
     n_current = sum(map(len, launches_of(current)))
     n_baseline = sum(map(len, launches_of(baseline)))
+    few = "" if turns is not None else _too_few_pairs(current, baseline, pairing, options)
+    if few and min(n_current, n_baseline) >= options.min_samples:
+        # more pairs will decide it: ab measures them; a plain gate cannot judge it
+        cell.verdict, cell.reason = ("undecided" if options.decide else "insufficient"), few
+        return
     estimate = _estimate(current, baseline, pairing, options, turns) \
         if min(n_current, n_baseline) >= options.min_samples else None
     if estimate is None:
@@ -361,8 +378,7 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
         verdict.failing = options.failing()
     apply_allowlist(cells, options.allow)
     measured = [cell.key for cell in cells if cell.verdict not in ("failed", "missing", "new")]
-    shift = uniform_shift(groups[0], groups[1], pairing, measured, options.confidence, options.resamples,
-                          options.seed) if pairing else None
+    shift = uniform_shift(groups[0], groups[1], pairing, measured, options.confidence) if pairing else None
     return GateResult(cells, options, baseline.run_ids, current.run_ids, probe_ratio, shift)
 
 

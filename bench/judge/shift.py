@@ -4,8 +4,8 @@ or runs measured in alternation) slower or faster across the board.
 A new MPI library version, another build of the project or a changed MPI setting moves most cells
 the same way. Judged cell by cell, a 1.2x shift can pass: each cell's interval from a few launch
 pairs is too wide for a 10% threshold. Judged together it is plain: in every pair, the median over
-the cells of their ratios; then the Hodges-Lehmann estimate over the pairs (bench/results/stats.py),
-with a bootstrap over the pairs. The pairs alternate (ABBA), so the machine's own drift cancels in it
+the cells of their ratios; then the Hodges-Lehmann estimate over the pairs, with Wilcoxon's signed-rank
+interval (bench/results/stats.py). The pairs alternate (ABBA), so the machine's own drift cancels in it
 instead of posing as a shift; what is left is the candidate's. The machine-speed probe's ratio is
 reported beside it (bench/judge/probe_scale.py): a probe that moved as much points at the MPI library
 or the machine, not the code.
@@ -18,10 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.judge.samples import Groups
-from bench.results.stats import hodges_lehmann
+from bench.results.stats import hodges_lehmann, min_pairs, signed_rank_interval
 
-#: the fewest pairs and cells a shift is judged on
-MIN_PAIRS = 2
+#: the fewest cells a shift is judged on (and pairs: bench.results.stats.min_pairs)
 MIN_CELLS = 8
 #: a pair counts when it measured this share of the cells of the fullest pair
 FULL_PAIR = 0.9
@@ -55,9 +54,9 @@ class Shift:
 
 
 def uniform_shift(current: Groups, baseline: Groups, pairing: list[tuple[str, str]], keys: list[tuple],
-                  confidence: float, resamples: int, seed: int) -> Shift | None:
+                  confidence: float) -> Shift | None:
     """The shift of ``keys``' cells over the (current run, baseline run) pairs; None with fewer than
-    MIN_PAIRS pairs or MIN_CELLS cells."""
+    min_pairs(confidence) pairs or MIN_CELLS cells."""
     logs = np.full((len(pairing), len(keys)), np.nan)
     for column, key in enumerate(keys):
         cur, base = current.get(key, {}), baseline.get(key, {})
@@ -72,14 +71,11 @@ def uniform_shift(current: Groups, baseline: Groups, pairing: list[tuple[str, st
     measured = np.isfinite(logs).sum(axis=1)
     pairs = np.flatnonzero((measured >= MIN_CELLS) & (measured >= FULL_PAIR * measured.max()))
     cells = np.flatnonzero(np.isfinite(logs[pairs]).any(axis=0))
-    if len(pairs) < MIN_PAIRS or len(cells) < MIN_CELLS:
+    if len(pairs) < min_pairs(confidence) or len(cells) < MIN_CELLS:
         return None
     per_pair = np.nanmedian(logs[pairs][:, cells], axis=1)
     point = float(hodges_lehmann(per_pair))
-    rng = np.random.default_rng(seed)
-    drawn = hodges_lehmann(per_pair[rng.integers(0, len(per_pair), size=(resamples, len(per_pair)))])
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(drawn, [tail, 100.0 - tail])
+    low, high = signed_rank_interval(per_pair, confidence)
     per_cell = np.nanmedian(logs[:, cells], axis=0)
     same_way = float(np.mean(np.sign(per_cell) == np.sign(point))) if point else 0.0
     return Shift(float(np.exp(point)), float(np.exp(low)), float(np.exp(high)), len(pairs), len(cells), same_way)

@@ -93,8 +93,9 @@ def round_suite(raw: dict, cells: list[CellVerdict], arms: list[str], pairs: int
     return path
 
 
-def _measure(path: Path, out: Path, overrides: list[str], console: Console) -> None:
-    code = run_sweep(SweepOptions(path, out=out, overrides=overrides, summary=False), console)
+def _measure(path: Path, out: Path, overrides: list[str], console: Console, installs: dict[str, dict]) -> None:
+    code = run_sweep(SweepOptions(path, out=out, overrides=overrides, summary=False, known_installs=installs),
+                     console)
     if code not in (EXIT_OK, EXIT_CHECK_FAILED, EXIT_CELLS_FAILED):
         raise BadInput(str(path), f"the measurement ended with exit code {code}")
 
@@ -154,11 +155,13 @@ def measure_until_decided(path: Path, raw: dict, out: Path, questions: list[Ques
     rounds: list[Round] = []
     suite_path, round_overrides, pairs = path, list(overrides or []), int(raw.get("repeats") or 1)
     budget_spent = False
+    installs: dict[str, dict] = {}
     while True:
         run = out / f"run-{len(rounds) + 1}"
         begun = time.monotonic()
-        _measure(suite_path, run, round_overrides, console)
+        _measure(suite_path, run, round_overrides, console, installs)
         runs = load_runs([r.run for r in rounds] + [run])
+        installs = runs.metas[-1].get("installs") or {}  # asked once, in the first round
         rounds.append(Round(run, int(runs.metas[-1].get("cells_written", 0)), pairs, time.monotonic() - begun))
         latest = {q: judge(runs, q, options) for q in questions}
         open_cells = {cell.key: cell for q in questions for cell in decisions.take(q, latest[q], len(rounds))}

@@ -50,6 +50,9 @@ class SweepOptions:
     suite_named: bool = True
     #: print the summary tables at the end (``pccl-bench ab``'s rounds print one line instead)
     summary: bool = True
+    #: installs already asked what they are (meta.json's ``installs`` of an earlier round of the same
+    #: ``ab``): not asked again
+    known_installs: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass

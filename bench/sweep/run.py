@@ -25,7 +25,7 @@ from bench.results.labels import impl_label
 from bench.results.speedup import median_intervals
 from bench.results.table import SCHEMA_VERSION, build_tables, write_run
 from bench.run import memory, slurm
-from bench.run.installs import probe_install
+from bench.run.installs import Install, probe_install
 from bench.run.launch import BASE_ENV, LAUNCHERS, PACKAGE_HOME, Launcher, choose_launcher, run_job
 from bench.run.parts import append_rows, read_parts
 from bench.run.provenance import provenance, recorded_env
@@ -86,11 +86,16 @@ def job_command(launch: Launch, suite: Suite, where: Where, plan_path: str) -> t
     return argv, env
 
 
-def check_installs(suite: Suite, where: Where, launches: list[Launch], label: str) -> None:
+def check_installs(suite: Suite, where: Where, launches: list[Launch], label: str,
+                   known: dict[str, dict] | None = None) -> None:
     """Every other install an arm names, asked once what it is and whether it reads this install's
-    plans (its first launch's, written to a scratch folder): BadInput before anything is written."""
+    plans (its first launch's, written to a scratch folder): BadInput before anything is written.
+    ``known``: installs an earlier round of the same ab asked (their records), taken as they are."""
     for index, arm in enumerate(suite.arms):
         if arm.install is None or arm.install in where.installs:
+            continue
+        if arm.install in (known or {}):
+            where.add_install(Install(**known[arm.install]), f"{label}: arms.{index}.install")
             continue
         launch = next(launch for launch in launches if launch.install == arm.install)
         with tempfile.TemporaryDirectory(prefix="pccl-plan-check-") as scratch:
@@ -224,7 +229,7 @@ def run_sweep(options: SweepOptions, out: Console) -> int:
     where = Where.of(run.suite, launcher)
     launches = where.launches(run.suite)  # a rank count the hosts cannot hold: bad input, before the probe
     where.probe(run.suite)
-    check_installs(run.suite, where, launches, where_of(options))
+    check_installs(run.suite, where, launches, where_of(options), options.known_installs)
     check_fits(run.suite, run.raw, where, launches, where_of(options))
     memory.check_processes(launches, where.process_room, where_of(options))
     lock = lock_folder(options, run.folder, out)

@@ -218,13 +218,14 @@ def test_common_shift_warns_when_everything_moved(tmp_path):
 
 
 def test_paired_runs_cancel_drift_of_the_machine(tmp_path):
-    """The machine is 1.6x slower during the second pair: pooled, the interval is too wide to see a
-    1.25x slowdown; judged pair by pair, it is plain."""
+    """The machine is 1.6x slower during some pairs: pooled, the interval is too wide to see a 1.25x
+    slowdown; judged pair by pair, it is plain. Three pairs cannot bound a ratio at 95% (their range
+    covers the median 75% of the time): not judged, never passed."""
     base, cur = [], []
-    for index, state in enumerate((1.0, 1.6, 1.0)):
+    for index, state in enumerate((1.0, 1.6, 1.0, 1.6, 1.0, 1.3)):
         cells = {spec: median * state for spec, median in grid().items()}
         # measured in alternation, so run ids sort otherwise than time: pairs follow time
-        base.append(make_run(tmp_path / f"b{index}", cells, f"z-base-{2 - index}", seed=10 + index,
+        base.append(make_run(tmp_path / f"b{index}", cells, f"z-base-{9 - index}", seed=10 + index,
                              stamp=1.8e9 + 20 * index))
         cur.append(make_run(tmp_path / f"c{index}", {s: m * 1.25 for s, m in cells.items()}, f"cur-{index}",
                             seed=20 + index, stamp=1.8e9 + 20 * index + 10))
@@ -233,6 +234,9 @@ def test_paired_runs_cancel_drift_of_the_machine(tmp_path):
     paired = gate(*runs, GateOptions(paired=True))
     assert {c.verdict for c in paired.cells} == {"regressed"}
     assert all(1.2 < c.estimate.ratio < 1.3 for c in paired.cells)
+    few = gate(load_runs(base[:3]), load_runs(cur[:3]), GateOptions(paired=True))
+    assert {c.verdict for c in few.cells} == {"insufficient"} and not few.passed
+    assert all(c.reason == "3 pairs cannot bound it at 95% (>= 6 needed)" for c in few.cells)
     with pytest.raises(BadInput, match="as many current runs"):
         gate(load_runs(base), load_runs(cur[:2]), GateOptions(paired=True))
 

@@ -56,8 +56,9 @@ def test_suite_rejects_one_arm_and_duplicates():
             parse_suite({**SUITE, "arms": arms}, "test")
 
 
-def _arm_run(tmp_path, factor: dict[str, float], state=(1.0, 1.0), seed=0):
-    """Two arms x two repeats; ``state``: the machine's speed in each repeat (both arms alike)."""
+def _arm_run(tmp_path, factor: dict[str, float], state=(1.0,) * 6, seed=0):
+    """Two arms x six repeats (the fewest pairs that bound a ratio at 95%); ``state``: the machine's
+    speed in each repeat (both arms alike)."""
     cells = {}
     for arm, scale in factor.items():
         for size in (64, 4096, 1 << 20):
@@ -77,7 +78,7 @@ def _arm_run(tmp_path, factor: dict[str, float], state=(1.0, 1.0), seed=0):
 def test_split_arms_pairs_repeats_and_judges(tmp_path):
     runs = _arm_run(tmp_path / "same", {"base": 1.0, "cand": 1.0})
     base, cur, paired = split_arms(runs, "base", "cand")
-    assert paired and base.run_order() == ["ab/r0", "ab/r1"]
+    assert paired and base.run_order() == [f"ab/r{repeat}" for repeat in range(6)]
     result = gate(base, cur, GateOptions(paired=paired))
     assert {c.verdict for c in result.cells} == {"unchanged"} and result.judged == 3
     slow = _arm_run(tmp_path / "slow", {"base": 1.0, "cand": 1.3})
@@ -88,9 +89,9 @@ def test_split_arms_pairs_repeats_and_judges(tmp_path):
 
 
 def test_machine_drift_between_repeats_cancels_in_pairs(tmp_path):
-    """The machine is 2x slower in the second repeat; the arms are measured together, so the
-    candidate's 1.3x shows up pair by pair and A/A stays unchanged."""
-    drift = (1.0, 2.0, 1.0)
+    """The machine is 2x slower in some repeats; the arms are measured together, so the candidate's
+    1.3x shows up pair by pair and A/A stays unchanged."""
+    drift = (1.0, 2.0, 1.0, 2.0, 1.5, 1.0)
     same = _arm_run(tmp_path / "aa", {"base": 1.0, "cand": 1.0}, drift)
     assert {c.verdict for c in gate(*split_arms(same, "base", "cand")[:2], GateOptions(paired=True)).cells} == {
         "unchanged"}
@@ -115,8 +116,10 @@ def test_real_two_arm_run_at_two_ranks(tmp_path):
     assert set(shared.turns) == {"iteration"}  # timed in turns, iteration by iteration
     assert results[results.arm.eq("nodev")].turns.isna().all()  # an env arm runs in launches of its own
     env = run_cli("gate", "--arms", "base", "nodev", tmp_path / "ab" / "run-1", "--markdown", tmp_path / "env.md")
-    assert env.returncode in (0, 1) and "4 of 4 cells judged" in env.stdout, describe(env)
-    assert "below 64 KiB: 10%" in (tmp_path / "env.md").read_text()  # same-job: no run-to-run drift allowance
+    # two launch pairs of an env arm cannot bound a ratio at 95%: not judged, not passed
+    assert env.returncode == 1 and "0 of 4 cells judged" in env.stdout, describe(env)
+    text = (tmp_path / "env.md").read_text()
+    assert "below 64 KiB: 10%" in text and "2 pairs cannot bound it at 95% (&gt;= 6 needed)" in text
     turned = run_cli("gate", "--arms", "base", "cand", tmp_path / "ab" / "run-1", "--markdown", tmp_path / "turns.md")
     assert "4 cells of arms timed in turns" in (tmp_path / "turns.md").read_text(), describe(turned)
     meta = __import__("json").loads((tmp_path / "ab" / "run-1" / "meta.json").read_text())
@@ -145,7 +148,7 @@ def test_fixed_pairs_give_a_stratified_interval():
     pairs = [([rng.lognormal(np.log(10 * k), 0.02, 60)], [rng.lognormal(np.log(10 * k / r), 0.02, 60)])
              for k, r in ((1.0, 1.2), (3.0, 1.3))]
     drawn, fixed = paired_ratio(pairs), paired_ratio(pairs, strata=True)
-    assert drawn.low < 1.22 and drawn.high > 1.28  # two pairs drawn with replacement: their range
+    assert drawn is None  # two pairs drawn from a population of pairs: no 95% interval
     assert 1.22 < fixed.low < fixed.high < 1.28  # both pairs in every resample
 
 
@@ -186,7 +189,7 @@ def test_arms_timed_in_turns_are_judged_turn_by_turn(tmp_path):
         assert {c.verdict for c in turned.cells} == {verdict}, [(c.label, c.estimate) for c in turned.cells]
         assert all("turn by turn" in c.reason for c in turned.cells)
         assert all(abs(c.estimate.ratio / scale - 1) < 0.03 for c in turned.cells)
-    by_median = gate(base, cur, GateOptions(paired=paired, turn_pairs=False))
+    by_median = gate(base, cur, GateOptions(paired=paired, turn_pairs=False, pair_strata=True))
     assert "unchanged" in {c.verdict for c in by_median.cells}  # the load hides it from some medians
 
 

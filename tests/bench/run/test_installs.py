@@ -77,3 +77,21 @@ def test_an_install_arm_runs_its_own_worker_in_launches_of_its_own(tmp_path):
     timed = results.sort_values("timestamp")
     assert list(dict.fromkeys(timed.launch_id)) == ["n2-rpn2-host-r0-base", "n2-rpn2-host-r0-cand",
                                                     "n2-rpn2-host-r1-cand", "n2-rpn2-host-r1-base"]
+
+
+def test_an_install_asked_in_an_earlier_round_is_not_asked_again(tmp_path):
+    """ab's later rounds take the first round's record (meta.json ``installs``): no second probe."""
+    from bench.plan.suite_files import load_suite
+    from bench.run.launch import choose_launcher
+    from bench.sweep.run import check_installs
+    from bench.sweep.where import Where
+
+    never = _fake_install(tmp_path / "other", "exit 7")  # would be refused if it were asked
+    suite, _ = load_suite(_suite(tmp_path, str(never)))
+    where = Where.of(suite, choose_launcher("mpiexec"))
+    record = {**{k: v for k, v in FACTS.items() if k != "plan"}, "given": str(never),
+              "python": str(never / "bin" / "python")}
+    check_installs(suite, where, where.launches(suite), "suite.yaml", {str(never): record})
+    launcher, install = where.job(where.launches(suite)[1])
+    assert install is not None and install.python == record["python"] and install.home == "/nowhere"
+    assert launcher.program == where.launcher.program  # no mpiexec beside that Python: this one

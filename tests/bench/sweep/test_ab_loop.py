@@ -26,7 +26,7 @@ from bench.sweep.ab import Question, measure_until_decided, round_suite
 SUITE = {
     "name": "loop", "collectives": ["allreduce"], "implementations": ["mpi", {"impl": "pccl-flat",
                                                                             "algorithms": ["ring"]}],
-    "ranks": [2], "sizes": {"min": "8B", "max": "64KiB", "factor": 8}, "repeats": 4,
+    "ranks": [2], "sizes": {"min": "8B", "max": "64KiB", "factor": 8}, "repeats": 6,
     "arms": [{"name": "base"}, {"name": "cand", "env": {"PCCL_BENCH_TEST_ARM": "1"}}],
 }
 
@@ -45,7 +45,7 @@ class FakeMeasure:
     def monotonic(self) -> float:
         return self.now
 
-    def __call__(self, path: Path, out: Path, overrides: list[str], console) -> None:
+    def __call__(self, path: Path, out: Path, overrides: list[str], console, installs: dict) -> None:
         suite, _ = load_suite(path, overrides)
         rows, seen = [], set()
         stamp = 1.8e9 + self.now
