@@ -15,6 +15,7 @@ from rich.table import Table
 
 from bench.files import atomic_write
 from bench.judge.gate import VERDICTS, CellVerdict, GateResult
+from bench.results.stats import min_pairs
 from bench.text import console_text, markdown_text, xml_text
 
 COLOURS = {"regressed": "red", "failed": "red", "missing": "red", "insufficient": "yellow", "undecided": "yellow",
@@ -61,12 +62,16 @@ def headline(result: GateResult) -> str:
 
 def settings_text(result: GateResult) -> str:
     o = result.options
-    kind = "median ratio of alternating run pairs" if o.paired else "median ratio"
+    if o.paired and not o.pair_strata:
+        kind = (f"{o.confidence:.0%} signed-rank interval of the Hodges-Lehmann ratio over alternating pairs "
+                f"(>= {min_pairs(o.confidence)} pairs)")
+    else:
+        kind = f"{o.confidence:.0%} bootstrap interval of the median ratio" + (" of pairs" if o.paired else "")
     turned = sum(cell.by_turns for cell in result.cells)
     if turned:
         kind += f"; {turned} cells of arms timed in turns judged turn by turn"
     return (f"threshold {o.threshold:.0%} (below {o.small_below_bytes // 1024} KiB: {o.small_threshold:.0%}), "
-            f"{o.confidence:.0%} bootstrap interval of the {kind}, >= {o.min_samples} samples per side")
+            f"{kind}, >= {o.min_samples} samples per side")
 
 
 def _shown(result: GateResult, show_all: bool) -> list[CellVerdict]:

@@ -36,6 +36,12 @@ class RunSet:
         return list(first.sort_values(kind="stable").index)
 
 
+def pool(sets: list[RunSet]) -> RunSet:
+    """Run sets read before, pooled as ``load_runs`` of all their paths would (no file read again)."""
+    return RunSet(pd.concat([s.results for s in sets], ignore_index=True), concat_samples([s.samples for s in sets]),
+                  [m for s in sets for m in s.metas], [source for s in sets for source in s.sources])
+
+
 def run_folders(path: Path) -> list[Path]:
     """The run folders (or results files) that ``path`` stands for."""
     if not os.path.lexists(path):

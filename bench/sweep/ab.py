@@ -24,7 +24,7 @@ from rich.console import Console
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from bench.judge.arms import split_arms
 from bench.judge.gate import CellVerdict, GateOptions, GateResult, gate
-from bench.results.runset import RunSet, load_runs
+from bench.results.runset import RunSet, load_runs, pool
 from bench.sweep import SweepOptions, run_sweep
 
 #: the columns of a cell that its re-measurement selects; the implementation fields only where no arm
@@ -84,10 +84,8 @@ def _plain(value: object) -> int | str:
 
 def round_suite(raw: dict, cells: list[CellVerdict], arms: list[str], pairs: int, path: Path) -> Path:
     """The suite restricted to ``cells`` and ``arms``, ``pairs`` launch repeats, written to ``path``."""
-    set_by_arm = {name for arm in raw.get("arms") or [] for name in IMPL_COLUMNS if arm.get(name) is not None}
-    columns = SELECT_COLUMNS + tuple(name for name in IMPL_COLUMNS if name not in set_by_arm)
-    wanted = sorted({tuple((name, _plain(cell.row[name])) for name in columns) for cell in cells})
-    select = [{**before, **dict(entry)} for before in (raw.get("select") or [{}]) for entry in wanted]
+    select = [{**before, **dict(entry)} for before in (raw.get("select") or [{}]) for entry in sorted(_wanted(raw,
+                                                                                                          cells))]
     kept = [arm for arm in raw.get("arms") or [] if arm.get("name") in arms]
     path.write_text(yaml.safe_dump({**raw, "select": select, "arms": kept, "repeats": pairs}, sort_keys=False))
     return path
@@ -156,13 +154,18 @@ def measure_until_decided(path: Path, raw: dict, out: Path, questions: list[Ques
     suite_path, round_overrides, pairs = path, list(overrides or []), int(raw.get("repeats") or 1)
     budget_spent = False
     installs: dict[str, dict] = {}
+    measured: list[RunSet] = []
+    open_cells: dict[tuple, CellVerdict] = {}
     while True:
         run = out / f"run-{len(rounds) + 1}"
         begun = time.monotonic()
         _measure(suite_path, run, round_overrides, console, installs)
-        runs = load_runs([r.run for r in rounds] + [run])
-        installs = runs.metas[-1].get("installs") or {}  # asked once, in the first round
-        rounds.append(Round(run, int(runs.metas[-1].get("cells_written", 0)), pairs, time.monotonic() - begun))
+        measured.append(load_runs([run]))
+        installs = measured[-1].metas[0].get("installs") or {}  # asked once, in the first round
+        rounds.append(Round(run, int(measured[-1].metas[0].get("cells_written", 0)), pairs,
+                            time.monotonic() - begun))
+        # only the cells still open are judged again (the others keep the verdict they were decided with)
+        runs = _only(pool(measured), raw, list(open_cells.values())) if open_cells else pool(measured)
         latest = {q: judge(runs, q, options) for q in questions}
         open_cells = {cell.key: cell for q in questions for cell in decisions.take(q, latest[q], len(rounds))}
         if not open_cells:
@@ -176,5 +179,27 @@ def measure_until_decided(path: Path, raw: dict, out: Path, questions: list[Ques
         suite_path = round_suite(raw, list(open_cells.values()), arms, round_pairs,
                                  out / f"round-{len(rounds) + 1}.yaml")
         round_overrides, pairs = [], round_pairs
-    results = {q: decisions.result(q, latest[q], budget_spent) for q in questions}
+    runs = pool(measured)  # every cell once more, for the whole list and the shift across the board
+    results = {q: decisions.result(q, judge(runs, q, options), budget_spent) for q in questions}
     return Outcome(results, rounds, time.monotonic() - started, budget_spent)
+
+
+def _columns(raw: dict) -> tuple[str, ...]:
+    """The columns that name a cell for its re-measurement: the implementation fields only where no
+    arm sets them (an arm's impl is not the suite entry's that ``select:`` matches)."""
+    set_by_arm = {name for arm in raw.get("arms") or [] for name in IMPL_COLUMNS if arm.get(name) is not None}
+    return SELECT_COLUMNS + tuple(name for name in IMPL_COLUMNS if name not in set_by_arm)
+
+
+def _wanted(raw: dict, cells: list[CellVerdict]) -> set[tuple]:
+    return {tuple((name, _plain(cell.row[name])) for name in _columns(raw)) for cell in cells}
+
+
+def _only(runs: RunSet, raw: dict, cells: list[CellVerdict]) -> RunSet:
+    """The rows (and samples) of ``runs`` that measured ``cells``, every arm of them."""
+    columns, wanted = _columns(raw), _wanted(raw, cells)
+    keys = [tuple((name, _plain(value)) for name, value in zip(columns, row, strict=True))
+            for row in runs.results[list(columns)].itertuples(index=False, name=None)]
+    results = runs.results[[key in wanted for key in keys]]
+    samples = runs.samples[runs.samples["cell_key"].isin(list(results["cell_key"].astype(str)))]
+    return replace(runs, results=results, samples=samples)
