@@ -147,6 +147,30 @@ def rejudge(out: Path, records: dict, normalise: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def pair_spread(records: dict) -> dict:
+    """How far the A/A pairs' log ratios (a2 / base, per cell and launch pair) spread, robustly (1.4826
+    MAD over a cell's pairs; the median and p90 over cells): raw, each launch's cell time divided by the
+    probe measured after that cell (what --normalise probe does), and by its launch's median probe."""
+    frames = []
+    for record in records.values():
+        rows = load_runs([Path(run) for run in record["runs"]]).results
+        rows = rows[rows["arm"].isin(["base", "a2"]) & rows["status"].eq("ok")].copy()
+        rows["cell"] = rows[list(CELL_KEY[:-1])].astype(str).agg("/".join, axis=1)
+        rows["pair"] = rows["run_id"].astype(str) + "/" + rows["repeat"].astype(str)
+        rows["launch"] = rows["run_id"].astype(str) + "/" + rows["launch_id"].astype(str)
+        rows["launch_probe"] = rows.groupby("launch")["probe_us"].transform("median")
+        frames.append(rows)
+    rows = pd.concat(frames, ignore_index=True)
+    out = {}
+    for name, divide in (("raw", None), ("probe", "probe_us"), ("launch_probe", "launch_probe")):
+        time_us = rows["time_us_p50"] / (rows[divide] if divide else 1.0)
+        table = rows.assign(t=time_us).pivot_table(index=["cell", "pair"], columns="arm", values="t").dropna()
+        logs = np.log(table["a2"] / table["base"])
+        spread = logs.groupby(level=0).agg(lambda v: 1.4826 * np.median(np.abs(v - np.median(v))))
+        out[name] = {"median": round(float(spread.median()), 4), "p90": round(float(spread.quantile(0.9)), 4)}
+    return out
+
+
 def _share(frame: pd.DataFrame, *verdicts: str) -> float | None:
     return round(float(frame.verdict.isin(verdicts).mean()), 4) if len(frame) else None
 
@@ -178,6 +202,7 @@ def evaluate(out: Path) -> dict:
         "shift_flagged": shifts, "adaptive": figures(frame, references),
         "rejudged": figures(rejudge(out, records, ""), references),
         "rejudged_probe": figures(rejudge(out, records, "probe"), references),
+        "aa_pair_spread": pair_spread(records),
     }
 
 
@@ -207,6 +232,9 @@ def report(kind: str, load_procs: int, found: dict) -> str:
     for title, count, share, target in rows:
         cells = [_pct(found[column][share]) + (f" of {found[column][count]}" if count else "") for column, _ in columns]
         lines.append(f"| {title} | " + " | ".join(cells) + f" | {target} |")
+    spread = found["aa_pair_spread"]
+    shown = "; ".join(f"{name.replace('_', ' ')} {v['median']:.3f} / {v['p90']:.3f}" for name, v in spread.items())
+    lines += ["", f"A/A launch pairs' log ratio, robust sd over a cell's pairs (median / p90 over cells): {shown}"]
     return "\n".join(lines)
 
 
