@@ -1,23 +1,23 @@
 """The gate's evaluation for arms in launches of their own (docs/GATE.md, "Arms in launches of their own"):
 environment arms and install arms, measured and judged by ``pccl-bench ab``'s own loop
-(bench/sweep/ab.py, its defaults), quiet or beside co-tenant processes. Called by
-scripts/evaluate_gate.py ``--launch-arms env|install``.
+(bench/sweep/ab.py, its defaults: 600 s budget, rounds of 4 launch repeats, 1 confirmation), quiet or
+beside co-tenant processes. Called by scripts/evaluate_gate.py ``--launch-arms env|install``.
 
-Every round is one ``ab`` of suites/ci-ab.yaml's cells (its 4 launch repeats, the default budget, round
-size and confirmation) with three arms, all in launches of their own:
+Every round is two ``ab``s of suites/ci-ab.yaml's cells (its 6 launch repeats), two arms each:
 
-* ``base``  the MPI library as it is
-* ``a2``    the same as base: an environment arm (an inert variable of the same length as base's, so
-            the environment's size is the same), or the other install (``--install``: another checkout's
-            venv at the same commit)
-* ``b``     a2 plus a real slowdown of an MPI setting (``MPIR_CVAR_DEVICE_COLLECTIVES=none``: MPICH's
-            shared-memory collectives off)
+* ``aa``: ``base`` against ``a2``, the same: for env arms an inert variable of the same length on
+  both (``a``/``b``: the environment's size the same), for install arms the other install
+  (``--install``: another checkout's venv at the same commit). Two questions decided in the same
+  rounds: A/A, and x1.25 (a2's samples times 1.25, the what-if of a uniformly slower candidate);
+  each cell's verdict the one it had when it was decided.
+* ``real``: ``base`` against ``cand``, a real slowdown of an MPI setting (``MPIR_CVAR_DEVICE_COLLECTIVES
+  =none``: MPICH's shared-memory collectives off): for env arms suites/ci-ab.yaml exactly as committed
+  (the README's CI example), for install arms the other install with that setting.
 
-and three questions decided together in the same rounds, each cell's verdict the one it had when it
-was decided: A/A (a2 against base), x1.25 (a2's samples x1.25 against base) and real (b against base).
-"Slowed" cells of the real check are those whose ratio b/base pooled over the *other* rounds of the
-collection is at least 1.25, "unaffected" ones within 5%. The probe normalisation is evaluated by
-judging each round's final runs again with and without ``--normalise probe`` (not adaptively).
+"Slowed" cells of the real check are those whose ratio cand/base pooled over the *other* rounds is at
+least 1.25, "unaffected" ones within 5%. The probe normalisation is evaluated by judging every round's
+final runs again with and without ``--normalise probe`` (one pass, not adaptively), and by the spread
+of the A/A launch pairs raw and divided by the probe.
 """
 
 from __future__ import annotations
@@ -43,24 +43,29 @@ ROOT = Path(__file__).resolve().parent.parent
 SLOWDOWN = {"MPIR_CVAR_DEVICE_COLLECTIVES": "none"}
 #: the inert variable of the A/A arms: the same length on both sides
 INERT = "PCCL_BENCH_EVAL_ARM"
-QUESTIONS = {"aa": Question("base", "a2"), "scaled": Question("base", "a2", 1.25), "real": Question("base", "b")}
 SCALE = 1.25
+#: per ab of a round: its questions (check -> question)
+QUESTIONS = {"aa": {"aa": Question("base", "a2"), "scaled": Question("base", "a2", SCALE)},
+             "real": {"real": Question("base", "cand")}}
 
 
-def arms(kind: str, install: str | None) -> list[dict]:
+def arms(kind: str, ab: str, install: str | None) -> list[dict] | None:
+    """The arms of one ab of a round (None: suites/ci-ab.yaml's own)."""
     if kind == "env":
-        return [{"name": "base", "env": {INERT: "a"}}, {"name": "a2", "env": {INERT: "b"}},
-                {"name": "b", "env": {INERT: "b", **SLOWDOWN}}]
+        return [{"name": "base", "env": {INERT: "a"}}, {"name": "a2", "env": {INERT: "b"}}] if ab == "aa" else None
     if not install:
         raise SystemExit("--launch-arms install needs --install PATH (another checkout's venv, same commit)")
-    return [{"name": "base", "env": {INERT: "a"}}, {"name": "a2", "env": {INERT: "a"}, "install": install},
-            {"name": "b", "env": {INERT: "a", **SLOWDOWN}, "install": install}]
+    if ab == "aa":
+        return [{"name": "base"}, {"name": "a2", "install": install}]
+    return [{"name": "base"}, {"name": "cand", "install": install, "env": dict(SLOWDOWN)}]
 
 
-def suite(out: Path, kind: str, install: str | None) -> tuple[Path, dict]:
+def suite(out: Path, kind: str, ab: str, install: str | None) -> tuple[Path, dict]:
     raw = yaml.safe_load((ROOT / "suites" / "ci-ab.yaml").read_text())
-    raw.update(name=f"eval-{kind}", arms=arms(kind, install))
-    path = out / "suite.yaml"
+    chosen = arms(kind, ab, install)
+    if chosen is not None:
+        raw.update(name=f"eval-{kind}-{ab}", arms=chosen)
+    path = out / f"suite-{ab}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path, raw
 
@@ -98,52 +103,60 @@ class CpuMeter:
 
 
 def collect(out: Path, kind: str, rounds: int, install: str | None, budget_s: float) -> None:
-    """``rounds`` abs into out/<kind>NN; verdicts and timings to out/rounds.json, out/verdicts.csv."""
+    """``rounds`` rounds of the two abs into out/<kind>NN-<ab>; verdicts and timings to out/rounds.json
+    and out/verdicts.csv (a collection can be extended: it goes on from the rounds it has)."""
     out.mkdir(parents=True, exist_ok=True)
-    path, raw = suite(out, kind, install)
+    suites = {ab: suite(out, kind, ab, install) for ab in QUESTIONS}
     records = json.loads((out / "rounds.json").read_text()) if (out / "rounds.json").exists() else {}
     frames = [pd.read_csv(out / "verdicts.csv")] if (out / "verdicts.csv").exists() else []
     console = Console(quiet=True)
     for index in range(len(records), len(records) + rounds):
         name = f"{kind}{index:02d}"
-        options = GateOptions(small_threshold=0.10)
-        meter = CpuMeter()
-        outcome = measure_until_decided(path, raw, out / name, list(QUESTIONS.values()), options, budget_s, 4, 1,
-                                        console)
-        others = meter.others_share()
-        records[name] = {"seconds": outcome.seconds, "rounds": len(outcome.rounds),
-                         "repeats": sum(r.pairs for r in outcome.rounds), "budget_spent": outcome.budget_spent,
-                         "others_share": others, "runs": [str(r.run) for r in outcome.rounds],
-                         "shift": {check: (lambda s: None if s is None else [s.ratio, s.low, s.high])(
-                             outcome.results[q].shift) for check, q in QUESTIONS.items()},
-                         "shift_verdict": {check: outcome.results[q].shift_verdict() for check, q in QUESTIONS.items()}}
-        for check, question in QUESTIONS.items():
-            frames.append(pd.DataFrame(_cells(outcome.results[question], round=name, check=check)))
-        pd.concat(frames, ignore_index=True).to_csv(out / "verdicts.csv", index=False)
-        (out / "rounds.json").write_text(json.dumps(records, indent=2) + "\n")
-        print(f"  {name}: {outcome.summary()}, others {others:.0%}", flush=True)
+        records[name] = {}
+        for ab, questions in QUESTIONS.items():
+            meter = CpuMeter()
+            path, raw = suites[ab]
+            outcome = measure_until_decided(path, raw, out / f"{name}-{ab}", list(questions.values()),
+                                            GateOptions(small_threshold=0.10), budget_s, 4, 1, console)
+            others = meter.others_share()
+            records[name][ab] = {
+                "seconds": outcome.seconds, "rounds": len(outcome.rounds), "budget_spent": outcome.budget_spent,
+                "repeats": sum(r.pairs for r in outcome.rounds), "others_share": others,
+                "runs": [str(r.run) for r in outcome.rounds],
+                "shift": {check: _shift(outcome.results[q]) for check, q in questions.items()},
+                "shift_verdict": {check: outcome.results[q].shift_verdict() for check, q in questions.items()}}
+            for check, question in questions.items():
+                frames.append(pd.DataFrame(_cells(outcome.results[question], round=name, check=check)))
+            pd.concat(frames, ignore_index=True).to_csv(out / "verdicts.csv", index=False)
+            (out / "rounds.json").write_text(json.dumps(records, indent=2) + "\n")
+            print(f"  {name} {ab}: {outcome.summary()}, others {others:.0%}", flush=True)
 
 
-def _reference(out: Path, records: dict, name: str) -> pd.Series:
-    """Per cell key (the gate's, as text): median(b) / median(base) over every other round's runs."""
-    others = [Path(run) for other, record in records.items() if other != name for run in record["runs"]]
+def _shift(result: GateResult) -> list[float] | None:
+    return None if result.shift is None else [result.shift.ratio, result.shift.low, result.shift.high]
+
+
+def _reference(records: dict, name: str) -> pd.Series:
+    """Per cell key (the gate's, as text): median(cand) / median(base) over every other round's real runs."""
+    others = [Path(run) for other, record in records.items() if other != name for run in record["real"]["runs"]]
     if not others:
         return pd.Series(dtype=float)
     samples = load_runs(others).samples
     medians = {arm: samples[samples["arm"].eq(arm)].groupby(list(CELL_KEY[:-1]), observed=True)["time_us"].median()
-               for arm in ("base", "b")}
-    ratio = (medians["b"] / medians["base"]).dropna()
+               for arm in ("base", "cand")}
+    ratio = (medians["cand"] / medians["base"]).dropna()
     return pd.Series(ratio.to_numpy(), index=[json.dumps([str(p) for p in key] + [""]) for key in ratio.index])
 
 
-def rejudge(out: Path, records: dict, normalise: str) -> pd.DataFrame:
+def rejudge(records: dict, normalise: str) -> pd.DataFrame:
     """Every round's final runs judged again in one pass (not adaptively), raw or relative to the probe."""
     frames = []
     for name, record in records.items():
-        runs = load_runs([Path(run) for run in record["runs"]])
-        for check, question in QUESTIONS.items():
-            result = judge(runs, question, GateOptions(small_threshold=0.10, normalise=normalise))
-            frames.append(pd.DataFrame(_cells(result, round=name, check=check)))
+        for ab, questions in QUESTIONS.items():
+            runs = load_runs([Path(run) for run in record[ab]["runs"]])
+            for check, question in questions.items():
+                result = judge(runs, question, GateOptions(small_threshold=0.10, normalise=normalise))
+                frames.append(pd.DataFrame(_cells(result, round=name, check=check)))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -153,8 +166,8 @@ def pair_spread(records: dict) -> dict:
     probe measured after that cell (what --normalise probe does), and by its launch's median probe."""
     frames = []
     for record in records.values():
-        rows = load_runs([Path(run) for run in record["runs"]]).results
-        rows = rows[rows["arm"].isin(["base", "a2"]) & rows["status"].eq("ok")].copy()
+        rows = load_runs([Path(run) for run in record["aa"]["runs"]]).results
+        rows = rows[rows["status"].eq("ok")].copy()
         rows["cell"] = rows[list(CELL_KEY[:-1])].astype(str).agg("/".join, axis=1)
         rows["pair"] = rows["run_id"].astype(str) + "/" + rows["repeat"].astype(str)
         rows["launch"] = rows["run_id"].astype(str) + "/" + rows["launch_id"].astype(str)
@@ -190,18 +203,22 @@ def figures(frame: pd.DataFrame, references: dict[str, pd.Series]) -> dict:
 
 def evaluate(out: Path) -> dict:
     records = json.loads((out / "rounds.json").read_text())
+    records = {name: record for name, record in records.items() if set(record) == set(QUESTIONS)}  # whole rounds
     frame = pd.read_csv(out / "verdicts.csv")
-    references = {name: _reference(out, records, name) for name in records}
-    seconds = [record["seconds"] for record in records.values()]
-    shifts = {check: sum(record["shift_verdict"][check] == "regressed" for record in records.values())
-              for check in QUESTIONS}
+    frame = frame[frame["round"].isin(list(records))]
+    references = {name: _reference(records, name) for name in records}
+    abs_ = {ab: [record[ab] for record in records.values()] for ab in QUESTIONS}
     return {
-        "rounds": len(records), "others_share_median": float(np.median([r["others_share"] for r in records.values()])),
-        "ab_seconds": {"median": float(np.median(seconds)), "max": float(np.max(seconds)), "all": seconds},
-        "budget_spent": sum(record["budget_spent"] for record in records.values()),
-        "shift_flagged": shifts, "adaptive": figures(frame, references),
-        "rejudged": figures(rejudge(out, records, ""), references),
-        "rejudged_probe": figures(rejudge(out, records, "probe"), references),
+        "rounds": len(records),
+        "others_share_median": float(np.median([r["others_share"] for runs in abs_.values() for r in runs])),
+        "ab_seconds": {ab: {"median": float(np.median([r["seconds"] for r in runs])),
+                            "max": float(np.max([r["seconds"] for r in runs])),
+                            "budget_spent": sum(r["budget_spent"] for r in runs)} for ab, runs in abs_.items()},
+        "shift_flagged": {check: sum(record[ab]["shift_verdict"][check] == "regressed" for record in records.values())
+                          for ab, questions in QUESTIONS.items() for check in questions},
+        "adaptive": figures(frame, references),
+        "rejudged": figures(rejudge(records, ""), references),
+        "rejudged_probe": figures(rejudge(records, "probe"), references),
         "aa_pair_spread": pair_spread(records),
     }
 
@@ -220,12 +237,12 @@ def report(kind: str, load_procs: int, found: dict) -> str:
             ("real: slowed cells (>= 1.25x) regressed", "real_slowed_cells", "real_slowed_regressed", ">= 90%"),
             ("real: unaffected cells (within 5%) flagged", "real_unaffected_cells", "real_unaffected_flagged",
              "<= 1%")]
-    seconds = found["ab_seconds"]
+    took = "; ".join(f"{ab} {t['median']:.0f} s at the median, {t['max']:.0f} s at most ({t['budget_spent']} spent "
+                     f"the budget)" for ab, t in found["ab_seconds"].items())
     shift = found["shift_flagged"]
-    lines = [f"{kind} arms, {load_procs} co-tenant processes: {found['rounds']} abs; other processes' median share "
-             f"of the CPUs {found['others_share_median']:.0%}; each ab {seconds['median']:.0f} s at the median, "
-             f"{seconds['max']:.0f} s at most ({found['budget_spent']} spent the budget); judged across the board: "
-             f"x{SCALE} flagged in {shift['scaled']} of {found['rounds']}, real in {shift['real']}, A/A in "
+    lines = [f"{kind} arms, {load_procs} co-tenant processes: {found['rounds']} rounds of two abs; other processes' "
+             f"median share of the CPUs {found['others_share_median']:.0%}; each ab: {took}; judged across the "
+             f"board: x{SCALE} flagged in {shift['scaled']} of {found['rounds']}, real in {shift['real']}, A/A in "
              f"{shift['aa']}", "",
              "| check | " + " | ".join(title for _, title in columns) + " | target |",
              "| --- |" + " ---: |" * len(columns) + " --- |"]
