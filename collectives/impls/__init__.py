@@ -89,7 +89,9 @@ class LibraryCollective(Implementation):
         return None
 
     def unsupported_reason(self, call, context=HOST):
-        return self.algorithm_reason(call) or transports.get(self.transport).reason(call, context)
+        transport = transports.get(self.transport)
+        return (transport.collective_reason(call.collective, context) or self.algorithm_reason(call)
+                or transport.reason(call, context))
 
     def build(self, topo, call, sendbuf, recvbuf, context=HOST):
         return transports.get(self.transport).collective(context, as_topology(topo).comm, call.collective, sendbuf,
