@@ -17,7 +17,9 @@ every round runs every suite once with every install, in alternating order, thro
                               and MPI start-up, the topology, the CLI and the table
 
 The target of issue 12 is in-worker harness <= 2 ms + 5% of the timed time, per cell. The
-machine is shared: read the medians over rounds, and the ratios of installs within a round.
+machine is shared: read the medians over rounds, and the ratios of installs within a round (printed
+after the table, each install against the first), and the in-worker harness by implementation (the
+median over every cell of every round, which one slow round moves least).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def cell_costs(folder: Path) -> dict:
             in_worker += wall
             own_timed = sum(samples) / 1e6
             own_warm = _warm_calls(row) * statistics.median(samples) / 1e6 if samples else 0.0
-            harness.append((wall - own_timed - own_warm, own_timed))
+            harness.append((wall - own_timed - own_warm, own_timed, row.get("impl", "")))
     return {"cells": cells, "launches": launches, "timed_s": timed, "warmup_s": warmup, "harness": harness,
             "in_worker_s": in_worker}
 
@@ -77,9 +79,9 @@ def run_once(repo: Path, suite: str, scratch: Path) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    per_cell = [statistics.mean(h for h, _ in run["harness"]) * 1e3 for run in runs]
-    medians = [statistics.median(h for h, _ in run["harness"]) * 1e3 for run in runs]
-    timed_per_cell = [statistics.mean(t for _, t in run["harness"]) * 1e3 for run in runs]
+    per_cell = [statistics.mean(h for h, _, _ in run["harness"]) * 1e3 for run in runs]
+    medians = [statistics.median(h for h, _, _ in run["harness"]) * 1e3 for run in runs]
+    timed_per_cell = [statistics.mean(t for _, t, _ in run["harness"]) * 1e3 for run in runs]
     whole = [(run["wall_s"] - run["timed_s"] - run["warmup_s"]) / run["cells"] * 1e3 for run in runs]
     launch = [(run["wall_s"] - run["in_worker_s"]) / run["launches"] for run in runs]
     budget = [2.0 + 0.05 * t for t in timed_per_cell]
@@ -116,7 +118,43 @@ def main() -> int:
         print(f"| {suite} | {name} | {s['cells']} | {s['launches']} | {s['wall_s']:.1f} | {s['timed_s']:.1f} "
               f"| {s['harness_mean_ms']:.2f} | {s['harness_median_ms']:.2f} | {s['budget_ms']:.2f} "
               f"| {s['whole_ms']:.1f} | {s['launch_s']:.2f} |")
+    if len(installs) > 1:
+        print_ratios(results, suites, [name for name, _ in installs])
+    print_by_impl(results, suites, [name for name, _ in installs])
     return 0
+
+
+def print_by_impl(results: dict[tuple[str, str], list[dict]], suites: list[str], names: list[str]) -> None:
+    """The in-worker harness per cell by implementation: the median over every cell of every round."""
+    print("\nin-worker harness per cell by implementation, median over all rounds' cells (ms)\n")
+    print("| suite | implementation | cells | " + " | ".join(names) + " |")
+    print("|---|---|---:|" + "---:|" * len(names))
+    for suite in suites:
+        pooled = {name: {} for name in names}
+        for name in names:
+            for run in results[suite, name]:
+                for harness, _, impl in run["harness"]:
+                    pooled[name].setdefault(impl, []).append(harness * 1e3)
+        for impl in sorted(pooled[names[0]]):
+            medians = [f"{statistics.median(pooled[name].get(impl) or [float('nan')]):.2f}" for name in names]
+            print(f"| {suite} | {impl} | {len(pooled[names[0]][impl])} | " + " | ".join(medians) + " |")
+
+
+def print_ratios(results: dict[tuple[str, str], list[dict]], suites: list[str], names: list[str]) -> None:
+    """Each install against the first, round by round (the two ran back to back): the median and range
+    over rounds of the ratio of their in-worker harness medians and of their whole sweeps per cell."""
+    print(f"\nratio to {names[0]} within each round: median (range) over rounds\n")
+    print("| suite | install | in-worker harness median | whole sweep per cell |")
+    print("|---|---|---:|---:|")
+    for suite in suites:
+        first = [summarise([run]) for run in results[suite, names[0]]]
+        for name in names[1:]:
+            other = [summarise([run]) for run in results[suite, name]]
+            cells = []
+            for key in ("harness_median_ms", "whole_ms"):
+                ratios = [b[key] / a[key] for a, b in zip(first, other, strict=True)]
+                cells.append(f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+            print(f"| {suite} | {name} | {cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from mpi4py.libmpi cimport *
 from mpi4py.MPI cimport Comm
 
 from cython_ext.core cimport CollOp, check_mpi
-from cython_ext.native cimport mpi_datatype, mpi_op
+from cython_ext.native cimport mpi_types
 from cython_ext.reduce cimport reduce_into
 
 # The columns of collectives.schedules.rows.COLUMNS, in its order (column_indices: a test checks it).
@@ -81,8 +81,7 @@ cdef int exchange_in_pieces(char *s, int64_t send_bytes, int send_peer, char *r,
                             int recv_peer, MPI_Comm comm) except -1 nogil:
     """Contiguous messages over 1 GiB: 1 GiB pieces, all posted at once and awaited together, so
     each side's piece count depends on its own message only (MPI keeps pieces in order)."""
-    cdef int64_t offset
-    cdef int n = 0, i
+    cdef int n = 0
     cdef int npieces = <int>((send_bytes + MAX_MESSAGE_BYTES - 1) // MAX_MESSAGE_BYTES
                              + (recv_bytes + MAX_MESSAGE_BYTES - 1) // MAX_MESSAGE_BYTES)
     cdef MPI_Request *requests = <MPI_Request *>calloc(max(npieces, 1), sizeof(MPI_Request))
@@ -90,22 +89,31 @@ cdef int exchange_in_pieces(char *s, int64_t send_bytes, int send_peer, char *r,
         with gil:
             raise MemoryError()
     try:
-        offset = 0
-        while recv_peer >= 0 and offset < recv_bytes:
-            check_mpi(MPI_Irecv(r + offset, <int>min(recv_bytes - offset, MAX_MESSAGE_BYTES), MPI_BYTE,
-                                recv_peer, TAG, comm, &requests[n]))
-            n += 1
-            offset += MAX_MESSAGE_BYTES
-        offset = 0
-        while send_peer >= 0 and offset < send_bytes:
-            check_mpi(MPI_Isend(s + offset, <int>min(send_bytes - offset, MAX_MESSAGE_BYTES), MPI_BYTE,
-                                send_peer, TAG, comm, &requests[n]))
-            n += 1
-            offset += MAX_MESSAGE_BYTES
+        if recv_peer >= 0:
+            n = post_pieces(False, r, recv_bytes, recv_peer, comm, requests, n)
+        if send_peer >= 0:
+            n = post_pieces(True, s, send_bytes, send_peer, comm, requests, n)
         check_mpi(MPI_Waitall(n, requests, MPI_STATUSES_IGNORE))
     finally:
         free(requests)
     return 0
+
+
+cdef int post_pieces(bint sending, char *buf, int64_t nbytes, int peer, MPI_Comm comm, MPI_Request *requests,
+                     int n) except -1 nogil:
+    """``nbytes`` at ``buf`` to or from ``peer`` as pieces of at most 1 GiB, their requests from
+    ``requests[n]`` on; the requests then posted in all."""
+    cdef int64_t offset = 0
+    cdef int length
+    while offset < nbytes:
+        length = <int>min(nbytes - offset, MAX_MESSAGE_BYTES)
+        if sending:
+            check_mpi(MPI_Isend(buf + offset, length, MPI_BYTE, peer, TAG, comm, &requests[n]))
+        else:
+            check_mpi(MPI_Irecv(buf + offset, length, MPI_BYTE, peer, TAG, comm, &requests[n]))
+        n += 1
+        offset += MAX_MESSAGE_BYTES
+    return n
 
 
 cdef int make_vector(int64_t nblocks, int64_t count, int64_t stride, int64_t itemsize,
@@ -162,8 +170,10 @@ cdef class ScheduleOp(CollOp):
         n = steps.shape[0]
         native_rows = [i for i in range(n) if steps[i, ACTION] in (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER)]
         if native_rows:
-            if mpi_datatype(dtype, &self.mpi_type) != 0 or mpi_op(op, &self.mpi_reduction) != 0:
-                raise ValueError("an MPI-library phase needs an MPI datatype and op for this dtype/op")
+            try:
+                mpi_types(dtype, op, &self.mpi_type, &self.mpi_reduction)
+            except ValueError as error:
+                raise ValueError(f"an MPI-library phase needs an MPI datatype and op for this dtype/op: {error}")
             if any(steps[i, ACTION_COUNT] > 2**31 - 1 for i in native_rows):
                 raise ValueError("an MPI-library phase count exceeds the int count of MPI-3")
         self.send_types = <MPI_Datatype *>calloc(max(n, 1), sizeof(MPI_Datatype))

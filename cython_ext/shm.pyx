@@ -51,15 +51,15 @@ cdef class AllgatherLL(ShmCollective):
     PATH = "ll"
 
     cdef int body(self) except -1 nogil:
-        cdef int p = self.seg.size, r = self.seg.rank, i, q
+        """One step: the own block into the LL slot, every peer's block read from its slot."""
+        cdef int i, q
         cdef int64_t n = self.count * self.itemsize
-        cdef const char *own = self.dst + r * n if self.in_place else self.src
+        cdef const char *own = self.dst + self.seg.rank * n if self.in_place else self.src
         cdef uint64_t s = self.seg.next_step()
-        shm_ll_write(self.seg.ll(r, s), own, n, <uint32_t>s)
-        if not self.in_place:
-            memcpy(self.dst + r * n, own, n)
-        for i in range(1, p):
-            q = (r + i) % p
+        shm_ll_write(self.seg.ll(self.seg.rank, s), own, n, <uint32_t>s)  # first: the peers wait for it
+        self.own_block()
+        for i in range(1, self.seg.size):
+            q = self.peer(i)
             self.seg.ll_read(q, s, 0, self.dst + q * n, n)
         return 0
 
@@ -69,21 +69,19 @@ cdef class AllgatherCopy(ShmCollective):
     PATH = "copy"
 
     cdef int body(self) except -1 nogil:
-        cdef int p = self.seg.size, r = self.seg.rank, i, q
-        cdef int64_t n = self.count * self.itemsize, at, piece
-        cdef const char *own = self.dst + r * n if self.in_place else self.src
+        """Chunks of the own block through the copy buffer, every peer's chunk copied out, step by step."""
+        cdef int i, q
+        cdef int64_t n = self.count * self.itemsize, at = 0, piece
+        cdef const char *own = self.own_block()
         cdef uint64_t s
-        if not self.in_place:
-            memcpy(self.dst + r * n, own, n)
-        at = 0
         while at < n:
             piece = clamp(n - at, self.seg.chunk_bytes)
             s = self.seg.next_step()
-            memcpy(self.seg.buf(r, s), own + at, piece)
+            memcpy(self.seg.buf(self.seg.rank, s), own + at, piece)
             self.seg.publish(s)
             self.seg.wait_all(s, b"all-gather chunk")
-            for i in range(1, p):
-                q = (r + i) % p
+            for i in range(1, self.seg.size):
+                q = self.peer(i)
                 memcpy(self.dst + q * n + at, self.seg.buf(q, s), piece)
             at += piece
         return 0
@@ -94,13 +92,13 @@ cdef class AllgatherCma(ShmCollective):
     PATH = "cma"
 
     cdef int body(self) except -1 nogil:
-        cdef int p = self.seg.size, r = self.seg.rank, i, q
+        """Single copy: every peer's block read straight from its input, between two synchronisations."""
+        cdef int i, q
         cdef int64_t n = self.count * self.itemsize
-        if not self.in_place:
-            memcpy(self.dst + r * n, self.src, n)
+        self.own_block()
         self.seg.sync(b"entry into the call")
-        for i in range(1, p):
-            q = (r + i) % p
+        for i in range(1, self.seg.size):
+            q = self.peer(i)
             self.seg.cma_read(q, self.dst + q * n, self.peer_src[q], n)
         return self.seg.sync(b"end of the peers' reads")
 
@@ -110,6 +108,7 @@ cdef class ReduceScatterLL(ShmCollective):
     PATH = "ll"
 
     cdef int body(self) except -1 nogil:
+        """One step: the p segments into the LL slot, segment r of every peer read and reduced in rank order."""
         cdef int p = self.seg.size, r = self.seg.rank, q
         cdef int64_t n = self.count, nb = n * self.itemsize
         cdef int64_t words = (nb + 3) // 4
@@ -121,13 +120,7 @@ cdef class ReduceScatterLL(ShmCollective):
             if q != r:
                 shm_ll_write(slot + q * words, self.src + q * nb, nb, <uint32_t>s)
         # the result lands in dst[0:n]: in place that is the own segment 0, already in the slot
-        for q in range(p):
-            if q == r:
-                self.fold(self.dst, own, n, q, &first)
-            else:
-                self.seg.ll_read(q, s, r * words, self.scratch_for(q), nb)
-                self.fold(self.dst, self.scratch_for(q), n, q, &first)
-        return 0
+        return self.fold_peers(self.dst, own, n, s, r * words, False, &first)
 
 
 cdef class ReduceScatterCopy(ShmCollective):
@@ -135,6 +128,7 @@ cdef class ReduceScatterCopy(ShmCollective):
     PATH = "copy"
 
     cdef int body(self) except -1 nogil:
+        """Chunks of the p segments through the copy buffer, segment r of every peer's reduced, step by step."""
         cdef int p = self.seg.size, r = self.seg.rank, q
         cdef int64_t n = self.count, per = max(self.seg.chunk_bytes // (p * self.itemsize), 1)
         cdef int64_t nb = n * self.itemsize, pb = per * self.itemsize, at = 0, piece
@@ -166,22 +160,16 @@ cdef class ReduceScatterCma(ShmCollective):
     cdef int body(self) except -1 nogil:
         # peers read segment q of this rank's input; in place the result (dst[0:n], which is
         # segment 0, read by rank 0) waits in tmp_result until every peer is done
-        cdef int p = self.seg.size, r = self.seg.rank, q
+        cdef int r = self.seg.rank
         cdef int64_t n = self.count, per = max(self.seg.chunk_bytes // self.itemsize, 1)
         cdef int64_t nb = n * self.itemsize, at = 0, piece
         cdef char *out = self.tmp_result if (self.in_place and r != 0) else self.dst
-        cdef const char *own = self.src + r * nb
         cdef const char *first = NULL
         self.seg.sync(b"entry into the call")
         while at < n:
             piece = clamp(n - at, per)
-            for q in range(p):
-                if q == r:
-                    self.fold(out + at * self.itemsize, own + at * self.itemsize, piece, q, &first)
-                else:
-                    self.seg.cma_read(q, self.scratch_for(q), self.peer_src[q] + r * nb + at * self.itemsize,
-                                      piece * self.itemsize)
-                    self.fold(out + at * self.itemsize, self.scratch_for(q), piece, q, &first)
+            self.fold_peers(out + at * self.itemsize, self.src + r * nb + at * self.itemsize, piece, 0,
+                            r * nb + at * self.itemsize, True, &first)
             at += piece
         self.seg.sync(b"end of the peers' reads")
         if out != self.dst:
@@ -195,20 +183,11 @@ cdef class AllreduceLL(ShmCollective):
 
     cdef int body(self) except -1 nogil:
         """One shot: every rank reads every peer's whole buffer and reduces, in rank order."""
-        cdef int p = self.seg.size, r = self.seg.rank, q
-        cdef int64_t n = self.count, nb = n * self.itemsize
+        cdef int64_t n = self.count
         cdef uint64_t s = self.seg.next_step()
-        cdef const char *own = self.src
         cdef const char *first = NULL
-        shm_ll_write(self.seg.ll(r, s), self.src, nb, <uint32_t>s)
-        own = self.own_piece(own, self.dst, n)
-        for q in range(p):
-            if q == r:
-                self.fold(self.dst, own, n, q, &first)
-            else:
-                self.seg.ll_read(q, s, 0, self.scratch_for(q), nb)
-                self.fold(self.dst, self.scratch_for(q), n, q, &first)
-        return 0
+        shm_ll_write(self.seg.ll(self.seg.rank, s), self.src, n * self.itemsize, <uint32_t>s)
+        return self.fold_peers(self.dst, self.own_piece(self.src, self.dst, n), n, s, 0, False, &first)
 
 
 cdef class AllreduceOneshot(ShmCollective):
@@ -296,19 +275,13 @@ cdef class AllreduceCma(ShmCollective):
             piece = clamp(self.counts[r] - at, per)
             acc = self.dst + (self.offsets[r] + at) * size
             own = self.own_piece(self.src + (self.offsets[r] + at) * size, acc, piece)
-            for q in range(p):
-                if q == r:
-                    self.fold(acc, own, piece, q, &first)
-                else:
-                    self.seg.cma_read(q, self.scratch_for(q), self.peer_src[q] + (self.offsets[r] + at) * size,
-                                      piece * size)
-                    self.fold(acc, self.scratch_for(q), piece, q, &first)
+            self.fold_peers(acc, own, piece, 0, (self.offsets[r] + at) * size, True, &first)
             at += piece
         self.seg.sync(b"reduced segment")
         for i in range(1, p):
-            q = (r + i) % p
+            q = self.peer(i)
             self.seg.cma_read(q, self.dst + self.offsets[q] * size, self.peer_dst[q] + self.offsets[q] * size,
-                         self.counts[q] * size)
+                              self.counts[q] * size)
         return self.seg.sync(b"end of the peers' reads")
 
 

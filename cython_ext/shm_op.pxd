@@ -1,5 +1,6 @@
 # The base of the shared-memory collectives (cython_ext/shm.pyx): buffers, scratch, the fold.
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport int64_t, uint64_t, uintptr_t
+from libc.string cimport memcpy
 
 from cython_ext.core cimport CollOp
 from cython_ext.kinds cimport Kind
@@ -27,6 +28,8 @@ cdef class ShmCollective(CollOp):
     cdef int body(self) except -1 nogil
     cdef int alone(self) except -1 nogil
     cdef const char *own_piece(self, const char *own, char *acc, int64_t piece) noexcept nogil
+    cdef int fold_peers(self, char *acc, const char *own, int64_t n, uint64_t step, int64_t at, bint by_cma,
+                        const char **first) except -1 nogil
 
     cdef inline int fold(self, char *acc, const char *piece, int64_t n, int index,
                          const char **first) except -1 nogil:
@@ -42,6 +45,18 @@ cdef class ShmCollective(CollOp):
             return reduce_into(acc, first[0], piece, n, self.dtype, self.reduction)
         return reduce_into(acc, acc, piece, n, self.dtype, self.reduction)
 
+
+    cdef inline int peer(self, int i) noexcept nogil:
+        """The i-th rank after this one, round the communicator (every rank starts with a different peer)."""
+        return (self.seg.rank + i) % self.seg.size
+
+    cdef inline const char *own_block(self) noexcept nogil:
+        """All-gather: this rank's block in its place in recv (out of place copied there from send)."""
+        cdef int64_t n = self.count * self.itemsize
+        cdef char *place = self.dst + self.seg.rank * n
+        if not self.in_place:
+            memcpy(place, self.src, n)
+        return place
 
     cdef inline char *scratch_for(self, int q) noexcept nogil:
         """Where a peer's piece is unpacked or read: rank 0's is kept while rank 1's arrives."""

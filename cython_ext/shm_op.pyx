@@ -5,7 +5,7 @@ scratch chunks, all-reduce's per-rank segments, the peers' addresses for cma, th
 rank, and the fold of contributions in rank order. A subclass names its collective (``KIND``)
 and path (``PATH``) and implements ``body``: the call on two or more ranks.
 """
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport int64_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy
 
@@ -92,6 +92,24 @@ cdef class ShmCollective(CollOp):
             memcpy(self.dst, self.src, nbytes)
         elif self.kind != K_ALLGATHER and self.dst != self.src:
             memcpy(self.dst, self.src, nbytes)
+        return 0
+
+    cdef int fold_peers(self, char *acc, const char *own, int64_t n, uint64_t step, int64_t at, bint by_cma,
+                        const char **first) except -1 nogil:
+        """Every rank's ``n`` elements folded into ``acc`` in rank order: this rank's ``own``, each peer's
+        read into its scratch first, by cma from its input at byte ``at`` (``by_cma``) or from its LL
+        slot of ``step`` at word ``at``."""
+        cdef int q
+        cdef int64_t nbytes = n * self.itemsize
+        for q in range(self.seg.size):
+            if q == self.seg.rank:
+                self.fold(acc, own, n, q, first)
+                continue
+            if by_cma:
+                self.seg.cma_read(q, self.scratch_for(q), self.peer_src[q] + at, nbytes)
+            else:
+                self.seg.ll_read(q, step, at, self.scratch_for(q), nbytes)
+            self.fold(acc, self.scratch_for(q), n, q, first)
         return 0
 
     cdef const char *own_piece(self, const char *own, char *acc, int64_t piece) noexcept nogil:

@@ -11,6 +11,8 @@ from rich.console import Console
 from bench.errors import EXIT_CODES_HELP, BadInput
 from bench.plan.suite_files import resolve_suite_path
 from bench.sweep import SweepOptions, run_sweep
+from collectives.memory import KINDS
+from collectives.spec import COLLECTIVES
 
 app = typer.Typer(help="Run benchmarks under MPI.", no_args_is_help=True)
 #: what ``run sweep`` measures when no suite is named
@@ -76,8 +78,7 @@ def sweep(
 
 @app.command("point", epilog=EXIT_CODES_HELP)
 def point(
-    collective: Annotated[str, typer.Option("--collective", "-C",
-                                            help="allgather | reduce_scatter | allreduce")] = "allgather",
+    collective: Annotated[str, typer.Option("--collective", "-C", help=" | ".join(COLLECTIVES))] = "allgather",
     impl: Annotated[list[str] | None, typer.Option("--impl", "-i", help="Implementation(s); repeatable.")] = None,
     algorithm: Annotated[str | None, typer.Option("--algorithm", "-a", help="Schedule for pccl-* impls.")] = None,
     nranks: Annotated[int, typer.Option("--nranks", "-np", help="MPI ranks.")] = 2,
@@ -91,7 +92,7 @@ def point(
     dtype: Annotated[str, typer.Option("--datatype", "-d")] = "float32",
     op: Annotated[str, typer.Option("--op", "-O")] = "sum",
     in_place: Annotated[bool, typer.Option("--in-place", help="Also time in-place calls.")] = False,
-    device: Annotated[str, typer.Option("--device", help="Buffers: host | cuda | rocm.")] = "host",
+    device: Annotated[str, typer.Option("--device", help=f"Buffers: {' | '.join(KINDS)}.")] = "host",
     gpu_aware: Annotated[str, typer.Option("--gpu-aware", help="GPU buffers to MPI: auto | yes | no (staged).")]
     = "auto",
     out: Out = None,

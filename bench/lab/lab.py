@@ -27,7 +27,7 @@ from bench.lab.state import (
 )
 
 #: the helper's C sources (compiled together) and what they share
-HELPER_SOURCES = [Path(__file__).with_name(name) for name in ("labhelper.c", "switch.c")]
+HELPER_SOURCES = [Path(__file__).with_name(name) for name in ("labhelper.c", "switch.c", "switch_port.c")]
 HELPER_HEADER = Path(__file__).with_name("labhelper.h")
 #: Debian packages that hold what the lab runs
 PACKAGES = {"unshare": "util-linux", "nsenter": "util-linux", "setpriv": "util-linux", "mountpoint": "util-linux",

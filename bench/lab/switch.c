@@ -6,7 +6,8 @@
  * downlink, queued, and sent its delay later; ppoll sleeps until the next departure, the last
  * stretch is spun (this machine's measured wake-up latency, or --spin-us). SCHED_FIFO where
  * allowed, so a busy machine does not add its own scheduling delay. Counters, lateness and the
- * receive lag go to the --stats file (JSON) once a second and at the end.
+ * receive lag go to the --stats file (JSON) once a second and at the end. The ports (their
+ * sockets and the kernel's receive stamps) are switch_port.c.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -43,22 +44,6 @@ static int switch_usage(void) {
 #define FRAME_BYTES 9216 /* the largest frame: a 9000-byte MTU, its header and a VLAN tag */
 #define MAC_TABLE 256
 #define LATE_BUCKETS 16 /* lateness histogram: < 1, 2, 4 ... 2^15 us, more */
-
-struct frame {
-    uint64_t depart_ns;
-    uint32_t length;
-    struct frame *next; /* the next frame of the same port's queue */
-    unsigned char data[];
-};
-
-struct port {
-    const char *name;
-    int fd;
-    struct frame *head, *tail; /* the queue towards this port, in departure order */
-    uint64_t up_free_ns, down_free_ns; /* when the uplink (from the host) and downlink are idle */
-    uint64_t queued_bytes;
-    uint64_t rx_frames, rx_bytes, tx_frames, tx_bytes, dropped, send_errors;
-};
 
 struct mac_entry {
     unsigned char mac[6];
@@ -177,29 +162,6 @@ static void note(struct histogram *histogram, uint64_t ns) {
     histogram->total++;
 }
 
-/* When the frame reached the switch port: the kernel's receive stamp (CLOCK_REALTIME, moved to
- * CLOCK_MONOTONIC), so the switch's own wake-up latency is not added to the link's delay. */
-static uint64_t arrival_ns(struct msghdr *message, uint64_t now, int64_t realtime_offset) {
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(message); c; c = CMSG_NXTHDR(message, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-            struct timespec stamp;
-            memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
-            int64_t at = (int64_t)stamp.tv_sec * 1000000000ll + stamp.tv_nsec - realtime_offset;
-            if (at > 0 && (uint64_t)at <= now)
-                return (uint64_t)at;
-        }
-    }
-    unstamped++;
-    return now;
-}
-
-static int64_t realtime_minus_monotonic(void) {
-    struct timespec real, mono;
-    clock_gettime(CLOCK_REALTIME, &real);
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    return ((int64_t)real.tv_sec - mono.tv_sec) * 1000000000ll + (real.tv_nsec - mono.tv_nsec);
-}
-
 static void receive(int from, uint64_t now) {
     static unsigned char frame[FRAME_BYTES];
     char control[256];
@@ -213,6 +175,10 @@ static void receive(int from, uint64_t now) {
         if (length < 0)
             return;
         uint64_t arrived = arrival_ns(&message, now, offset);
+        if (!arrived) {
+            unstamped++;
+            arrived = now;
+        }
         note(&receive_lag, now - arrived);
         if (length < 14 || length > FRAME_BYTES) {
             in->dropped++;
@@ -334,43 +300,13 @@ static void write_stats(const char *path, const char *sched) {
     rename(temp, path);
 }
 
-static int open_port(struct port *port, const char *name) {
-    port->name = name;
-    port->head = port->tail = NULL;
-    port->fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
-    if (port->fd < 0) {
-        perror("labhelper switch: socket(AF_PACKET)");
-        return -1;
-    }
-    struct sockaddr_ll where = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
-                                .sll_ifindex = (int)if_nametoindex(name)};
-    if (where.sll_ifindex == 0) {
-        fprintf(stderr, "labhelper switch: no interface %s\n", name);
-        return -1;
-    }
-    if (bind(port->fd, (struct sockaddr *)&where, sizeof where) != 0) {
-        fprintf(stderr, "labhelper switch: bind %s: %s\n", name, strerror(errno));
-        return -1;
-    }
-    int one = 1, buffer = 8 << 20;
-    /* its own sends are not frames to switch; frames for other hosts' MACs must be seen too */
-    setsockopt(port->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
-    setsockopt(port->fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one);
-    setsockopt(port->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof buffer);
-    setsockopt(port->fd, SOL_SOCKET, SO_SNDBUFFORCE, &buffer, sizeof buffer);
-    setsockopt(port->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
-    struct packet_mreq promisc = {.mr_ifindex = where.sll_ifindex, .mr_type = PACKET_MR_PROMISC};
-    setsockopt(port->fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &promisc, sizeof promisc);
-    return 0;
-}
-
-int run_switch(int argc, char **argv) {
-    const char *stats = NULL;
+/* The options before the ports into the settings; the index of the first port, or -1 (usage). */
+static int parse_options(int argc, char **argv, const char **stats) {
     double rate_mbit = 0;
     int i = 0;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
         if (i + 1 >= argc)
-            return switch_usage();
+            return -1;
         if (strcmp(argv[i], "--delay-us") == 0)
             delay_ns = (uint64_t)(atof(argv[i + 1]) * 1e3);
         else if (strcmp(argv[i], "--rate-mbit") == 0)
@@ -383,17 +319,18 @@ int run_switch(int argc, char **argv) {
                 spin_ns = (uint64_t)(atof(argv[i + 1]) * 1e3);
         }
         else if (strcmp(argv[i], "--stats") == 0)
-            stats = argv[i + 1];
+            *stats = argv[i + 1];
         else
-            return switch_usage();
+            return -1;
     }
     if (i >= argc || argc - i > MAX_PORTS)
-        return switch_usage();
+        return -1;
     ns_per_byte = rate_mbit > 0 ? 8e3 / rate_mbit : 0;
-    for (; i < argc; i++)
-        if (open_port(&ports[nports++], argv[i]) != 0)
-            return 1;
+    return i;
+}
 
+/* Real-time scheduling where allowed, a fine timer, memory locked, a clean stop on a signal; the policy. */
+static const char *become_realtime(void) {
     const char *sched = "other";
     struct sched_param param = {.sched_priority = 10};
     if (sched_setscheduler(0, SCHED_FIFO, &param) == 0)
@@ -402,7 +339,24 @@ int run_switch(int argc, char **argv) {
     mlockall(MCL_CURRENT);
     signal(SIGTERM, on_stop);
     signal(SIGINT, on_stop);
+    return sched;
+}
 
+static void receive_ready(struct pollfd *fds, uint64_t now) {
+    for (int p = 0; p < nports; p++)
+        if (fds[p].revents & POLLIN)
+            receive(p, now);
+}
+
+int run_switch(int argc, char **argv) {
+    const char *stats = NULL;
+    int i = parse_options(argc, argv, &stats);
+    if (i < 0)
+        return switch_usage();
+    for (; i < argc; i++)
+        if (open_port(&ports[nports++], argv[i]) != 0)
+            return 1;
+    const char *sched = become_realtime();
     struct pollfd fds[MAX_PORTS];
     for (int p = 0; p < nports; p++)
         fds[p] = (struct pollfd){.fd = ports[p].fd, .events = POLLIN};
@@ -419,9 +373,7 @@ int run_switch(int argc, char **argv) {
             /* the next departure is close: look for frames without sleeping */
             struct timespec zero = {0, 0};
             if (ppoll(fds, (nfds_t)nports, &zero, NULL) > 0)
-                for (int p = 0; p < nports; p++)
-                    if (fds[p].revents & POLLIN)
-                        receive(p, now_ns());
+                receive_ready(fds, now_ns());
             continue;
         }
         uint64_t wake = next == UINT64_MAX ? now + 1000000000ull : next - spin_ns;
@@ -434,11 +386,8 @@ int run_switch(int argc, char **argv) {
         if (ready == 0 && next != UINT64_MAX)
             note_overshoot(now > wake ? now - wake : 0);
         if (ready > 0)
-            for (int p = 0; p < nports; p++)
-                if (fds[p].revents & POLLIN)
-                    receive(p, now);
+            receive_ready(fds, now);
     }
     write_stats(stats, sched);
     return 0;
 }
-

@@ -62,7 +62,7 @@ class Cell:
         return sha1(json.dumps(values).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "cell_key": self.key}
+        return {**vars(self), "cell_key": self.key}  # flat fields: asdict's deep copy is a cost a cell
 
     @classmethod
     def from_dict(cls, values: dict) -> Cell:

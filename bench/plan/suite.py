@@ -29,6 +29,7 @@ from bench.plan.sizes import cell_value
 from bench.plan.slurm_options import Slurm
 from collectives.dtypes import DTYPES, OPS
 from collectives.impls import IMPLEMENTATIONS
+from collectives.memory import KINDS
 from collectives.schedules import algorithms, hier, tuning
 from collectives.spec import COLLECTIVES
 from collectives.timing_plan import TimingPlan
@@ -174,7 +175,8 @@ class Suite(Strict):
         default_factory=list)
     #: instead of ``hosts``: an MPICH (host:slots) or Open MPI (host slots=N) hostfile
     hostfile: str | None = Field(None, min_length=1, max_length=4096)
-    device: Literal["host", "cuda", "rocm"] = "host"
+    #: where the buffers live: a memory kind of collectives/memory (host, cuda, rocm)
+    device: Literal[tuple(KINDS)] = "host"  # type: ignore[valid-type]
     sizes: SizeSweep
     dtype: Annotated[list[Dtype], BeforeValidator(one_or_many)] = ["float32"]
     op: Annotated[list[Op], BeforeValidator(one_or_many)] = ["sum"]

@@ -27,6 +27,8 @@ from bench.present import plot_style as style  # selects the Agg backend
 from bench.results.labels import impl_label
 from bench.results.speedup import UNSURE_NOTE, WIDE_FACTOR, cell_identity, median_intervals
 from bench.text import printable
+from collectives.memory import device_kinds
+from collectives.spec import reduces
 
 FORMATS = ("png", "svg", "pdf")
 #: speedup heatmaps saturate beyond 2**4 = 16x either way (the cells still print the value)
@@ -47,7 +49,7 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
     for name in CELL_KEY:
         if ok[name].dtype == object or pd.api.types.is_string_dtype(ok[name]):
             ok[name] = ok[name].fillna("").astype(str)
-    ok.loc[ok["collective"].eq("allgather"), "op"] = ""  # an all-gather reduces nothing
+    ok.loc[~ok["collective"].astype(str).map(reduces).astype(bool), "op"] = ""  # an all-gather reduces nothing
     keys = [*CELL_KEY, "bytes_total"]
     if "oversubscribed" not in ok:
         ok["oversubscribed"] = False
@@ -66,7 +68,7 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
         frame.loc[group.index, "variant"] = group[varying].astype(str).agg(" ".join, axis=1) if varying else ""
     # "total" sizes are rounded to a multiple of the rank count: compare sizes by nearest power of two
     frame["size_bucket"] = np.exp2(np.round(np.log2(frame["bytes_total"].clip(lower=1)))).astype(np.int64)
-    unit = np.where(frame["device"].eq("host"), "ranks", "GPUs")
+    unit = np.where(frame["device"].isin(device_kinds()), "GPUs", "ranks")
     frame["shape"] = [f"{n} {u}" + (f", {m} nodes" if m > 1 else "") for n, u, m in
                       zip(frame["nranks"], unit, frame["nnodes"], strict=True)]
     return frame.sort_values(["collective", "nranks", "nnodes", "label", "bytes_total"]).reset_index(drop=True)
@@ -233,7 +235,7 @@ def scaling_figure(data: pd.DataFrame, title: str) -> Figure | None:
         return None
     sizes = scaling_sizes(data)
     figure, axes = _panels(len(sizes), width_in=4.0)
-    unit = "ranks" if data["device"].eq("host").all() else "GPUs"
+    unit = "GPUs" if data["device"].isin(device_kinds()).any() else "ranks"
     for axis, size in zip(axes, sizes, strict=True):
         group = data[data["size_bucket"].eq(size)]
         _lines(axis, group, "nranks", "time_us")

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from bench.plan.sizes import format_size
+from collectives.spec import reduces
 
 #: implementations that name themselves without an algorithm
 PLAIN_IMPLS = ("mpi", "xccl")
@@ -45,7 +46,7 @@ def cell_label(row) -> str:
     collective = field(row, "collective")
     text = f"{collective} {impl_label(row)} {shape_label(row)} {format_size(int(field(row, 'bytes_total')))}"
     text += f" {field(row, 'dtype')}"
-    if collective != "allgather":
+    if reduces(collective):
         text += f" {field(row, 'op')}"
     if field(row, "placement", "out_of_place") != "out_of_place":
         text += " in-place"

@@ -22,6 +22,7 @@ import pandas as pd
 from bench.plan.cells import CELL_KEY
 from bench.results.labels import field
 from bench.results.stats import median_interval
+from collectives.spec import reduces
 
 #: a ratio whose interval's high/low exceeds this is unsure
 WIDE_FACTOR = 2.0
@@ -42,11 +43,11 @@ Intervals = dict[tuple, tuple[float, float]]
 
 
 def cell_identity(row) -> tuple:
-    """The measurement a row is, whatever its repeat or run (all-gathers have no op)."""
+    """The measurement a row is, whatever its repeat or run (a collective that reduces nothing has no op)."""
     values = []
     for name in CELL_KEY:
         value = field(row, name, "")
-        if name == "op" and field(row, "collective") == "allgather":
+        if name == "op" and not reduces(field(row, "collective")):
             value = ""
         if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
                 and float(value).is_integer():

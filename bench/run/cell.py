@@ -13,10 +13,9 @@ from dataclasses import replace
 
 from bench.plan.cells import ARM_FIELDS, Cell, TimingPlan
 from bench.run import faults
-from collectives import spec
+from collectives import memory, spec
 from collectives.call import CallSpec
 from collectives.impls import get
-from collectives.memory.context import HOST
 
 _CONTEXTS: dict[tuple[int, str], object] = {}
 _CLOCKS: dict[int, object] = {}
@@ -27,14 +26,11 @@ ARM_BLANK = dict.fromkeys(ARM_FIELDS, "")
 
 
 def context_for(topo, device: str):
-    """The job's context for ``device`` (for GPUs: collective over the topology's communicator on first use)."""
-    if device == "host":
-        return HOST
+    """The job's context for the memory kind ``device`` (collectives/memory: for GPUs collective over the
+    topology's communicator), opened on first use and kept until close_contexts."""
     key = (id(topo), device)
     if key not in _CONTEXTS:
-        from collectives.memory.device_context import open_device
-
-        _CONTEXTS[key] = open_device(topo, device)
+        _CONTEXTS[key] = memory.get(device).open(topo, device)
     return _CONTEXTS[key]
 
 
@@ -111,9 +107,8 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple
     call = call_of(cell)
     implementation = get(cell.impl)
     context = context_for(topo, cell.device)
-    row = {**implementation.describe(call, context).columns(), "warmup": timing.warmup, "n_wrong": 0, "error": ""}
-    if context.on_device:
-        row.update(gpu_aware_how=context.gpu_aware.how, gpu_binding=context.binding)
+    row = {**implementation.describe(call, context).columns(), **context.columns(), "warmup": timing.warmup,
+           "n_wrong": 0, "error": ""}
     reason = (f"device {cell.device}: {context.reason}" if context.reason
               else implementation.unsupported_reason(call, context))
     if reason:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
 from bench.run.hostfacts import available_memory  # noqa: F401  (this host's figure, for callers)
+from collectives import memory as memory_kinds
 from collectives.dtypes import itemsize
 from collectives.spec import buffer_counts
 
@@ -41,10 +42,10 @@ def check_memory(launches: list[Launch], room: Callable[[Launch], tuple[int, tup
 
     ``room(launch)``: (the ranks that share the memory of the launch's machine with the least memory a
     rank, (bytes it has available, where the figure comes from) or None where unknown, its name).
-    Host buffers only: device buffers live in GPU memory.
+    Host buffers only: a memory kind ``on_device`` (collectives/memory: cuda, rocm) lives in GPU memory.
     """
     for launch in launches:
-        if launch.device != "host" or not launch.cells:
+        if memory_kinds.get(launch.device).on_device or not launch.cells:
             continue
         cell = max(launch.cells, key=cell_buffer_bytes)
         per_rank = cell_buffer_bytes(cell)

@@ -69,7 +69,8 @@ class Hierarchical(Implementation):
                 continue
             if role not in transport.roles:
                 return f"{role} phase by {name}: it runs the {'/'.join(transport.roles)} phase only"
-            reason = transport.reason(self.phase_call(call, role, phase), context, comm)
+            reason = transport.collective_reason(phase, context) or transport.reason(
+                self.phase_call(call, role, phase), context, comm)
             if reason:
                 return f"{role} phase by {name}: {reason}"
         return None

@@ -28,7 +28,7 @@ class OneSided(LibraryCollective):
 
     def algorithm(self, call: CallSpec) -> str:
         name = call.algorithm or ONESIDED
-        return rdma.ALGORITHMS[call.collective] if name == ONESIDED else name
+        return rdma.ALGORITHMS.get(call.collective, name) if name == ONESIDED else name
 
     def algorithm_reason(self, call: CallSpec) -> str | None:
         wanted, name = rdma.ALGORITHMS[call.collective], self.algorithm(call)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from collectives.dtypes import dtype_code, itemsize, op_code
-from collectives.memory.backends import HostBackend, host_address
+from collectives.memory import register
+from collectives.memory.backends import GPU_DEVICES, HostBackend, host_address
 from collectives.schedules.rows import COMM_WORLD
 
 XCCL_HOST_REASON = "NCCL/RCCL run on GPU buffers only (device: cuda or rocm)"
@@ -52,8 +53,27 @@ class HostContext:
         """``op`` as the timing loop runs it: host ops are CollOps already, run without the GIL."""
         return op
 
+    def columns(self) -> dict[str, str]:
+        """The row's columns this job's memory fills (a GPU job: how GPU-awareness was decided, the binding)."""
+        return {}
+
     def close(self) -> None:
         pass
 
 
 HOST = HostContext()
+
+
+@register("host")
+def open_host(topo, device: str) -> HostContext:
+    """Host buffers need nothing opened: every job shares ``HOST``."""
+    return HOST
+
+
+@register(*GPU_DEVICES, on_device=True)
+def open_gpu(topo, device: str):
+    """A GPU job's DeviceContext (device_context.py), imported when one opens: the ranks of a host job
+    never import it (tests/bench/run/test_worker_imports.py)."""
+    from collectives.memory.device_context import open_device
+
+    return open_device(topo, device)

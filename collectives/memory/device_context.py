@@ -64,6 +64,9 @@ class DeviceContext:
 
         return PyCallOp(comm, op, self.backend.synchronize, keepalive=op)
 
+    def columns(self) -> dict[str, str]:
+        return {"gpu_aware_how": self.gpu_aware.how, "gpu_binding": self.binding}
+
     def close(self) -> None:
         """The NCCL/RCCL communicators, destroyed while the process is whole (before MPI finalizes)."""
         if self.communicators is not None:

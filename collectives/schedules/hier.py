@@ -49,6 +49,8 @@ from collectives.transports import TRANSPORTS
 #: the algorithm name of library rows: one whole collective on the node or rail communicator,
 #: run by the MPI library, or by the transport the phase names (collectives/transports)
 MPI_PHASE = "mpi"
+#: the collectives composed here (hier_schedule); any other is declined by name
+COMPOSED = ("allgather", "reduce_scatter", "allreduce")
 
 
 def schedule_algorithm(spec: str, phase: str) -> str:
@@ -81,6 +83,8 @@ def spec_problem(collective: str, spec: str) -> str | None:
 
 def composition_problem(collective: str, intra: str, inter: str) -> str | None:
     """Why (intra, inter) cannot compose ``collective`` (None: they can), naming the role at fault."""
+    if collective not in COMPOSED:
+        return f"no hierarchical {collective}: pccl-hier composes {', '.join(COMPOSED)}"
     for role, spec in (("intra", intra), ("inter", inter)):
         problem = spec_problem(collective, spec)
         if problem:

@@ -4,7 +4,10 @@ A spec says: the buffers one rank needs (element counts, MPI semantics), the ncc
 ``size`` and bus-bandwidth factor, the flat phases a hierarchical composition is made of,
 inputs chosen so the exact result is known bit for bit, and that result. The measurement
 protocol (check, then time) lives once in the harness; adding a collective is one file here
-plus its import line at the bottom.
+plus its import line at the bottom. What runs it: the MPI library through the spec's ``mpi_call``
+(the three collectives below also straight from C, cython_ext/native.pyx), any algorithm with a
+schedule of its name (collectives/schedules/algorithms), pccl-hier for the compositions it knows;
+every other implementation and transport declines it by name.
 
 ``count`` everywhere is the per-rank count of nccl-tests: the all-gather send count, the
 reduce-scatter receive count, the all-reduce buffer length.
@@ -12,6 +15,7 @@ reduce-scatter receive count, the all-reduce buffer length.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -30,6 +34,13 @@ class Collective:
     phases: ClassVar[tuple[str, ...]]
     #: nccl-tests busbw = algbw * factor * (p-1)/p
     busbw_scale: ClassVar[float] = 1.0
+    #: whether ``op`` means anything to it (an all-gather reduces nothing: its rows' op is no part of the cell)
+    reduces: ClassVar[bool] = True
+    #: the MPI library's own call for it through mpi4py: a method ``mpi_call(comm, send, recv, count, op)``
+    #: returning a callable that performs one call on these host buffers (``send`` None: in place); the
+    #: ``mpi`` transport runs it for a collective cython_ext/native.pyx has no C call for (``native.KINDS``).
+    #: None: the MPI library has none here
+    mpi_call: ClassVar[Callable[..., Callable[[], object]] | None] = None
 
     def buffer_counts(self, nranks: int, count: int, in_place: bool) -> tuple[int, int]:
         """(send elements, receive elements) one rank needs. In place there is no send buffer."""
@@ -84,6 +95,13 @@ def phases(collective: str) -> tuple[str, ...]:
     return get(collective).phases
 
 
+def reduces(collective: str) -> bool:
+    """Whether a row's ``op`` means anything for ``collective`` (True for a name no spec has: a row read
+    from a file keeps what it says)."""
+    found = SPECS.get(collective)
+    return found is None or found.reduces
+
+
 def make_buffers(call: CallSpec, rank: int) -> tuple[np.ndarray | None, np.ndarray]:
     return get(call.collective).inputs(call, rank)
 
@@ -116,4 +134,4 @@ from collectives.spec.inputs import SENTINEL  # noqa: E402
 COLLECTIVES: tuple[str, ...] = tuple(SPECS)
 
 __all__ = ["COLLECTIVES", "SENTINEL", "Collective", "buffer_counts", "busbw_factor", "count_wrong", "even_blocks",
-           "expected_output", "get", "make_buffers", "phases", "register", "total_count"]
+           "expected_output", "get", "make_buffers", "phases", "reduces", "register", "total_count"]

@@ -13,6 +13,7 @@ from collectives.spec.inputs import GATHER_PERIOD, SENTINEL, gather_value, perio
 class Allgather(Collective):
     name = "allgather"
     phases = ("allgather",)
+    reduces = False
 
     def buffer_counts(self, nranks, count, in_place):
         return (0 if in_place else count), nranks * count

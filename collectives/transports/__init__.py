@@ -5,7 +5,8 @@ over the whole communicator; a hierarchical phase named after a transport (``int
 ``inter: rdma``) is that transport's collective on the node or rail communicator: the
 schedule's library rows (``ACT_MPI_*``) are cut out and run by it (collectives/executors/compose.py).
 pccl-hier and the suite validation iterate this registry. Adding a transport is one module
-here with ``@register`` plus its import line at the bottom.
+here with ``@register`` plus its import line at the bottom. A transport runs the collectives it
+has a call for (``collectives``); any other is declined by name, never run as another.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ class Transport:
     stream_ordered: ClassVar[bool] = False
     #: the hierarchical roles it can run
     roles: ClassVar[tuple[str, ...]] = ("intra", "inter")
+    #: the collectives it has a call for
+    collectives: ClassVar[tuple[str, ...]] = ("allgather", "reduce_scatter", "allreduce")
+
+    def collective_reason(self, collective: str, context) -> str | None:
+        """Why it has no call for ``collective`` on the context's buffers, or None (asked before ``reason``)."""
+        if collective in self.collectives:
+            return None
+        return f"{self.name} has no {collective} (it runs {', '.join(self.collectives)})"
 
     def reason(self, call: CallSpec, context, comm_index: int = COMM_WORLD) -> str | None:
         """Why it cannot run ``call`` (a whole collective, or a phase on a sub-communicator) on the

@@ -1,12 +1,19 @@
-"""docs/ARCHITECTURE.md's recipes followed once: each new piece is its one file plus its registry line.
+"""docs/ARCHITECTURE.md's recipes followed once: each new piece is the files its recipe names and nothing else.
 
-A copy of the library and the harness gets exactly what the recipes name: an algorithm (a pairwise
-all-gather, one module in collectives/schedules/algorithms/ and its import line), a transport (the
-MPI library's nonblocking collectives, one module in collectives/transports/ and its import line)
-and the implementation over it (one module in collectives/impls/ and its import line). A sweep of
-that copy then runs them as a user's suite names them (flat, as a pccl-hier phase, as an
-implementation), every cell checked bit for bit; and the copy differs from the repository in
-those files only.
+A copy of the library and the harness gets exactly what the recipes name, and a sweep of that copy
+then runs the new pieces as a user's suite names them, every cell checked bit for bit; the copy
+differs from the repository in the named files only.
+
+- an algorithm (a pairwise all-gather: one module in collectives/schedules/algorithms/ and its import
+  line), a transport (the MPI library's nonblocking collectives: one module in collectives/transports/
+  and its import line) and the implementation over it (one module in collectives/impls/ and its import
+  line): flat, as a pccl-hier phase, as an implementation;
+- a collective (a broadcast: one module in collectives/spec/ and its import line), run by the MPI
+  library (the spec's ``mpi_call``) and, with an algorithm that has a schedule of its name (a binomial
+  tree: the algorithm recipe again), by pccl-flat; every other implementation declines it by name;
+- a memory kind (host buffers each on pages of its own: a backend in collectives/memory/backends.py,
+  one module in collectives/memory/ with its context and ``@register``, and its import line), which a
+  suite's ``device:`` selects, run by every host implementation.
 """
 
 from __future__ import annotations
@@ -90,11 +97,132 @@ class NonblockingMPI(LibraryCollective):
     transport = "mpi-nb"
 '''
 
+COLLECTIVE = '''"""Broadcast (MPI_Bcast): rank 0's ``count`` elements on every rank (a recipe's example).
+
+Out of place every rank has a send buffer of its own data, and only the root's may arrive; in place
+the root's data starts in its receive buffer. nccl-tests' size is ``count``, its bus bandwidth the
+algorithm bandwidth (factor 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collectives.dtypes import numpy_dtype
+from collectives.spec import Collective, register
+from collectives.spec.inputs import GATHER_PERIOD, SENTINEL, gather_value, periodic
+
+ROOT = 0
+
+
+@register
+class Broadcast(Collective):
+    name = "broadcast"
+    phases = ()  # no hierarchical composition
+    reduces = False
+
+    def buffer_counts(self, nranks, count, in_place):
+        return (0 if in_place else count), count
+
+    def total_count(self, nranks, count):
+        return count
+
+    def count_from_recv(self, nranks, recv_count, in_place):
+        return recv_count
+
+    def busbw_factor(self, nranks):
+        return 1.0
+
+    def inputs(self, call, rank):
+        recv = np.full(call.count, SENTINEL, dtype=numpy_dtype(call.dtype))
+        own = periodic(lambda index: gather_value(rank, index), 0, call.count, GATHER_PERIOD, recv.dtype)
+        if call.in_place:
+            if rank == ROOT:
+                recv[:] = own
+            return None, recv
+        return own, recv
+
+    def expected(self, call, rank, xp=np):
+        return periodic(lambda index: gather_value(ROOT, index), 0, call.count, GATHER_PERIOD,
+                        numpy_dtype(call.dtype), xp)
+
+    def mpi_call(self, comm, send, recv, count, op):
+        copy = send is not None and comm.Get_rank() == ROOT
+
+        def call():
+            if copy:
+                recv[:] = send
+            comm.Bcast(recv, root=ROOT)
+
+        return call
+'''
+
+BROADCAST_ALGORITHM = '''"""``binomial``: broadcast down a binomial tree, ceil(log2 p) steps, any p (an example)."""
+
+from __future__ import annotations
+
+from collectives.schedules.algorithms import register
+from collectives.schedules.algorithms.tree import BinomialTree
+from collectives.schedules.rows import Block, Schedule, StepList
+
+
+@register("binomial")
+class Binomial:
+    @staticmethod
+    def broadcast(nranks: int, rank: int, source: Block, result: Block, scratch_base: int = 0) -> Schedule:
+        steps = StepList()
+        if rank == 0 and source != result:  # out of place the root's data starts in its send buffer
+            steps.step(copy=(source, result))
+        else:
+            steps.step()
+        return steps.build().then(BinomialTree.bcast(nranks, rank, result))
+'''
+
+BACKEND = '''
+
+class MmapBackend(HostBackend):
+    """Host memory on pages of its own: every buffer an anonymous mmap, page-aligned (a recipe's example)."""
+
+    kind = "host-mmap"
+
+    def empty(self, count: int, dtype) -> np.ndarray:
+        import mmap
+
+        dtype = np.dtype(dtype)
+        return np.frombuffer(mmap.mmap(-1, count * dtype.itemsize), dtype=dtype) if count else np.empty(0, dtype)
+
+    def from_host(self, array: np.ndarray) -> np.ndarray:
+        out = self.empty(array.size, array.dtype)
+        out[...] = array
+        return out
+
+    pinned = empty
+'''
+
+MEMORY_KIND = '''"""``host-mmap``: host buffers each on pages of its own, run as host buffers are (an example)."""
+
+from __future__ import annotations
+
+from collectives.memory import register
+from collectives.memory.backends import MmapBackend
+from collectives.memory.context import HostContext
+
+MMAP = HostContext(device="host-mmap", backend=MmapBackend())
+
+
+@register("host-mmap")
+def open_mmap(topo, device: str) -> HostContext:
+    return MMAP
+'''
+
 # (registry package, module name, source): the one file and the one import line of each recipe
 RECIPES = [("collectives/schedules/algorithms", "pairwise", ALGORITHM),
            ("collectives/transports", "mpi_nb", TRANSPORT),
            ("collectives/impls", "mpi_nb", IMPLEMENTATION)]
+COLLECTIVE_RECIPES = [("collectives/spec", "broadcast", COLLECTIVE),
+                      ("collectives/schedules/algorithms", "binomial", BROADCAST_ALGORITHM)]
+MEMORY_RECIPE = [("collectives/memory", "mmap_host", MEMORY_KIND)]
 
+TIMING = {"mode": "sync", "warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0}
 SUITE = {
     "name": "recipes",
     "collectives": ["allgather", "reduce_scatter", "allreduce"],
@@ -105,8 +233,15 @@ SUITE = {
     "sizes": {"min": "8B", "max": "64KiB", "factor": 64},
     "dtype": "float32",
     "placement": ["out_of_place", "in_place"],
-    "timing": {"mode": "sync", "warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0},
+    "timing": TIMING,
 }
+#: 3 ranks (a binomial tree of p not a power of two) and 4 on two nodes (pccl-hier's turn to decline)
+BROADCAST_SUITE = {**SUITE, "name": "broadcast", "collectives": ["broadcast", "allgather"],
+                   "implementations": ["mpi", {"impl": "pccl-flat", "algorithms": ["binomial", "ring"]}, "pccl-hier",
+                                       "shm"],
+                   "ranks": [3, 4], "ranks_per_node": None}
+MEMORY_SUITE = {**SUITE, "name": "host-mmap", "device": "host-mmap",
+                "implementations": ["mpi", {"impl": "pccl-flat", "algorithms": ["ring"]}, "pccl-hier", "shm"]}
 
 
 def _add_registry_line(init: Path, package: str, module: str) -> None:
@@ -124,6 +259,14 @@ def _copy_of_the_project(target: Path) -> None:
         shutil.copytree(ROOT / folder, target / folder, ignore=ignore)
 
 
+def _follow(copy: Path, recipes: list[tuple[str, str, str]]) -> set[str]:
+    """Each recipe's module and its registry line written into ``copy``; the files that changed."""
+    for package, module, source in recipes:
+        (copy / package / f"{module}.py").write_text(source)
+        _add_registry_line(copy / package / "__init__.py", package.replace("/", "."), module)
+    return {f"{package}/{name}" for package, module, _ in recipes for name in (f"{module}.py", "__init__.py")}
+
+
 def _differing(copy: Path) -> set[str]:
     found = set()
     for folder in ("bench", "collectives"):
@@ -134,25 +277,32 @@ def _differing(copy: Path) -> set[str]:
     return found
 
 
+def _run_in(copy: Path, argv: list[str], nranks: int = 1) -> subprocess.CompletedProcess:
+    env = subprocess_env(nranks, {"PYTHONPATH": str(copy)})  # the copy before the editable install
+    return subprocess.run([sys.executable, *argv], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _sweep(copy: Path, tmp_path: Path, suite: dict) -> pd.DataFrame:
+    """Sweep ``suite`` in the copy; its table, every cell that ran checked bit for bit."""
+    path, out = tmp_path / f"{suite['name']}.yaml", tmp_path / f"out-{suite['name']}"
+    path.write_text(yaml.safe_dump({name: value for name, value in suite.items() if value is not None}))
+    done = _run_in(copy, ["-m", "bench", "run", "sweep", str(path), "--out", str(out)], max(suite["ranks"]))
+    assert done.returncode == 0, describe(done)
+    table = pd.read_parquet(out / "results.parquet")
+    ran = table[table["status"] == "ok"]
+    assert len(ran) and (ran["n_wrong"] == 0).all()
+    return table
+
+
 @pytest.mark.mpi
 def test_an_algorithm_a_transport_and_an_implementation_each_one_file_and_one_line(tmp_path: Path):
     copy = tmp_path / "project"
     _copy_of_the_project(copy)
-    for package, module, source in RECIPES:
-        (copy / package / f"{module}.py").write_text(source)
-        _add_registry_line(copy / package / "__init__.py", package.replace("/", "."), module)
-    assert _differing(copy) == {f"{package}/{name}" for package, module, _ in RECIPES
-                                for name in (f"{module}.py", "__init__.py")}
-    suite = tmp_path / "recipes.yaml"
-    suite.write_text(yaml.safe_dump(SUITE))
-    env = subprocess_env(1, {"PYTHONPATH": str(copy)})  # the copy before the editable install
-    done = subprocess.run([sys.executable, "-m", "bench", "run", "sweep", str(suite), "--out", str(tmp_path / "out")],
-                          cwd=copy, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, describe(done)
-    table = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert _differing(copy) == set()
+    named = _follow(copy, RECIPES)
+    assert _differing(copy) == named
+    table = _sweep(copy, tmp_path, SUITE)
     assert set(table["impl"]) == {"mpi", "mpi-nb", "pccl-flat", "pccl-hier"}
-    ran = table[table["status"] == "ok"]
-    assert (ran["n_wrong"] == 0).all()
     nonblocking = table[table["impl"] == "mpi-nb"]
     assert (nonblocking["status"] == "ok").all() and set(nonblocking["transport"]) == {"mpi-nb"}
     flat = table[table["impl"] == "pccl-flat"]
@@ -161,3 +311,48 @@ def test_an_algorithm_a_transport_and_an_implementation_each_one_file_and_one_li
     assert (flat[flat["collective"] != "allgather"]["status"] == "unsupported").all()
     hier = table[(table["impl"] == "pccl-hier") & (table["collective"] == "allgather")]
     assert (hier["status"] == "ok").all() and hier["transport"].str.contains("mpi-nb").all()
+
+
+@pytest.mark.mpi
+def test_a_collective_is_one_spec_file_and_one_line(tmp_path: Path):
+    copy = tmp_path / "project"
+    _copy_of_the_project(copy)
+    named = _follow(copy, COLLECTIVE_RECIPES)
+    assert _differing(copy) == named
+    table = _sweep(copy, tmp_path, BROADCAST_SUITE)
+    broadcast = table[table["collective"] == "broadcast"]
+    ran = broadcast[broadcast["status"] == "ok"]
+    # the MPI library's MPI_Bcast and the binomial schedule, both placements, 3 and 4 ranks, every size
+    assert set(zip(ran["impl"], ran["algorithm"], strict=True)) == {("mpi", "native"), ("pccl-flat", "binomial")}
+    assert ran.groupby(["impl", "placement", "nranks"]).size().eq(3).all() and len(ran) == 2 * 2 * 2 * 3
+    assert (ran["busbw_gbps"] == ran["algbw_gbps"]).all() and (ran["bytes_total"] == ran["bytes_per_rank"]).all()
+    declined = broadcast[broadcast["status"] != "ok"]
+    assert (declined["status"] == "unsupported").all()
+    reasons = dict(zip(declined["impl"] + ":" + declined["algorithm"], declined["error"], strict=False))
+    assert reasons == {"pccl-flat:ring": "algorithm 'ring' has no broadcast schedule",
+                       "pccl-hier:hier": "no hierarchical broadcast: pccl-hier composes allgather, reduce_scatter, "
+                                         "allreduce",
+                       "shm:native": "shm has no broadcast (it runs allgather, reduce_scatter, allreduce)"}
+    # the collectives that were there run as before beside it
+    allgather = table[(table["collective"] == "allgather") & (table["impl"] != "pccl-flat")]
+    assert (allgather["status"] == "ok").all()
+
+
+@pytest.mark.mpi
+def test_a_memory_kind_is_a_backend_a_context_module_and_one_line(tmp_path: Path):
+    copy = tmp_path / "project"
+    _copy_of_the_project(copy)
+    backends = copy / "collectives/memory/backends.py"
+    backends.write_text(backends.read_text() + BACKEND)
+    named = {"collectives/memory/backends.py", *_follow(copy, MEMORY_RECIPE)}
+    assert _differing(copy) == named
+    # the suite's device: value selects it, and the job's buffers are the backend's
+    opened = _run_in(copy, ["-c", "import mmap, numpy; from bench.run.cell import context_for; "
+                                  "from collectives.memory import get; context = context_for(None, 'host-mmap'); "
+                                  "buffer = context.backend.from_host(numpy.arange(9.0)); "
+                                  "assert isinstance(buffer.base.obj, mmap.mmap) and buffer.sum() == 36; "
+                                  "assert context.on_device is get('host-mmap').on_device is False"])
+    assert opened.returncode == 0, describe(opened)
+    table = _sweep(copy, tmp_path, MEMORY_SUITE)
+    assert set(table["device"]) == {"host-mmap"} and (table["status"] == "ok").all()
+    assert set(table["impl"]) == {"mpi", "pccl-flat", "pccl-hier", "shm"} and len(table) == 4 * 3 * 2 * 3

@@ -3,7 +3,9 @@
 Adding an algorithm = one module here with ``@register("name")`` on a class that
 defines ``allgather`` and/or ``reduce_scatter`` (staticmethods returning a
 Schedule), plus its import line at the bottom of this file. All-reduce is any
-reduce-scatter followed by any all-gather: ``"ring"`` or ``"<rs>+<ag>"``.
+reduce-scatter followed by any all-gather: ``"ring"`` or ``"<rs>+<ag>"``. Any other
+collective of collectives/spec is a staticmethod of its name,
+``<collective>(nranks, rank, source, result, scratch_base)`` (see ``schedule_for``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Protocol
 
 from collectives.schedules.rows import RECV, SEND, Block, ContiguousLayout, Layout, Schedule, StepList
 from collectives.schedules.templates import schedule_templates
-from collectives.spec import even_blocks, phases
+from collectives.spec import buffer_counts, even_blocks, phases
 
 
 class Algorithm(Protocol):
@@ -83,7 +85,11 @@ def split_allreduce(algorithm: str) -> list[tuple[str, str]]:
 
 @schedule_templates
 def schedule_for(collective: str, algorithm: str, nranks: int, rank: int, count: int, in_place: bool) -> Schedule:
-    """The schedule of one rank for one call (``count`` as in collectives.spec)."""
+    """The schedule of one rank for one call (``count`` as in collectives.spec).
+
+    A collective other than these three is the algorithm's staticmethod of its name, given the input
+    (``source``: the send buffer, in place the receive buffer) and the receive buffer as blocks of the
+    spec's buffer counts; its lengths linear in ``count`` (collectives/schedules/templates.py)."""
     reason = unsupported_reason(collective, algorithm)
     if reason:
         raise ValueError(reason)
@@ -95,6 +101,10 @@ def schedule_for(collective: str, algorithm: str, nranks: int, rank: int, count:
     if collective == "reduce_scatter":
         return ALGORITHMS[phase_algorithm(algorithm, collective)].reduce_scatter(
             nranks, rank, ContiguousLayout(source, (count,) * nranks), Block(RECV, 0, count))
+    if collective != "allreduce":
+        send_count, recv_count = buffer_counts(collective, nranks, count, in_place)
+        build = getattr(ALGORITHMS[phase_algorithm(algorithm, collective)], collective)
+        return build(nranks, rank, Block(source, 0, send_count or recv_count), Block(RECV, 0, recv_count))
     if supports(algorithm, "allreduce"):  # an all-reduce schedule of its own
         return ALGORITHMS[algorithm].allreduce(nranks, rank, Block(source, 0, count), Block(RECV, 0, count))
     # All-reduce: reduce-scatter uneven blocks of the buffer, each rank's result left at

@@ -14,8 +14,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import shlex
-import shutil
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -109,6 +107,8 @@ def ucx_binding_note(error: ImportError) -> str | None:
 
 def fix_command(family: str, info: ModuleType | None) -> str:
     """The pip command that rebuilds the extensions with a wrapper of ``family`` found here."""
+    import shlex  # here, not at the top: every rank imports this module at start-up, and only a failure asks
+
     wrapper = next((path for path in candidate_wrappers() if wrapper_abi(path)[0] == family), None)
     source = getattr(info, "SOURCE", "") or "<the pccl-bench checkout>"
     editable = "-e " if getattr(info, "EDITABLE", False) else ""
@@ -119,6 +119,8 @@ def fix_command(family: str, info: ModuleType | None) -> str:
 
 def candidate_wrappers() -> list[str]:
     """mpicc beside this Python (an MPI wheel), then on PATH, then $MPICC."""
+    import shutil  # (with bz2 and lzma) asked by the build and ``env``, not by a rank at start-up
+
     found = [str(Path(sys.executable).parent / "mpicc"), shutil.which("mpicc") or "", os.environ.get("MPICC", "")]
     return list(dict.fromkeys(path for path in found if path and Path(path.split()[0]).exists()))
 
@@ -163,6 +165,7 @@ def header_library(macros: dict[str, str]) -> tuple[str, str]:
 
 def wrapper_macros(wrapper: str) -> dict[str, str]:
     """mpi.h's macros as the wrapper sees them; empty where it does not run."""
+    import shlex
     import subprocess  # the build and ``env`` ask; a rank at start-up does not
 
     try:

@@ -16,8 +16,10 @@ from conftest import ROOT
 
 #: imported by no rank before its first cell: the driver's tables, schema, console and CLI,
 #: GPU probes (device cells import them when they open a device), and what only a failing rank
-#: needs (traceback) or only the driver asks for (importlib.metadata, socket, subprocess)
-NOT_AT_START = ("traceback", "importlib.metadata", "socket", "subprocess", "pandas", "pyarrow", "polars", "pydantic",
+#: needs (traceback) or only the driver or the build asks for (importlib.metadata, socket, subprocess,
+#: shutil with its bz2 and lzma, shlex)
+NOT_AT_START = ("traceback", "importlib.metadata", "socket", "subprocess", "shutil", "shlex", "bz2", "lzma", "pandas",
+                "pyarrow", "polars", "pydantic",
                 "yaml", "rich", "typer", "click", "matplotlib", "cupy", "collectives.memory.device_context",
                 "collectives.executors.device", "bench.results", "bench.sweep", "bench.cli", "bench.plan.suite",
                 "bench.run.provenance")
