@@ -221,7 +221,8 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.copy()
     for name in CELL_KEY:
         if name in INT_KEYS:
-            frame[name] = pd.to_numeric(frame[name]).astype("int64") if len(frame) else frame[name]
+            # an imported table may not say (nnodes of an nccl-tests log without host names): -1, unknown
+            frame[name] = pd.to_numeric(frame[name]).fillna(-1).astype("int64") if len(frame) else frame[name]
         else:
             frame[name] = frame[name].fillna("").astype(str) if name in frame.columns else ""
     return frame

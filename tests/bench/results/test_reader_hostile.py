@@ -92,6 +92,22 @@ def test_garbage_samples_never_pass_the_gate(good, tmp_path, value):
         assert_bad_input(run_in_process(*argv, "--resamples", "100"), "samples.parquet", "time_us")
 
 
+@pytest.mark.parametrize("column", ["nnodes", "ranks_per_node", "count_per_rank"])
+def test_an_empty_count_of_a_cell_key_is_unknown_not_a_traceback(good, tmp_path, column):
+    """An imported table may leave nnodes empty; an empty key count made every reader's gate cast
+    NaN to int (IntCastingNaNError, found by test_reader_fuzz): the gate takes it as a key of its own."""
+    def one_empty(frame):
+        frame[column] = frame[column].astype(float)
+        frame.loc[frame.index[0], column] = np.nan
+        return frame
+
+    current = _mutated(good, tmp_path / "cur", results=one_empty)
+    for argv in (("gate", good, current), ("gate", current, good)):
+        code, stdout, stderr = run_in_process(*argv, "--resamples", "100")
+        assert code in (0, 1) and "Traceback" not in stdout + stderr, (code, stdout[-500:], stderr[-500:])
+        assert "missing" in stdout or "new" in stdout  # the cell of the unknown count is a cell of its own
+
+
 def test_a_nan_median_in_the_gate_is_not_a_pass():
     """Defence behind the reader: an estimate that is not finite is never 'unchanged'."""
     from bench.judge.gate import CellVerdict, GateOptions, _judge_pair
