@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 from rich.console import Console
 
-from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_OK
 from bench.judge.arms import split_arms
 from bench.judge.gate import CellVerdict, GateOptions, GateResult, gate
 from bench.results.runset import RunSet, load_runs, pool
@@ -95,7 +95,19 @@ def _measure(path: Path, out: Path, overrides: list[str], console: Console, inst
     code = run_sweep(SweepOptions(path, out=out, overrides=overrides, summary=False, known_installs=installs),
                      console)
     if code not in (EXIT_OK, EXIT_CHECK_FAILED, EXIT_CELLS_FAILED):
-        raise BadInput(str(path), f"the measurement ended with exit code {code}")
+        raise SystemExit(code)  # interrupted (130): ab ends as its sweep did
+
+
+#: an undecided cell whose interval lies within this factor of 1 + threshold on both sides stays
+#: undecided: its ratio is the threshold, and rounds spent on it would be taken from the others
+#: (the indifference zone of a sequential test)
+AT_THRESHOLD = 1.03
+
+
+def at_threshold(cell: CellVerdict) -> bool:
+    limit = 1.0 + cell.threshold
+    estimate = cell.estimate
+    return estimate is not None and limit / AT_THRESHOLD <= estimate.low and estimate.high <= limit * AT_THRESHOLD
 
 
 class _Decisions:
@@ -115,7 +127,12 @@ class _Decisions:
                 continue
             if cell.verdict == "undecided":
                 self.regressed_at.pop((question, cell.key), None)
-                open_cells.append(cell)
+                if at_threshold(cell):
+                    cell.reason = "; ".join(filter(None, [cell.reason, "at the threshold: more pairs would not "
+                                                                       "decide it soon"]))
+                    self.final[question][cell.key] = cell
+                else:
+                    open_cells.append(cell)
             elif cell.verdict == "regressed" and not cell.allowed:
                 first = self.regressed_at.setdefault((question, cell.key), look)
                 if look - first < self.confirm:

@@ -159,3 +159,13 @@ def test_hodges_lehmann_is_the_median_of_the_walsh_averages(values):
     assert hodges_lehmann(np.array(values)) == pytest.approx(np.median(walsh))
     stacked = np.array([values, values[::-1]])
     assert hodges_lehmann(stacked) == pytest.approx([np.median(walsh)] * 2)
+
+
+def test_a_cell_at_the_threshold_stays_undecided_without_eating_the_budget(tmp_path, monkeypatch):
+    """A true 1.10 against a 10% threshold: no number of pairs decides it; once its interval lies
+    within 3% of 1.10 on both sides it is left undecided, and the loop ends before its budget."""
+    outcome, result = _loop(tmp_path, FakeMeasure(ratio={("mpi", 512): 1.10}), monkeypatch, budget=10_000.0)
+    cell = next(c for c in result.cells if (c.row["impl"], int(c.row["bytes_total"])) == ("mpi", 512))
+    assert cell.verdict == "undecided" and "at the threshold" in cell.reason
+    assert 1.10 / 1.03 <= cell.estimate.low and cell.estimate.high <= 1.10 * 1.03
+    assert not outcome.budget_spent and outcome.seconds < 1000 and not result.passed
