@@ -436,6 +436,9 @@ def main() -> None:
                              "evaluate_launch_arms.py): environment arms, or install arms against --install")
     parser.add_argument("--install", default=None, help="--launch-arms install: another install of this commit")
     parser.add_argument("--budget", type=float, default=600.0, help="--launch-arms: ab's budget (its default)")
+    parser.add_argument("--reference", type=Path, default=None,
+                        help="--launch-arms: which real cells are slowed (or unaffected) is read from this "
+                             "collection's rounds too (e.g. the quiet one of the same arm kind)")
     args = parser.parse_args()
     if args.launch_arms:
         import evaluate_launch_arms

@@ -15,7 +15,8 @@ Every round is two ``ab``s of suites/ci-ab.yaml's cells (its 6 launch repeats), 
   (the README's CI example), for install arms the other install with that setting.
 
 "Slowed" cells of the real check are those whose ratio cand/base pooled over the *other* rounds is at
-least 1.25, "unaffected" ones within 5%. The probe normalisation is evaluated by judging every round's
+least 1.25, "unaffected" ones within 5% (``--reference DIR``: with another collection's real runs too, e.g.
+the quiet one, for loaded collections of one round). The probe normalisation is evaluated by judging every round's
 final runs again with and without ``--normalise probe`` (one pass, not adaptively), and by the spread
 of the A/A launch pairs raw and divided by the probe.
 """
@@ -136,9 +137,11 @@ def _shift(result: GateResult) -> list[float] | None:
     return None if result.shift is None else [result.shift.ratio, result.shift.low, result.shift.high]
 
 
-def _reference(records: dict, name: str) -> pd.Series:
-    """Per cell key (the gate's, as text): median(cand) / median(base) over every other round's real runs."""
+def _reference(records: dict, name: str, elsewhere: tuple[Path, ...] = ()) -> pd.Series:
+    """Per cell key (the gate's, as text): median(cand) / median(base) over every other round's real runs
+    and the real runs of ``--reference``'s collection (``elsewhere``)."""
     others = [Path(run) for other, record in records.items() if other != name for run in record["real"]["runs"]]
+    others += list(elsewhere)
     if not others:
         return pd.Series(dtype=float)
     samples = load_runs(others).samples
@@ -201,21 +204,40 @@ def figures(frame: pd.DataFrame, references: dict[str, pd.Series]) -> dict:
             "real_unaffected_cells": len(calm), "real_unaffected_flagged": _share(calm, "regressed", "improved")}
 
 
-def evaluate(out: Path) -> dict:
+def _real_runs(collection: Path | None) -> tuple[Path, ...]:
+    if collection is None:
+        return ()
+    if not (collection / "rounds.json").is_file():
+        raise SystemExit(f"--reference {collection}: no rounds.json (not a --launch-arms collection)")
+    records = json.loads((collection / "rounds.json").read_text())
+    return tuple(Path(run) for record in records.values() if "real" in record for run in record["real"]["runs"])
+
+
+def _aa_passed(frame: pd.DataFrame, records: dict) -> int:
+    """A/A abs that would have exited 0: no cell regressed or undecided, not slower across the board."""
+    aa = frame[frame.check.eq("aa")]
+    failing = set(aa[aa.verdict.isin(["regressed", "undecided"])]["round"])
+    return sum(name not in failing and record["aa"]["shift_verdict"]["aa"] != "regressed"
+               for name, record in records.items())
+
+
+def evaluate(out: Path, reference: Path | None = None) -> dict:
     records = json.loads((out / "rounds.json").read_text())
     records = {name: record for name, record in records.items() if set(record) == set(QUESTIONS)}  # whole rounds
     frame = pd.read_csv(out / "verdicts.csv")
     frame = frame[frame["round"].isin(list(records))]
-    references = {name: _reference(records, name) for name in records}
+    elsewhere = _real_runs(reference)
+    references = {name: _reference(records, name, elsewhere) for name in records}
     abs_ = {ab: [record[ab] for record in records.values()] for ab in QUESTIONS}
     return {
-        "rounds": len(records),
+        "rounds": len(records), "reference": None if reference is None else str(reference),
         "others_share_median": float(np.median([r["others_share"] for runs in abs_.values() for r in runs])),
         "ab_seconds": {ab: {"median": float(np.median([r["seconds"] for r in runs])),
                             "max": float(np.max([r["seconds"] for r in runs])),
                             "budget_spent": sum(r["budget_spent"] for r in runs)} for ab, runs in abs_.items()},
         "shift_flagged": {check: sum(record[ab]["shift_verdict"][check] == "regressed" for record in records.values())
                           for ab, questions in QUESTIONS.items() for check in questions},
+        "aa_passed": _aa_passed(frame, records),
         "adaptive": figures(frame, references),
         "rejudged": figures(rejudge(records, ""), references),
         "rejudged_probe": figures(rejudge(records, "probe"), references),
@@ -243,7 +265,9 @@ def report(kind: str, load_procs: int, found: dict) -> str:
     lines = [f"{kind} arms, {load_procs} co-tenant processes: {found['rounds']} rounds of two abs; other processes' "
              f"median share of the CPUs {found['others_share_median']:.0%}; each ab: {took}; judged across the "
              f"board: x{SCALE} flagged in {shift['scaled']} of {found['rounds']}, real in {shift['real']}, A/A in "
-             f"{shift['aa']}", "",
+             f"{shift['aa']}; A/A abs that passed (exit 0) {found['aa_passed']} of {found['rounds']}"
+             + (f"; slowed and unaffected cells also from {found['reference']}" if found.get("reference") else ""),
+             "",
              "| check | " + " | ".join(title for _, title in columns) + " | target |",
              "| --- |" + " ---: |" * len(columns) + " --- |"]
     for title, count, share, target in rows:
@@ -263,7 +287,7 @@ def main(args, start_load, stop_load) -> None:
             collect(args.out, kind, args.rounds, args.install, args.budget)
         finally:
             stop_load(children)
-    found = evaluate(args.out)
+    found = evaluate(args.out, args.reference)
     name = f"evaluation-{args.tag}" if args.tag else "evaluation"
     (args.out / f"{name}.json").write_text(json.dumps(found, indent=2) + "\n")
     text = report(kind, args.load_procs if args.load else 0, found)

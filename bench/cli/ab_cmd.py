@@ -84,7 +84,8 @@ def ab_command(
                                                         "not drift between runs).")] = rules.SAME_JOB_SMALL_THRESHOLD,
     normalise: Annotated[str, typer.Option(
         "--normalise", help="probe: judge each launch relative to the machine-speed probe measured beside it "
-                            "(not for arms that change the MPI library or its settings: the probe is theirs).")]
+                            "(not for arms that change the MPI library or its settings: the probe is theirs; "
+                            "it made the launch-arm comparisons of docs/GATE.md's evaluation worse).")]
         = "",
     allow_insufficient: Annotated[bool, typer.Option("--allow-insufficient")] = False,
     allow_undecided: Annotated[bool, typer.Option(
