@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -440,6 +441,8 @@ def main() -> None:
                         help="--launch-arms: which real cells are slowed (or unaffected) is read from this "
                              "collection's rounds too (e.g. the quiet one of the same arm kind)")
     args = parser.parse_args()
+    # a collection killed by SIGTERM still stops its co-tenants (the finally around the load)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.launch_arms:
         import evaluate_launch_arms
 
