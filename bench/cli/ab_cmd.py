@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from bench.cli.gate_cmd import check_thresholds
+from bench.cli.gate_cmd import check_normalise, check_thresholds
 from bench.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from bench.files import output_file, output_folder
 from bench.judge import gate as rules
@@ -118,8 +118,7 @@ def ab_command(
         raise BadInput("--arms", "give two different arms: BASELINE CANDIDATE")
     _check_loop(confirm, budget, round_pairs)
     check_thresholds(threshold, small_threshold)
-    if normalise not in ("", "probe"):
-        raise BadInput("--normalise", f"{printable(normalise)!r}: the only reference is 'probe'")
+    check_normalise(normalise)
     output_folder(out, "--out")
     for file, flag in ((markdown_out, "--markdown"), (junit_out, "--junit"), (json_out, "--json")):
         output_file(file, flag)

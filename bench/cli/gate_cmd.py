@@ -18,6 +18,7 @@ from bench.judge.gate import GateOptions, gate
 from bench.judge.gate_output import benchmark_json, headline, junit, markdown, rich_table, write_text
 from bench.plan.sizes import SIZE_HELP, parse_size
 from bench.results.runset import load_runs
+from bench.text import printable
 
 GATE_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression (of a cell, or of every cell together in a paired "
                   "comparison), or a cell that failed, returned wrong data, is missing, has too few samples "
@@ -50,12 +51,17 @@ def check_thresholds(threshold: float, small_threshold: float) -> None:
             raise BadInput(flag, f"{value}: a relative slowdown between 0 and 10 (0.1 = 10%)")
 
 
+def check_normalise(normalise: str) -> None:
+    """``--normalise``: nothing, or the machine-speed probe."""
+    if normalise not in ("", "probe"):
+        raise BadInput("--normalise", f"{printable(normalise)!r}: the only reference is 'probe'")
+
+
 def _check(options: GateOptions) -> GateOptions:
     if not (math.isfinite(options.confidence) and 0 < options.confidence < 1):
         raise BadInput("--confidence", f"{options.confidence} is not between 0 and 1")
     check_thresholds(options.threshold, options.small_threshold)
-    if options.normalise not in ("", "probe"):
-        raise BadInput("--normalise", f"{options.normalise!r}: the only reference is 'probe'")
+    check_normalise(options.normalise)
     if not 1 <= options.min_samples <= 10**9:
         raise BadInput("--min-samples", f"{options.min_samples}: between 1 and 10^9")
     if not 100 <= options.resamples <= MAX_RESAMPLES:

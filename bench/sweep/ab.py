@@ -84,8 +84,8 @@ def _plain(value: object) -> int | str:
 
 def round_suite(raw: dict, cells: list[CellVerdict], arms: list[str], pairs: int, path: Path) -> Path:
     """The suite restricted to ``cells`` and ``arms``, ``pairs`` launch repeats, written to ``path``."""
-    select = [{**before, **dict(entry)} for before in (raw.get("select") or [{}]) for entry in sorted(_wanted(raw,
-                                                                                                          cells))]
+    wanted = sorted(_wanted(raw, cells))
+    select = [{**before, **dict(entry)} for before in (raw.get("select") or [{}]) for entry in wanted]
     kept = [arm for arm in raw.get("arms") or [] if arm.get("name") in arms]
     path.write_text(yaml.safe_dump({**raw, "select": select, "arms": kept, "repeats": pairs}, sort_keys=False))
     return path
@@ -110,6 +110,10 @@ def at_threshold(cell: CellVerdict) -> bool:
     return estimate is not None and limit / AT_THRESHOLD <= estimate.low and estimate.high <= limit * AT_THRESHOLD
 
 
+def _add_reason(cell: CellVerdict, text: str) -> None:
+    cell.reason = "; ".join(filter(None, [cell.reason, text]))
+
+
 class _Decisions:
     """Per question, the verdict each cell had when it was decided; regressed cells decided only after
     ``confirm`` more rounds in which they stay regressed."""
@@ -128,8 +132,7 @@ class _Decisions:
             if cell.verdict == "undecided":
                 self.regressed_at.pop((question, cell.key), None)
                 if at_threshold(cell):
-                    cell.reason = "; ".join(filter(None, [cell.reason, "at the threshold: more pairs would not "
-                                                                       "decide it soon"]))
+                    _add_reason(cell, "at the threshold: more pairs would not decide it soon")
                     self.final[question][cell.key] = cell
                 else:
                     open_cells.append(cell)
@@ -138,13 +141,11 @@ class _Decisions:
                 if look - first < self.confirm:
                     open_cells.append(cell)
                     continue
-                cell.reason = "; ".join(filter(None, [cell.reason, f"confirmed by {look - first} more round(s)"
-                                                      if look > first else ""]))
+                _add_reason(cell, f"confirmed by {look - first} more round(s)" if look > first else "")
                 self.final[question][cell.key] = cell
             else:
                 if (question, cell.key) in self.regressed_at:
-                    cell.reason = "; ".join(filter(None, [cell.reason, "regressed in an earlier round, not "
-                                                                       "confirmed by the later ones"]))
+                    _add_reason(cell, "regressed in an earlier round, not confirmed by the later ones")
                 self.final[question][cell.key] = cell
         return open_cells
 
@@ -153,7 +154,7 @@ class _Decisions:
         for cell in latest.cells:
             decided = self.final[question].get(cell.key)
             if decided is None and cell.verdict == "regressed" and budget_spent:
-                cell.reason = "; ".join(filter(None, [cell.reason, "not confirmed: the budget was spent"]))
+                _add_reason(cell, "not confirmed: the budget was spent")
             cells.append(decided or cell)
         return replace(latest, cells=cells)
 
