@@ -14,8 +14,10 @@ from typing import Any
 
 #: how each timed call starts (cython_ext/timing.pyx)
 MODES = ("sync", "pipelined", "window")
-#: how two same-job arms that share a launch are timed
+#: how same-job arms that share a launch are timed
 TURNS = ("iteration", "cell")
+#: the most arms of one cell timed in turns (cython_ext/timing.pxd MAX_OPS)
+MAX_TURNS = 4
 
 
 def _option(default: Any, doc: str, **rules: Any) -> Any:
@@ -45,9 +47,9 @@ class TimingPlan:
     warm_tol: float = _option(0.1, "how far apart (relative) two warm-up batches' medians may be to agree", gt=0)
     probe: bool = _option(False, "measure the machine-speed probe (barrier, 8 B all-reduce, 1 MiB memcpy) after "
                           "every cell (bench/run/probe.py); gate --normalise probe judges cells relative to it")
-    turns: str = _option("iteration", "same-job arms that share a launch: iteration (two arms of a cell timed in "
-                         "turns, iteration by iteration: every change of the machine lands on both) or cell (one "
-                         "cell after the other)", choices=TURNS)
+    turns: str = _option("iteration", "same-job arms that share a launch: iteration (the arms of a cell, up to 4, "
+                         "timed in turns, iteration by iteration: every change of the machine lands on all) or cell "
+                         "(one cell after the other)", choices=TURNS)
     clock_sync: bool = _option(False, "synchronise the ranks' clocks before every cell in sync and pipelined mode "
                                "too, and report each cell's start skew (start_skew_us_p50/_p95; window mode always "
                                "does)")

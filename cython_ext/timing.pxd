@@ -5,8 +5,8 @@ from cython_ext.clock cimport ClockModel
 
 
 cdef enum:
-    # the most ops timed in turns
-    MAX_OPS = 2
+    # the most ops timed in turns (the arms of one cell; timing.pyx _Ops holds them)
+    MAX_OPS = 4
 
 
 cdef enum Mode:

@@ -1,5 +1,5 @@
 """The timing loop: warm-up, then per-iteration timing, all in C. One loop for one op (a cell)
-and for two ops timed in turns (two arms of a cell); every mode is an option of it.
+and for up to ``MAX_OPS`` ops timed in turns (the arms of a cell); every mode is an option of it.
 
 How each timed call starts (``mode``):
 
@@ -18,7 +18,7 @@ An iteration's time is the maximum over ranks (the honest cross-rank reduction).
 clock (always in window mode; in the others when the caller passes one) each iteration's start
 skew, the latest start minus the earliest over ranks, is measured too.
 
-``measure`` times one op, or two in turns, as a plan (collectives/timing_plan.py ``TimingPlan``)
+``measure`` times one op, or several in turns, as a plan (collectives/timing_plan.py ``TimingPlan``)
 says; its options, without the GIL in the loop:
 
 * warm-up until stable (``max_warmup`` > 0): after the fixed warm-up, timed warm-up batches until
@@ -46,7 +46,7 @@ from mpi4py.MPI cimport Comm
 
 import numpy as np
 
-from collectives.timing_plan import MODES, TimingPlan
+from collectives.timing_plan import MAX_TURNS, MODES, TimingPlan
 
 from cython_ext.clock cimport SyncedClock, global_now
 from cython_ext.core cimport CollOp, check_mpi
@@ -61,6 +61,8 @@ WARMUP_NAMES = {WARM_FIXED: "fixed", WARM_STABLE: "stable", WARM_MAX: "max_warmu
 #: the names, in the order of the enums
 STOP_REASONS = tuple(STOP_NAMES[code] for code in sorted(STOP_NAMES))
 WARMUP_REASONS = tuple(WARMUP_NAMES[code] for code in sorted(WARMUP_NAMES))
+if MAX_OPS != 4 or MAX_TURNS != MAX_OPS:
+    raise ImportError(f"cython_ext.timing: _Ops holds 4 ops, MAX_OPS is {MAX_OPS}, the plan's MAX_TURNS {MAX_TURNS}")
 cdef dict MODE_CODES = {"sync": SYNC, "pipelined": PIPELINED, "window": WINDOW}
 if set(MODE_CODES) != set(MODES):
     raise ImportError(f"cython_ext.timing: its Mode enum has {sorted(MODE_CODES)}, the plan's modes are {MODES}")
@@ -98,15 +100,32 @@ cdef inline double _begin(MPI_Comm c, Starts *s, int k) except? -1.0 nogil:
     return _now(s)
 
 
-cdef inline int _call(CollOp a, CollOp b, int j) except -1 nogil:
-    if j == 0:
-        return a.run()
-    return b.run()
+cdef class _Ops:
+    """The ops of one loop, callable by index without the GIL (a C array cannot hold Python objects)."""
+    cdef CollOp op0, op1, op2, op3
+    cdef int n
+
+    def __cinit__(self, tuple ops):
+        self.n = len(ops)
+        self.op0 = ops[0]
+        self.op1 = ops[min(1, self.n - 1)]  # unused slots repeat the last op; never called
+        self.op2 = ops[min(2, self.n - 1)]
+        self.op3 = ops[min(3, self.n - 1)]
+
+    cdef inline int call(self, int j) except -1 nogil:
+        if j == 0:
+            return self.op0.run()
+        if j == 1:
+            return self.op1.run()
+        if j == 2:
+            return self.op2.run()
+        return self.op3.run()
 
 
-cdef int _batch(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, double **t, double **skew, int at,
+cdef int _batch(_Ops ops, int nops, MPI_Comm c, Starts *s, double **t, double **skew, int at,
                 double *work, int count) except -1 nogil:
-    """``count`` turns of the ``nops`` ops (a, then b; ABBA...: neither always goes first) into
+    """``count`` turns of the ``nops`` ops (turn i starts with op i % nops and goes round: with two,
+    ABBA..., so no op always goes first) into
     t[j][at + i], the time of op j's i-th call (max over ranks; -1 where its window was missed),
     and skew[j][at + i], its start skew (nan without a clock). ``work``: 2 x nops x count doubles.
     """
@@ -120,7 +139,7 @@ cdef int _batch(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, double **t,
             j = (i + k) % nops
             slot = i * nops + k
             start = _begin(c, s, slot)
-            _call(a, b, j)
+            ops.call(j)
             end = _now(s)
             # window: the finish; its max over ranks, minus the common start, is the call's time
             t[j][at + i] = end if s.mode == WINDOW else end - start
@@ -163,7 +182,7 @@ cdef inline double _account(const double *w, int count, double *slowest) noexcep
     return total
 
 
-cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Outcome *o, double **w,
+cdef int _warm_up(_Ops ops, int nops, MPI_Comm c, Starts *s, Plan *p, Outcome *o, double **w,
                   double **ws, double *work, double *scratch) except -1 nogil:
     """The fixed warm-up, then warm-up batches until two agree (for every op)."""
     cdef int i, j, batch, kept, wbatch = max(p.warmup, 5)
@@ -180,7 +199,7 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
             if s.mode != PIPELINED:
                 check_mpi(MPI_Barrier(c))
             t0 = MPI_Wtime()
-            _call(a, b, j)
+            ops.call(j)
             w[j][i] = MPI_Wtime() - t0
     o.warm_done = p.warmup
     o.warm_call_s = (MPI_Wtime() - began) / p.warmup if p.warmup > 0 else 0.0
@@ -200,7 +219,7 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
         if batch <= 0:
             o.warm_reason = WARM_MAX
             break
-        _batch(a, b, nops, c, s, w, ws, 0, work, batch)
+        _batch(ops, nops, c, s, w, ws, 0, work, batch)
         o.warm_done += batch
         kept = batch
         if s.mode == WINDOW:
@@ -221,7 +240,7 @@ cdef int _warm_up(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, 
     return 0
 
 
-cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Outcome *o, double **t,
+cdef int _timed(_Ops ops, int nops, MPI_Comm c, Starts *s, Plan *p, Outcome *o, double **t,
                 double **skew, double *work, double *scratch) except -1 nogil:
     """Timed batches until the precision, the budget or the cap (for every op). Without a precision
     target or a warm-up until stable, one batch of a count fixed after the warm-up: as many as
@@ -236,7 +255,7 @@ cdef int _timed(CollOp a, CollOp b, int nops, MPI_Comm c, Starts *s, Plan *p, Ou
             batch = <int>min(<double>p.cap, max(<double>p.lowest, ceil(nops * p.budget_s / o.warm_call_s)))
     while True:
         batch = min(batch, p.cap - o.attempted)
-        _batch(a, b, nops, c, s, t, skew, o.n, work, batch)
+        _batch(ops, nops, c, s, t, skew, o.n, work, batch)
         o.attempted += batch
         if s.mode == WINDOW:
             spent += nops * batch * s.window
@@ -318,13 +337,13 @@ cdef int _rules(Plan *p, plan) except -1:
 
 
 def measure(ops, Comm comm, plan=None, SyncedClock clock=None, int clock_rounds=10) -> list:
-    """Time one op, or two in turns, as ``plan`` (collectives.timing_plan.TimingPlan; default
+    """Time one op, or several in turns, as ``plan`` (collectives.timing_plan.TimingPlan; default
     ``TimingPlan()``) says: per op, (per-iteration seconds, max over ranks; info dict).
 
-    ``ops``: a CollOp (one cell), or a tuple of one or two. Two (two arms of one cell, same-job
-    comparison) are timed in turns, iteration by iteration: every change of the machine's speed
-    lands on both alike; the plan's rules hold for both (precision: both intervals narrow enough;
-    the budget is per op). A clock (cython_ext/clock.pyx, needed in window mode) is synchronised
+    ``ops``: a CollOp (one cell), or a tuple of one to MAX_OPS. Several (the arms of one cell,
+    same-job comparison) are timed in turns, iteration by iteration, each turn starting with the
+    next op: every change of the machine's speed lands on all alike; the plan's rules hold for
+    every one (precision: every interval narrow enough; the budget is per op). A clock (cython_ext/clock.pyx, needed in window mode) is synchronised
     first, in ``clock_rounds`` rounds.
 
     ``info`` holds ``stop_reason`` (``STOP_REASONS``; "fixed" without a precision target or a
@@ -336,11 +355,10 @@ def measure(ops, Comm comm, plan=None, SyncedClock clock=None, int clock_rounds=
     """
     ops = (ops,) if isinstance(ops, CollOp) else tuple(ops)
     if not 1 <= len(ops) <= MAX_OPS:
-        raise ValueError(f"the timing loop times one op or {MAX_OPS} in turns, not {len(ops)}")
+        raise ValueError(f"the timing loop times one op or up to {MAX_OPS} in turns, not {len(ops)}")
     plan = TimingPlan() if plan is None else plan
-    cdef CollOp a = ops[0]
+    cdef _Ops loop_ops = _Ops(ops)
     cdef int j, nops = len(ops)
-    cdef CollOp b = ops[nops - 1]  # one op: never called as b
     cdef Starts s
     cdef Plan p
     cdef Outcome o
@@ -361,8 +379,8 @@ def measure(ops, Comm comm, plan=None, SyncedClock clock=None, int clock_rounds=
     if clock is not None:
         s.clock_error = clock.sync(comm, clock_rounds)
     with nogil:
-        _warm_up(a, b, nops, c, &s, &p, &o, buffers.w, buffers.ws, buffers.work, buffers.scratch)
-        _timed(a, b, nops, c, &s, &p, &o, buffers.t, buffers.skew, buffers.work, buffers.scratch)
+        _warm_up(loop_ops, nops, c, &s, &p, &o, buffers.w, buffers.ws, buffers.work, buffers.scratch)
+        _timed(loop_ops, nops, c, &s, &p, &o, buffers.t, buffers.skew, buffers.work, buffers.scratch)
     shared = {"stop_reason": STOP_NAMES[o.stop_reason], "warmup_discarded": o.warm_done,
               "warmup_slowest_us": o.slowest * 1e6 if o.slowest >= 0 else float("nan"),
               "warmup_reason": WARMUP_NAMES[o.warm_reason]}

@@ -32,7 +32,7 @@ from collectives.impls import IMPLEMENTATIONS
 from collectives.memory import KINDS
 from collectives.schedules import algorithms, hier, tuning
 from collectives.spec import COLLECTIVES
-from collectives.timing_plan import TimingPlan
+from collectives.timing_plan import MAX_TURNS, TimingPlan
 
 Collective = Literal[COLLECTIVES]  # collectives/spec: one file per collective
 Placement = Literal["out_of_place", "in_place"]
@@ -218,6 +218,14 @@ class Suite(Strict):
             raise ValueError(f"arms: names must differ, got {names}")
         if len(names) == 1:
             raise ValueError("arms: give at least two arms (a baseline and a candidate), or none")
+        shared: dict[tuple, list[str]] = {}
+        for arm in self.arms:  # arms of one environment and install share launches (bench.plan.cells.with_arms)
+            setting = (tuple(sorted((name, str(value)) for name, value in arm.env.items())), arm.install)
+            shared.setdefault(setting, []).append(arm.name)
+        crowded = next((group for group in shared.values() if len(group) > MAX_TURNS), None)
+        if crowded and self.timing.turns == "iteration":
+            raise ValueError(f"arms: {', '.join(crowded)} share a launch, and at most {MAX_TURNS} arms are timed in "
+                             f"turns (timing.turns: iteration); give fewer, or timing.turns: cell")
         return self
 
     @model_validator(mode="after")

@@ -16,6 +16,7 @@ from bench.run import faults
 from collectives import memory, spec
 from collectives.call import CallSpec
 from collectives.impls import get
+from collectives.timing_plan import MAX_TURNS
 
 _CONTEXTS: dict[tuple[int, str], object] = {}
 _CLOCKS: dict[int, object] = {}
@@ -138,7 +139,7 @@ def _timed(row: dict, samples, info: dict) -> dict:
 
 
 def _time(topo, rows: list[dict], ops: list, timing: TimingPlan, extra: dict) -> list[dict]:
-    """Time ``ops`` (one, or two in turns) in the one timing loop and finish their rows."""
+    """Time ``ops`` (one, or several in turns) in the one timing loop and finish their rows."""
     from cython_ext.timing import measure
 
     timed = measure(tuple(ops), topo.comm, timing, clock_for(topo, timing))
@@ -160,12 +161,27 @@ def turn_partners(first: Cell, second: Cell) -> bool:
                 and replace(first, arm="", repeat=0, **ARM_BLANK) == replace(second, arm="", repeat=0, **ARM_BLANK))
 
 
-def run_turns(topo, cells: tuple[Cell, Cell], timing: TimingPlan, check: bool,
+def turn_group(cells: list[Cell], index: int) -> int:
+    """How many cells from ``index`` on are arms of one cell, next to each other (1: a cell alone;
+    at most MAX_TURNS, what the timing loop times in turns)."""
+    size = 1
+    while (size < MAX_TURNS and index + size < len(cells)
+           and all(turn_partners(cells[index + k], cells[index + size]) for k in range(size))):
+        size += 1
+    return size
+
+
+def run_turns(topo, cells: tuple[Cell, ...], timing: TimingPlan, check: bool,
               where: tuple[int, str]) -> list[dict]:
-    """Two arms of one cell timed in turns, iteration by iteration (``timing.turns: iteration``);
-    a side that cannot be timed is reported alone and the other is timed as a cell of its own."""
+    """The arms of one cell timed in turns, iteration by iteration (``timing.turns: iteration``); a
+    side that cannot be timed is reported alone and the others are timed in turns without it (one
+    left: as a cell of its own)."""
     prepared = [prepare_cell(topo, cell, timing, check, where) for cell in cells]
-    if any(op is None for _, op in prepared):
-        return [row if op is None else _time(topo, [row], [op], timing, {})[0] for row, op in prepared]
-    (row_a, op_a), (row_b, op_b) = prepared
-    return _time(topo, [row_a, row_b], [op_a, op_b], timing, {"turns": "iteration"})
+    runnable = [k for k, (_, op) in enumerate(prepared) if op is not None]
+    rows = [row for row, _ in prepared]
+    if runnable:
+        extra = {"turns": "iteration"} if len(runnable) > 1 else {}
+        timed = _time(topo, [rows[k] for k in runnable], [prepared[k][1] for k in runnable], timing, extra)
+        for k, row in zip(runnable, timed, strict=True):
+            rows[k] = row
+    return rows

@@ -24,7 +24,7 @@ from mpi4py import MPI  # noqa: E402
 
 from bench.plan.cells import LaunchPlan  # noqa: E402
 from bench.run import hostfacts  # noqa: E402
-from bench.run.cell import close_contexts, run_cell, run_turns, turn_partners  # noqa: E402
+from bench.run.cell import close_contexts, run_cell, run_turns, turn_group  # noqa: E402
 from bench.run.parts import append_rows, sync_file  # noqa: E402
 from bench.run.probe import Probe  # noqa: E402
 from collectives.schedules.topology import ShapeError, Topology, topology  # noqa: E402
@@ -90,17 +90,16 @@ def run_plan(plan: LaunchPlan, comm: MPI.Comm) -> None:
     index = 0
     while index < len(plan.cells):
         cell = plan.cells[index]
-        # two arms of one cell, next to each other: timed in turns, iteration by iteration
-        paired = (topo is not None and plan.timing.turns == "iteration" and index + 1 < len(plan.cells)
-                  and turn_partners(cell, plan.cells[index + 1]))
-        cells = plan.cells[index:index + 2] if paired else [cell]
+        # the arms of one cell, next to each other: timed in turns, iteration by iteration
+        group = turn_group(plan.cells, index) if topo is not None and plan.timing.turns == "iteration" else 1
+        cells = plan.cells[index:index + group]
         if comm.rank == 0:
             for one in cells:
                 print(json.dumps({"event": "start", "cell_key": one.key}), flush=True)
         started = time.time()
         # A shape that does not fit fails every cell of the launch with the reason.
-        if paired:
-            results = run_turns(topo, (cells[0], cells[1]), plan.timing, plan.check, (index, plan.launch_id))
+        if group > 1:
+            results = run_turns(topo, tuple(cells), plan.timing, plan.check, (index, plan.launch_id))
         else:
             results = [run_cell(topo, cell, plan.timing, plan.check, (index, plan.launch_id)) if topo else {}]
         if probe is not None:

@@ -106,6 +106,7 @@ LOOP = textwrap.dedent('''
     CASES = {
         "fixed": ((flat,), dict(warmup=3, iters=9, min_iters=9, budget_s=0.0)),
         "fixed_turns": ((flat, flat), dict(warmup=3, iters=9, min_iters=9, budget_s=0.0)),
+        "fixed_three": ((flat, flat, flat), dict(warmup=2, iters=6, min_iters=6, budget_s=0.0)),
         "iters": ((bimodal,), dict(warmup=2, iters=40, min_iters=10, budget_s=0.0, target_ci=0.01)),
         "budget": ((bimodal,), dict(warmup=2, iters=40, min_iters=10, budget_s=1e-9, target_ci=0.01)),
         "budget_turns": ((bimodal, bimodal), dict(warmup=2, iters=40, min_iters=10, budget_s=1e-9,
@@ -120,11 +121,11 @@ LOOP = textwrap.dedent('''
     out = {}
     for case, (costs, rules) in CASES.items():
         calls.clear()
-        timed = measure(tuple(op("ab"[j], cost) for j, cost in enumerate(costs)), comm, TimingPlan(**rules))
+        timed = measure(tuple(op("abcd"[j], cost) for j, cost in enumerate(costs)), comm, TimingPlan(**rules))
         out[case] = {"n": [len(samples) for samples, _ in timed], "info": [info for _, info in timed],
                      "calls": "".join(calls)}
     out["time_op"] = len(time_op(op("a", flat), comm, "sync", 1, 7))
-    for wrong in ((), (op("a", flat),) * 3):
+    for wrong in ((), (op("a", flat),) * 5):
         try:
             measure(wrong, comm)
         except ValueError as error:
@@ -135,7 +136,7 @@ LOOP = textwrap.dedent('''
 
 
 @pytest.mark.mpi
-def test_one_loop_for_one_op_and_two_in_turns(tmp_path):
+def test_one_loop_for_one_op_and_several_in_turns(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(LOOP)
     done = run_mpi(2, script, timeout=120)
@@ -150,6 +151,8 @@ def test_one_loop_for_one_op_and_two_in_turns(tmp_path):
     assert out["fixed_turns"]["n"] == [9, 9] and reasons("fixed_turns") == [("fixed", "fixed", 3)] * 2
     assert out["fixed_turns"]["calls"] == "ab" * 3 + "abba" * 4 + "ab"
     assert set(out["fixed"]["info"][0]) == set(out["fixed_turns"]["info"][1])  # the same fields per op
+    # three: turn i starts with op i % 3 and goes round, so each goes first, second and third alike
+    assert out["fixed_three"]["n"] == [6] * 3 and out["fixed_three"]["calls"] == "abc" * 2 + "abcbcacab" * 2
     # an interval that alternating costs never narrow: the cap, or the budget after the first batch
     assert out["iters"]["n"] == [40] and reasons("iters") == [("iters", "fixed", 2)]
     assert out["budget"]["n"] == [10] and reasons("budget") == [("budget", "fixed", 2)]
@@ -166,4 +169,4 @@ def test_one_loop_for_one_op_and_two_in_turns(tmp_path):
     single, pair = out["budget_fixed"]["n"][0], out["budget_fixed_turns"]["n"]
     assert 8 <= single <= 100 and pair[0] == pair[1] and pair[0] >= 0.45 * single, (single, pair)
     assert out["time_op"] == 7
-    assert len(out["refused"]) == 2 and all("one op or 2 in turns" in text for text in out["refused"])
+    assert len(out["refused"]) == 2 and all("one op or up to 4 in turns" in text for text in out["refused"])

@@ -5,8 +5,9 @@
 An ok cell (checked, then timed: the samples are the iterations), an unsupported cell (the reason,
 nothing timed, no communication), a cell whose buffers cannot be allocated on one rank (every rank
 fails it with that rank's reason), a wrong answer (PCCL_BENCH_FAULT corrupts rank 1's result of cell
-3: the row is ``wrong`` and untimed), two arms in turns (both timed, ``turns: iteration``) and two arms
-of which one cannot run (the other timed alone). Rank 0 prints one JSON line per outcome.
+3: the row is ``wrong`` and untimed), two and four arms in turns (all timed, ``turns: iteration``, as
+many samples each), two arms of which one cannot run (the other timed alone) and three of which one
+cannot (the other two in turns). Rank 0 prints one JSON line per outcome.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import replace
 from mpi4py import MPI
 
 from bench.plan.cells import Cell, TimingPlan
-from bench.run.cell import run_cell, run_turns, turn_partners
+from bench.run.cell import run_cell, run_turns, turn_group, turn_partners
 from collectives.schedules.topology import topology
 
 comm = MPI.COMM_WORLD
@@ -52,5 +53,13 @@ assert not turn_partners(arm_a, replace(arm_b, count_per_rank=8)), "another size
 report("turns", run_turns(topo, (arm_a, arm_b), timing, True, (4, LAUNCH)))
 report("turns-one-side", run_turns(topo, (arm_a, replace(arm_b, algorithm="no-such-schedule")), timing, True,
                                    (5, LAUNCH)))
+four = [arm_a, arm_b, cell(arm="c", impl="mpi", algorithm="native"), cell(arm="d", algorithm="rdfull")]
+next_size = replace(arm_a, count_per_rank=8)
+assert [turn_group(four + [next_size], k) for k in range(5)] == [4, 3, 2, 1, 1], "a group ends at the next cell"
+assert turn_group(four + [replace(arm_a, arm="e")], 0) == 4, "at most MAX_TURNS in turns"
+assert turn_group([arm_a, next_size, arm_b], 0) == 1
+report("turns-four", run_turns(topo, tuple(four), timing, True, (6, LAUNCH)))
+report("turns-three-one-refused", run_turns(topo, (arm_a, replace(arm_b, algorithm="no-such-schedule"), four[2]),
+                                            timing, True, (7, LAUNCH)))
 if comm.rank == 0:
     print("cell checks done", file=sys.stderr)

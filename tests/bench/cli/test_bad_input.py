@@ -102,6 +102,12 @@ CASES = [
         ["{suite}", "timing.min_iters", "9"],
         suite=suite_text(timing={"iters": 3, "min_iters": 9}),
     ),
+    Case(
+        "five-arms-in-turns",
+        sweep(),
+        ["{suite}", "arms", "a, b, c, d, e share a launch", "at most 4"],
+        suite=suite_text(arms=[{"name": name} for name in "abcde"]),
+    ),
     Case("suite-is-a-list", sweep(), ["{suite}", "mapping", "list"], suite="- allgather\n- allreduce\n"),
     Case("suite-is-empty", sweep(), ["{suite}", "mapping"], suite=""),
     Case(

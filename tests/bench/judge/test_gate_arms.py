@@ -127,6 +127,23 @@ def test_real_two_arm_run_at_two_ranks(tmp_path):
 
 
 @pytest.mark.mpi
+def test_three_arms_of_a_launch_are_timed_in_turns_together(tmp_path):
+    raw = {**SUITE, "repeats": 1, "arms": [SUITE["arms"][0], SUITE["arms"][1], SUITE["arms"][3]],
+           "sizes": {"min": "64B", "max": "512B"}}
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump(raw))
+    done = run_cli("run", "sweep", suite, "--out", tmp_path / "run")
+    assert done.returncode == 0, describe(done)
+    results = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert set(results.status) == {"ok"} and set(results.turns) == {"iteration"}, results[["arm", "turns"]]
+    for _, one_cell in results.groupby("bytes_total"):
+        assert sorted(one_cell.arm) == ["base", "cand", "flat"]
+        assert one_cell.iters.nunique() == 1  # every arm timed in every turn
+    judged = run_cli("gate", "--arms", "base", "flat", tmp_path / "run", "--markdown", tmp_path / "gate.md")
+    assert "4 cells of arms timed in turns" in (tmp_path / "gate.md").read_text(), describe(judged)
+
+
+@pytest.mark.mpi
 def test_cell_turns_time_arms_one_after_the_other(tmp_path):
     raw = {**SUITE, "repeats": 1, "arms": SUITE["arms"][:2], "sizes": {"min": "64B", "max": "64B"},
            "timing": {**SUITE["timing"], "turns": "cell"}}

@@ -52,3 +52,12 @@ def test_two_arms_are_timed_in_turns_and_one_that_cannot_run_leaves_the_other_al
     timed, refused = cases["turns-one-side"]
     assert timed["status"] == "ok" and timed["samples"] >= 2 and timed["turns"] is None, timed
     assert refused["status"] == "unsupported", refused
+
+
+def test_up_to_four_arms_are_timed_in_turns_and_one_that_cannot_run_leaves_the_others_in_turns(cases):
+    four = cases["turns-four"]
+    assert [row["status"] for row in four] == ["ok"] * 4 and {row["turns"] for row in four} == {"iteration"}, four
+    assert len({row["samples"] for row in four}) == 1, "every arm timed in every turn"
+    first, refused, third = cases["turns-three-one-refused"]
+    assert refused["status"] == "unsupported" and refused["samples"] == 0, refused
+    assert (first["turns"], third["turns"]) == ("iteration", "iteration") and first["samples"] == third["samples"]
