@@ -33,7 +33,10 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     os.chmod(temp, 0o666 & ~umask)  # mkstemp makes 0600; results are as readable as any other file
     try:
         write(Path(temp))
-        os.replace(temp, path)
+        # beside the temp as mkstemp named it (absolutely): a process that entered another mount
+        # namespace (pccl-bench lab exec) keeps a working directory on another mount of the same
+        # folder than the absolute name, and a rename across mounts fails (EXDEV)
+        os.replace(temp, Path(temp).with_name(path.name))
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise

@@ -362,8 +362,9 @@ class RunFolderWriter:
         umask = os.umask(0)
         os.umask(umask)
         for name in RUN_FILES:  # results.parquet last: only then is the folder a run
-            os.chmod(self._temps[name], 0o666 & ~umask)
-            os.replace(self._temps.pop(name), self.folder / name)
+            temp = self._temps.pop(name)
+            os.chmod(temp, 0o666 & ~umask)
+            os.replace(temp, temp.with_name(name))  # as mkstemp named it: one mount (files.atomic_write)
 
     def _close(self) -> None:
         for writer in (self._results, self._samples):

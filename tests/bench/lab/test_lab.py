@@ -11,6 +11,7 @@ reason where no lab can be built (not root, no namespaces).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -60,12 +61,15 @@ def on(host: str) -> tuple[list[str], dict[str, str]]:
     return prefix, env
 
 
-def lab_sweep(tmp_path: Path, suite: dict, *flags: str, timeout: float = 150) -> subprocess.CompletedProcess:
-    """``pccl-bench run sweep`` on the login host, into ``tmp_path/run``."""
+def lab_sweep(tmp_path: Path, suite: dict, *flags: str, timeout: float = 150,
+              relative: bool = False) -> subprocess.CompletedProcess:
+    """``pccl-bench run sweep`` on the login host, into ``tmp_path/run`` (``relative``: named from the
+    working directory, which the login host's mount namespace reaches through another mount)."""
     path = tmp_path / "suite.yaml"
     path.write_text(yaml.safe_dump(suite, sort_keys=False))
     prefix, env = on("login")
-    return run_cli("run", "sweep", path, "--out", tmp_path / "run", *flags, prefix=prefix, env=env, timeout=timeout)
+    out = os.path.relpath(tmp_path / "run", ROOT) if relative else tmp_path / "run"
+    return run_cli("run", "sweep", path, "--out", out, *flags, prefix=prefix, env=env, timeout=timeout)
 
 
 def read_run(folder: Path) -> tuple[pd.DataFrame, dict]:
@@ -159,7 +163,7 @@ def test_the_bytes_crossed_the_hosts_links(two_hosts):
 
 def test_ranks_on_one_host_of_the_lab_stay_off_the_network(lab, tmp_path):
     before = link_bytes(lab, ["h1"])
-    result = lab_sweep(tmp_path, SUITE, "--hosts", "h1")
+    result = lab_sweep(tmp_path, SUITE, "--hosts", "h1", relative=True)  # a run folder renamed into place there
     received = link_bytes(lab, ["h1"])["h1"] - before["h1"]
     assert result.returncode == 0, describe(result)
     frame, _ = read_run(tmp_path / "run")
