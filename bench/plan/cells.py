@@ -222,6 +222,18 @@ def selected(cell: Cell, select: list[dict[str, tuple]]) -> bool:
                              for entry in select)
 
 
+def arm_cell(cell: Cell, arm) -> Cell:
+    """``cell`` as ``arm`` measures it: the fields the arm names; an arm of another implementation
+    takes that implementation's defaults for what it does not name (an arm ``impl: pccl-hier`` of an
+    ``mpi`` entry runs pccl-hier's own phases, not the MPI library's algorithm name)."""
+    named = {name: getattr(arm, name) for name in ARM_FIELDS if getattr(arm, name) is not None}
+    if arm.impl is not None and arm.impl != cell.impl:
+        implementation = IMPLEMENTATIONS[arm.impl]
+        named = {"algorithm": implementation.default_algorithm, "intra": getattr(implementation, "default_intra", ""),
+                 "inter": getattr(implementation, "default_inter", ""), **named}
+    return replace(cell, arm=arm.name, **named)
+
+
 def with_arms(launch: Launch, suite: Suite) -> list[Launch]:
     """The launch as the suite's arms measure it: arms that share an environment and an install
     take turns cell by cell inside one launch; an arm with another environment (read at MPI_Init)
@@ -242,9 +254,7 @@ def with_arms(launch: Launch, suite: Suite) -> list[Launch]:
     out = []
     for (env, install), members in groups:
         suffix = "" if len(groups) == 1 else "-" + "+".join(arm.name for arm in members)
-        cells = [replace(cell, arm=arm.name, **{name: getattr(arm, name) for name in ARM_FIELDS
-                                                 if getattr(arm, name) is not None})
-                 for cell in launch.cells for arm in members]
+        cells = [arm_cell(cell, arm) for cell in launch.cells for arm in members]
         out.append(Launch(launch.launch_id + suffix, launch.nranks, launch.ranks_per_node, launch.device,
                           launch.requested_ranks_per_node, list({cell.key: cell for cell in cells}.values()), env,
                           install, launch.placement))

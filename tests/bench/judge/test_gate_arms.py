@@ -100,6 +100,16 @@ def test_machine_drift_between_repeats_cancels_in_pairs(tmp_path):
         "regressed"}
 
 
+def test_an_arm_of_another_implementation_takes_its_defaults():
+    suite = parse_suite({**SUITE, "repeats": 1, "arms": [{"name": "mpi"}, {"name": "hier", "impl": "pccl-hier",
+                                                                          "intra": "auto"},
+                                                         {"name": "flat", "impl": "pccl-flat"}]}, "test")
+    cells = {cell.arm: cell for cell in expand(suite)[0].cells if cell.bytes_total == 8}
+    assert (cells["mpi"].impl, cells["mpi"].algorithm) == ("mpi", "native")
+    assert (cells["hier"].algorithm, cells["hier"].intra, cells["hier"].inter) == ("hier", "auto", "rd")
+    assert (cells["flat"].algorithm, cells["flat"].intra, cells["flat"].inter) == ("ring", "", "")
+
+
 @pytest.mark.mpi
 def test_real_two_arm_run_at_two_ranks(tmp_path):
     suite = tmp_path / "suite.yaml"
