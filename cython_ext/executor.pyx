@@ -42,6 +42,10 @@ cdef enum:
     ACT_REDUCE = 2
     ACT_MPI_ALLGATHER = 3         # the MPI library's collective as one phase
     ACT_MPI_REDUCE_SCATTER = 4
+    ACT_MPI_ALLREDUCE = 5
+
+#: the library-row actions, collectives.schedules.rows.LIBRARY_ACTIONS (a test checks it)
+LIBRARY_CODES = (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_MPI_ALLREDUCE)
 
 cdef enum:
     NBUFS = 3          # send, recv, scratch
@@ -168,7 +172,7 @@ cdef class ScheduleOp(CollOp):
         self.dtype = dtype
         self.op = op
         n = steps.shape[0]
-        native_rows = [i for i in range(n) if steps[i, ACTION] in (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER)]
+        native_rows = [i for i in range(n) if steps[i, ACTION] in LIBRARY_CODES]
         if native_rows:
             try:
                 mpi_types(dtype, op, &self.mpi_type, &self.mpi_reduction)
@@ -217,6 +221,8 @@ cdef class ScheduleOp(CollOp):
             return check_mpi(MPI_Allgather(src, <int>count, self.mpi_type, dst, <int>count, self.mpi_type, comm))
         if row[ACTION] == ACT_MPI_REDUCE_SCATTER:
             return check_mpi(MPI_Reduce_scatter_block(src, dst, <int>count, self.mpi_type, self.mpi_reduction, comm))
+        if row[ACTION] == ACT_MPI_ALLREDUCE:
+            return check_mpi(MPI_Allreduce(src, dst, <int>count, self.mpi_type, self.mpi_reduction, comm))
         for b in range(row[ACTION_NBLOCKS]):
             if row[ACTION] == ACT_COPY:
                 memmove(dst + b * row[DST_STRIDE] * isz, src + b * row[SRC_STRIDE] * isz, count * isz)

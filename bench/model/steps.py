@@ -25,7 +25,7 @@ import numpy as np
 
 from bench.model.impls import Variant
 from bench.model.mpich import mpich_algorithm, mpich_schedule
-from collectives.schedules.rows import ACT_COPY, ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_REDUCE, Schedule
+from collectives.schedules.rows import ACT_COPY, ACT_REDUCE, LIBRARY_ACTIONS, Schedule
 from collectives.schedules.rows import COLUMN as C
 from collectives.schedules.topology import Grid
 
@@ -122,7 +122,7 @@ def _mpi_phase(row: np.ndarray, grid: Grid, rank: int, itemsize: int, algorithm:
     members = grid.members(comm, rank)
     size = len(members)
     sub_grid = Grid(size, size) if comm == 1 else Grid(size, 1)
-    collective = "allgather" if row[C["action"]] == ACT_MPI_ALLGATHER else "reduce_scatter"
+    collective = LIBRARY_ACTIONS[int(row[C["action"]])]
     in_place = int(row[C["src_buf"]]) < 0
     schedule = mpich_schedule(collective, algorithm, size, members.index(rank), int(row[C["action_count"]]), in_place)
     fields = _plain_rows(schedule.steps, sub_grid, members.index(rank), itemsize)
@@ -136,10 +136,11 @@ def mpi_phase_choices(schedule: Schedule, grid: Grid, rank: int, scale: float, i
     library's ``switches`` (fitted, else MPICH's defaults)."""
     choices = []
     for row in schedule.steps:
-        if row[C["action"]] in (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER):
+        if row[C["action"]] in LIBRARY_ACTIONS:
             size = len(grid.members(int(row[C["comm"]]), rank))
-            collective = "allgather" if row[C["action"]] == ACT_MPI_ALLGATHER else "reduce_scatter"
-            total = int(size * row[C["action_count"]] * scale * itemsize)
+            collective = LIBRARY_ACTIONS[int(row[C["action"]])]
+            ranks = 1 if collective == "allreduce" else size  # the all-reduce's count is its whole count
+            total = int(ranks * row[C["action_count"]] * scale * itemsize)
             choices.append(mpich_algorithm(collective, size, total, switches))
     return tuple(choices)
 
@@ -147,7 +148,7 @@ def mpi_phase_choices(schedule: Schedule, grid: Grid, rank: int, scale: float, i
 def rank_rows(schedule: Schedule, grid: Grid, rank: int, itemsize: int, choices: tuple[str, ...]) -> dict:
     """One rank's link use, step by step, MPI-library rows expanded into their steps."""
     steps = schedule.steps
-    native = np.flatnonzero(np.isin(steps[:, C["action"]], (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER)))
+    native = np.flatnonzero(np.isin(steps[:, C["action"]], list(LIBRARY_ACTIONS)))
     if not len(native):
         return _plain_rows(steps, grid, rank, itemsize)
     pieces, start = [], 0

@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectives.schedules.rows import ACT_MPI_ALLGATHER, LIBRARY_ACTIONS
+from collectives.schedules.rows import ACT_MPI_ALLGATHER, ACT_MPI_ALLREDUCE, LIBRARY_ACTIONS
 from collectives.schedules.rows import COLUMN as C
 
 
 def library_views(row, buffers, nranks: int):
     """(src or None in place, dst, count per rank) of a library row, as slices of ``buffers``
-    laid out as MPI's: all-gather count -> p*count, reduce-scatter p*count -> count."""
-    count = int(row[C["action_count"]])
-    gather = int(row[C["action"]]) == ACT_MPI_ALLGATHER
+    laid out as MPI's: all-gather count -> p*count, reduce-scatter p*count -> count, all-reduce
+    count -> count."""
+    count, action = int(row[C["action_count"]]), int(row[C["action"]])
+    source_length, result_length = {ACT_MPI_ALLGATHER: (count, count * nranks),
+                                    ACT_MPI_ALLREDUCE: (count, count)}.get(action, (count * nranks, count))
     in_place = int(row[C["src_buf"]]) < 0
     dst_off = int(row[C["dst_off"]])
-    dst = buffers[int(row[C["dst_buf"]])][dst_off : dst_off + count * (nranks if gather or in_place else 1)]
+    dst = buffers[int(row[C["dst_buf"]])][dst_off : dst_off + max(result_length, source_length if in_place else 0)]
     if in_place:
         return None, dst, count
     src_off = int(row[C["src_off"]])
-    return buffers[int(row[C["src_buf"]])][src_off : src_off + count * (1 if gather else nranks)], dst, count
+    return buffers[int(row[C["src_buf"]])][src_off : src_off + source_length], dst, count
 
 
 def schedule_op(context, comms: list, steps: np.ndarray, buffers: tuple, dtype: str, op: str,

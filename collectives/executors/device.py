@@ -25,8 +25,6 @@ from collectives.dtypes import dtype_code, numpy_dtype, op_code
 from collectives.memory.backends import host_address
 from collectives.schedules.rows import (
     ACT_COPY,
-    ACT_MPI_ALLGATHER,
-    ACT_MPI_REDUCE_SCATTER,
     ACT_NONE,
     LIBRARY_ACTIONS,
 )
@@ -125,7 +123,7 @@ class DeviceScheduleOp:
         if row[C["send_peer"]] >= 0 or row[C["recv_peer"]] >= 0:
             steps += self._message(row)
         action = int(row[C["action"]])
-        if action in (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER):
+        if action in LIBRARY_ACTIONS:
             steps += self._library(row, action)
         elif action != ACT_NONE:
             steps += self._local(row, action)
@@ -183,14 +181,13 @@ class DeviceScheduleOp:
 
         comm = self.comms[int(row[C["comm"]])]
         src, dst, count = library_views(row, self.buffers, comm.Get_size())
-        return self._mpi_collective(comm, action == ACT_MPI_ALLGATHER, src, dst, count, comm.Get_rank())
+        return self._mpi_collective(comm, LIBRARY_ACTIONS[action], src, dst, count, comm.Get_rank())
 
-    def _mpi_collective(self, comm, gather: bool, src, dst, count: int, position: int) -> list[Step]:
+    def _mpi_collective(self, comm, kind: str, src, dst, count: int, position: int) -> list[Step]:
         from cython_ext.native import NativeCollective
 
-        kind = LIBRARY_ACTIONS[ACT_MPI_ALLGATHER if gather else ACT_MPI_REDUCE_SCATTER]
         codes = (dtype_code(self.dtype), op_code(self.op), src is None)
-        backend = self.backend
+        backend, gather = self.backend, kind == "allgather"
         if self.aware:
             native = NativeCollective(comm, kind, 0 if src is None else backend.ptr(src) if src.size else 0,
                                       backend.ptr(dst) if dst.size else 0, count, *codes, keepalive=(src, dst))

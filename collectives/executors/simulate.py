@@ -9,8 +9,10 @@ import numpy as np
 from collectives.schedules.rows import (
     ACT_COPY,
     ACT_MPI_ALLGATHER,
+    ACT_MPI_ALLREDUCE,
     ACT_MPI_REDUCE_SCATTER,
     ACT_REDUCE,
+    LIBRARY_ACTIONS,
     RECV,
     SCRATCH,
     SEND,
@@ -108,8 +110,7 @@ def simulate(
 
 def _native_collectives(rows: list, buffers: list[dict], groups: Groups, reducer) -> None:
     """Steps that call the MPI library's collective: computed from all members' buffers."""
-    native = {r: row for r, row in enumerate(rows)
-              if row is not None and int(row[C["action"]]) in (ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER)}
+    native = {r: row for r, row in enumerate(rows) if row is not None and int(row[C["action"]]) in LIBRARY_ACTIONS}
     results = {}
     for r, row in native.items():
         members = groups(int(row[C["comm"]]), r)
@@ -120,9 +121,11 @@ def _native_collectives(rows: list, buffers: list[dict], groups: Groups, reducer
             if other is None or int(other[C["action"]]) != int(row[C["action"]]):
                 raise ScheduleMismatch(f"rank {m} does not join the MPI collective of rank {r}")
             buf, off = int(other[C["src_buf"]]), int(other[C["src_off"]])
-            if buf < 0:  # in place: the all-gather contribution sits at its own position in dst
-                buf, off = int(other[C["dst_buf"]]), int(other[C["dst_off"]]) + position * count
-            length = count if int(row[C["action"]]) == ACT_MPI_ALLGATHER else count * len(members)
+            action = int(row[C["action"]])
+            if buf < 0:  # in place: the input is in dst (the all-gather's at its own position)
+                buf, off = int(other[C["dst_buf"]]), int(other[C["dst_off"]])
+                off += position * count if action == ACT_MPI_ALLGATHER else 0
+            length = count * len(members) if action == ACT_MPI_REDUCE_SCATTER else count
             inputs.append(buffers[m][buf][off : off + length].copy())
         if int(row[C["action"]]) == ACT_MPI_ALLGATHER:
             results[r] = np.concatenate(inputs) if inputs else np.empty(0)
@@ -131,7 +134,8 @@ def _native_collectives(rows: list, buffers: list[dict], groups: Groups, reducer
             for other in inputs[1:]:
                 total = reducer(total, other)
             mine = members.index(r)
-            results[r] = total[mine * count : (mine + 1) * count]
+            whole = int(row[C["action"]]) == ACT_MPI_ALLREDUCE
+            results[r] = total if whole else total[mine * count : (mine + 1) * count]
     for r, data in results.items():
         row = native[r]
         buf, off = int(row[C["dst_buf"]]), int(row[C["dst_off"]])

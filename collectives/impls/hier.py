@@ -12,7 +12,13 @@ from collectives.executors.compose import phase_ops, schedule_op
 from collectives.impls import Implementation, Provenance, register
 from collectives.memory.context import HOST
 from collectives.schedules import tuning
-from collectives.schedules.hier import composition_problem, hier_schedule, phase_algorithm, phases_needed
+from collectives.schedules.hier import (
+    composition_problem,
+    hier_schedule,
+    phase_algorithm,
+    phases_needed,
+    tail_phases,
+)
 from collectives.schedules.rows import COMM_INTER, COMM_INTRA, LIBRARY_ACTION_OF
 from collectives.schedules.topology import as_topology
 from collectives.version import library_version
@@ -42,7 +48,8 @@ class Hierarchical(Implementation):
         intra, inter = self.phases(call)
         specs = {"intra": intra, "inter": inter}
         return [(role, comm, phase, phase_algorithm(specs[role], phase))
-                for phase in phases_needed(call.collective) for role, comm in ROLES]
+                for phase in phases_needed(call.collective) for role, comm in ROLES] + [
+                ("intra", COMM_INTRA, phase, intra) for phase in tail_phases(call.collective, intra)]
 
     def _shape_reason(self, call: CallSpec) -> str | None:
         if self.algorithm(call) != "hier":

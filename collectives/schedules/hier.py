@@ -5,8 +5,9 @@ rank of every node), then intra-node phase; the phases read and write the final
 positions through strided blocks, so no permutation pass is needed.
 Reduce-scatter: intra-node phase on strided source blocks (the "local permute"
 folded into the messages) into a contiguous partial, then inter-node phase on
-the rail into the result. All-reduce: both, plus a flat whole-buffer recursive doubling
-for the last ``count % p`` elements. A phase run by the MPI library (``mpi``) needs
+the rail into the result. All-reduce: both, plus the last ``count % p`` elements as a whole
+buffer (allreduce_tail: a flat recursive doubling, or a transport's all-reduce within the node and
+a doubling on the rail). A phase run by the MPI library (``mpi``) needs
 contiguous buffers, so it costs the packing copies that PCCL itself does.
 
 Phase names: any registered algorithm, any transport of collectives/transports (``mpi``,
@@ -28,6 +29,7 @@ from __future__ import annotations
 from collectives.schedules.algorithms import ALGORITHMS, phase_algorithm, supports
 from collectives.schedules.rows import (
     ACT_MPI_ALLGATHER,
+    ACT_MPI_ALLREDUCE,
     ACT_MPI_REDUCE_SCATTER,
     COMM_INTER,
     COMM_INTRA,
@@ -242,13 +244,29 @@ def allreduce_phases(grid: Grid, rank: int, count: int, source_buf: int, intra: 
         parts += allgather_phases(grid, rank, chunk, None, intra, inter, 0)
     tail = count - chunk * grid.nranks
     if tail:
-        # The last count % p elements, fewer than p: whole-buffer recursive doubling over the whole
-        # communicator (log2 p steps), where a ring takes 2 (p - 1) steps, each waiting on a crossing
-        # between nodes (an 8-byte all-reduce of 4 ranks is all tail).
-        done = chunk * grid.nranks
-        parts.append(ALGORITHMS["rdfull"].allreduce(grid.nranks, rank, Block(source_buf, done, tail),
-                                                    Block(RECV, done, tail), _scratch_end(parts)).on(COMM_WORLD))
+        parts += allreduce_tail(grid, rank, Block(source_buf, chunk * grid.nranks, tail), intra, _scratch_end(parts))
     return parts
+
+
+def allreduce_tail(grid: Grid, rank: int, source: Block, intra: str, scratch_base: int) -> list[Schedule]:
+    """The last count % p elements, fewer than p (an 8-byte all-reduce of 4 ranks is all tail), as a
+    whole buffer. A transport within the node (``shm``, ``mpi``) all-reduces it there in one call,
+    then the rail doubles it (log2 nodes steps): one crossing per rank, as MPICH's node-aware
+    all-reduce. Otherwise a recursive doubling over the whole communicator (log2 p steps), where a
+    ring would take 2 (p - 1) steps, each waiting on a crossing between nodes."""
+    result = Block(RECV, source.off, source.total)
+    if intra in TRANSPORTS and grid.ranks_per_node > 1:
+        in_place = source.buf == RECV  # the library's in-place call: its input is already in the result
+        within = StepList(COMM_INTRA).mpi_collective(ACT_MPI_ALLREDUCE, None if in_place else source, result,
+                                                     source.total).build()
+        across = ALGORITHMS["rdfull"].allreduce(grid.nnodes, grid.node(rank), result, result, scratch_base)
+        return [within, across.on(COMM_INTER)]
+    return [ALGORITHMS["rdfull"].allreduce(grid.nranks, rank, source, result, scratch_base).on(COMM_WORLD)]
+
+
+def tail_phases(collective: str, intra: str) -> tuple[str, ...]:
+    """The library phases the all-reduce tail adds to the intra role (allreduce_tail)."""
+    return ("allreduce",) if collective == "allreduce" and intra in TRANSPORTS else ()
 
 
 def _scratch_end(parts: list[Schedule]) -> int:

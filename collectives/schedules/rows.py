@@ -47,12 +47,14 @@ LENGTH_COLUMNS = np.array([name.endswith(("_off", "_count", "_stride")) for name
 SEND, RECV, SCRATCH = 0, 1, 2
 BUFFER_NAMES = ("send", "recv", "scratch")
 ACT_NONE, ACT_COPY, ACT_REDUCE = 0, 1, 2
-#: the MPI library's own collective as one step (a hierarchical phase by ``mpi``);
-#: src/dst are contiguous, ``action_count`` is the per-rank count, src_buf -1 = in place
-ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER = 3, 4
+#: the MPI library's own collective as one step (a hierarchical phase by ``mpi``, or by a transport
+#: that runs it: collectives/executors/compose.py); src/dst are contiguous, ``action_count`` is the
+#: per-rank count (the all-reduce's whole count), src_buf -1 = in place
+ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_MPI_ALLREDUCE = 3, 4, 5
 COMM_WORLD, COMM_INTRA, COMM_INTER = 0, 1, 2
 #: the collective of each library-row action, and back
-LIBRARY_ACTIONS = {ACT_MPI_ALLGATHER: "allgather", ACT_MPI_REDUCE_SCATTER: "reduce_scatter"}
+LIBRARY_ACTIONS = {ACT_MPI_ALLGATHER: "allgather", ACT_MPI_REDUCE_SCATTER: "reduce_scatter",
+                   ACT_MPI_ALLREDUCE: "allreduce"}
 LIBRARY_ACTION_OF = {collective: action for action, collective in LIBRARY_ACTIONS.items()}
 
 
@@ -272,8 +274,9 @@ class StepList:
         return self
 
     def mpi_collective(self, action: int, src: Block | None, dst: Block, count: int) -> StepList:
-        """One call of the MPI library's all-gather or reduce-scatter-block on this
-        communicator: ``count`` elements per rank, contiguous ``src`` (None: in place) and ``dst``."""
+        """One call of the MPI library's all-gather, reduce-scatter-block or all-reduce on this
+        communicator: ``count`` elements per rank (all-reduce: in all), contiguous ``src`` (None: in
+        place) and ``dst``."""
         for block in (src, dst):
             if block is not None and not block.contiguous:
                 raise ValueError("MPI-library phases take contiguous blocks")

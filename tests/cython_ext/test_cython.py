@@ -118,3 +118,4 @@ def test_executor_columns_match_the_schedule_layout():
     from cython_ext import executor
 
     assert executor.column_indices() == {**schedule.COLUMN, "ncols": len(schedule.COLUMNS)}
+    assert set(executor.LIBRARY_CODES) == set(schedule.LIBRARY_ACTIONS)

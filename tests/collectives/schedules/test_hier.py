@@ -11,7 +11,7 @@ from collectives.call import CallSpec
 from collectives.dtypes import DTYPES, OPS
 from collectives.executors.simulate import simulate
 from collectives.schedules.hier import composition_problem, hier_schedule, phase_problem
-from collectives.schedules.rows import ACT_COPY, COLUMNS
+from collectives.schedules.rows import ACT_COPY, ACT_MPI_ALLREDUCE, COLUMNS
 from collectives.schedules.topology import Grid, ShapeError
 from collectives.spec import count_wrong, make_buffers
 
@@ -118,16 +118,34 @@ def test_whole_buffer_intra_needs_a_whole_buffer_inter() -> None:
 
 
 def test_fewer_elements_than_ranks_is_one_flat_doubling() -> None:
-    """An all-reduce of fewer elements than ranks is all tail: no (empty) phases, log2 p steps of rdfull."""
+    """An all-reduce of fewer elements than ranks is all tail: no (empty) phases, log2 p steps of rdfull;
+    with a transport within the node, its one all-reduce there and log2 nodes steps of rdfull on the rail."""
     from collectives.schedules.algorithms import schedule_for
 
+    comm, action = COLUMNS.index("comm"), COLUMNS.index("action")
     for nranks, per_node in ((4, 2), (8, 2), (6, 3)):
         grid = Grid(nranks, per_node)
-        for intra, inter in (("ring", "ring"), ("mpi", "rd"), ("ring", "rdfull")):
+        for intra, inter in (("ring", "ring"), ("ring", "rdfull"), ("mpi", "rd"), ("shm", "rdfull")):
             steps = hier_schedule("allreduce", grid, 0, nranks - 1, False, intra, inter).steps
-            flat = schedule_for("allreduce", "rdfull", nranks, 0, nranks - 1, False).steps
-            assert len(steps) == len(flat), (nranks, per_node, intra, inter)
-            assert (steps[:, COLUMNS.index("comm")] == 0).all()
+            if intra == "ring":
+                flat = schedule_for("allreduce", "rdfull", nranks, 0, nranks - 1, False).steps
+                assert len(steps) == len(flat) and (steps[:, comm] == 0).all(), (nranks, per_node, intra, inter)
+                continue
+            rail = schedule_for("allreduce", "rdfull", grid.nnodes, 0, nranks - 1, False).steps
+            assert list(steps[:, comm]) == [1] + [2] * len(rail), (nranks, per_node, intra, inter)
+            assert steps[0, action] == ACT_MPI_ALLREDUCE
+
+
+@pytest.mark.parametrize("nranks,per_node", [(2, 1), (2, 2), (3, 1), (4, 1), (4, 2), (6, 2), (6, 3), (6, 1)])
+@pytest.mark.parametrize("inter", ["ring", "rd", "bruck", "rdfull"])
+def test_a_tail_within_the_node_by_a_transport_is_exact_for_every_dtype_and_op(nranks: int, per_node: int,
+                                                                               inter: str) -> None:
+    """The all-reduce tail as one library all-reduce within the node and a rail doubling (intra mpi or shm:
+    the same rows), p = 2, 3, 4, 6 and hosts of 2x2, 3x2, 2x3, all tail and a tail after the phases."""
+    grid = Grid(nranks, per_node)
+    for dtype, op, count, in_place in itertools.product(DTYPES, OPS, (1, nranks - 1 or 1, 2 * nranks + 1),
+                                                        (False, True)):
+        assert run("allreduce", grid, count, in_place, "mpi", inter, dtype, op) == 0, (dtype, op, count, in_place)
 
 
 def test_a_rooted_intra_phase_sends_one_rank_per_node_across() -> None:

@@ -168,11 +168,12 @@ def test_sweep_rows_say_which_path_ran(tmp_path):
     assert set(eight["transport"]) == {"shm:ll"}
     hier = frame[frame["impl"] == "pccl-hier"]
     assert (hier["status"] == "ok").all()
-    # the row names what its own ops ran: an all-reduce below one element per rank has no shm phase
+    # the row names what its own ops ran: an all-reduce below one element per rank has no phases, only
+    # its tail: one shm all-reduce within the node (LL), the rail's doubling over MPI
     count = hier["bytes_total"] // hier["dtype"].map({"float16": 2, "int64": 8})
     no_phases = (hier["collective"] == "allreduce") & (count < hier["nranks"])
     assert hier[~no_phases]["transport"].str.contains("shm:").all() and no_phases.any()
-    assert set(hier[no_phases]["transport"]) == {"mpi"}
+    assert set(hier[no_phases]["transport"]) == {"mpi/shm:ll"}
     mpi = frame[frame["impl"] == "mpi"]
     assert (mpi[mpi["dtype"] == "float16"]["status"] == "unsupported").all()  # shm reduces float16, MPI cannot
 
