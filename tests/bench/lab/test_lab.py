@@ -195,6 +195,26 @@ def test_four_hosts_of_one_and_two_hosts_of_two_in_one_sweep(lab, tmp_path):
         assert launch["env"].get("MPIR_CVAR_CH4_PROGRESS_THROTTLE") == "1"
 
 
+def test_the_hierarchical_compositions_are_exact_on_three_hosts_of_two_and_two_of_three(lab, tmp_path):
+    """6 ranks as 3 hosts x 2 and 2 hosts x 3: every composition bit-exact between real hosts, the
+    whole-buffer ones and the all-reduce tail within the node by shm included (64 B of int32 over 6
+    ranks leaves a tail of 4, 8 B is all tail)."""
+    suite = {**SUITE, "ranks": [6], "ranks_per_node": [2, 3], "dtype": ["float64", "int32"], "op": ["sum", "max"],
+             "sizes": {"min": "8B", "max": "512B", "factor": 8, "semantics": "total"},
+             "implementations": [{"impl": "pccl-hier", "inter": ["ring", "bruck"], "intra": ["shm", "ring"]},
+                                 {"impl": "pccl-hier", "collectives": ["allreduce"], "inter": ["rdfull"],
+                                  "intra": ["shm", "rdfull", "tree"]}],
+             "timing": {"warmup": 1, "iters": 3, "min_iters": 3, "budget_s": 0}, "timeout_s": 300}
+    result = lab_sweep(tmp_path, suite, "--hosts", "h1,h2,h3", timeout=400)
+    assert result.returncode == 0, describe(result)
+    frame, _ = read_run(tmp_path / "run")
+    assert set(frame["status"]) == {"ok"} and (frame["n_wrong"] == 0).all(), frame[["intra", "inter", "error"]]
+    assert {(row.nnodes, row.ranks_per_node, row.hosts) for row in frame.itertuples()} == {
+        (3, 2, "h1,h2,h3"), (2, 3, "h1,h2")}
+    tails = frame[(frame["collective"] == "allreduce") & (frame["intra"] == "shm") & (frame["bytes_total"] <= 64)]
+    assert len(tails) == 2 * 2 * 2 * 3 * 2 and tails["transport"].str.contains("shm:").all()
+
+
 def test_rdma_between_hosts_goes_over_tcp(lab, tmp_path):
     import mpi4py
 
