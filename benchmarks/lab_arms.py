@@ -2,7 +2,7 @@
 library, pccl-flat ring, pccl-flat auto and pccl-hier auto as four arms of every cell, timed in turns)
 at each link setting, in rounds (docs/LAB.md, "The comparisons in turns").
 
-    python benchmarks/lab_arms.py [--rounds 3] [--links "50 us,200 us"] [--mode sync|window]
+    python benchmarks/lab_arms.py [--rounds 3] [--links "50 us,200 us"] [--mode sync|window] [--queue-kib 512]
                                   [--tuning docs/lab/tuning] [--json docs/lab/arms.json]   # as root
 
 ``auto`` picks from ``--tuning``/<link>.json (PCCL_BENCH_TUNING of the sweep; ``pccl-bench tune`` of
@@ -12,7 +12,8 @@ machine then slowed all of them), per round; quoted is the median over rounds wi
 the pooled interval of every round's turns. Per link, collective and size: mpi / best pccl (the
 faster of flat auto and hier auto by that ratio; >= 1: pccl as fast or faster), flat ring / hier
 auto at <= 4 KiB, what auto chose, and with a rate the best pccl arm against the bytes-over-rate
-bound of its schedule (benchmarks/lab_hier.py link_bound_us).
+bound of its schedule (benchmarks/lab_hier.py link_bound_us), and the frames the emulator dropped
+at its queue limit (``--queue-kib`` per link; tail drop) during the sweep.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import json
 import statistics
 import sys
 import tempfile
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +33,7 @@ from in_lab import ROOT, arguments, link_slug, on_login, own_lab  # beside this 
 from lab_hier import BANDWIDTH_BYTES, LINKS, SMALL_BYTES, link_bound_us
 
 from bench.lab import lab as lab_ops
+from bench.lab.state import Link
 from bench.results.stats import turn_ratio
 
 LAB = "arms"
@@ -46,6 +50,13 @@ def sweep(folder: Path, mode: str, tuning: Path, overrides: list[str]) -> Path:
     if result.returncode != 0:
         raise SystemExit(f"sweep failed ({result.returncode}): {result.stdout[-1500:]} {result.stderr[-1500:]}")
     return out
+
+
+def dropped_frames() -> int | None:
+    """Frames the emulator dropped since the link was set (None: the bridge)."""
+    time.sleep(1.5)  # it writes its counters once a second
+    stats = lab_ops.status(LAB)["emulator"]
+    return None if stats is None else sum(int(port["dropped"]) for port in stats["ports"].values())
 
 
 def arm_samples(run: Path) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
@@ -136,7 +147,9 @@ def bound_lines(link: str, rounds: list[dict]) -> list[str]:
     if not keys:
         return []
     arms = ["mpi", "ring", *PCCL_ARMS]
-    lines = [f"{link}: time / the bytes-over-rate bound of the arm's schedule (median over rounds)", "",
+    drops = [r["dropped"] for r in rounds if r.get("dropped") is not None]
+    lines = [f"{link}: time / the bytes-over-rate bound of the arm's schedule (median over rounds; frames dropped "
+             f"at the emulator's queue per sweep: {', '.join(map(str, drops)) or '-'})", "",
              "| collective | bytes | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
     for key in keys:
         bounds = [r["cells"][key]["over_bound"] for r in rounds if key in r["cells"]]
@@ -158,6 +171,8 @@ def main() -> None:
         parser.add_argument("--tuning", type=Path, default=ROOT / "docs" / "lab" / "tuning",
                             help="folder of the lab's tuning tables, <link slug>.json")
         parser.add_argument("--out-runs", type=Path, help="keep every sweep's result folder here")
+        parser.add_argument("--queue-kib", type=int, default=Link().queue_bytes // 1024,
+                            help="the emulated links' queue (KiB; a deeper one drops fewer frames)")
         parser.add_argument("--markdown", type=Path, help="write the per-size tables here")
         parser.add_argument("--set", action="append", default=[], dest="overrides",
                             help="a suite override for every sweep, as pccl-bench's --set (repeatable)")
@@ -175,12 +190,12 @@ def main() -> None:
         scratch = args.out_runs or Path(temporary)
         for index in range(args.rounds):
             for link in links if index % 2 == 0 else list(reversed(links)):
-                lab_ops.set_link(LAB, LINKS[link])
+                lab_ops.set_link(LAB, replace(LINKS[link], queue_bytes=args.queue_kib * 1024))
                 folder = scratch / f"{index}-{link_slug(link)}"
                 folder.mkdir(parents=True)
                 run = sweep(folder, args.mode, (args.tuning / f"{link_slug(link)}.json").resolve(), args.overrides)
                 runs[link].append(run)
-                measured[link].append(figures(run, LINKS[link].rate_gbit))
+                measured[link].append({**figures(run, LINKS[link].rate_gbit), "dropped": dropped_frames()})
                 print(f"round {index + 1}/{args.rounds}: {link} done", file=sys.stderr, flush=True)
         text = [f"# benchmarks/lab_arms.py --rounds {args.rounds} --mode {args.mode} (2 hosts x 2 ranks; arms "
                 f"in turns)", ""]
