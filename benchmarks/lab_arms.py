@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,7 @@ def dropped_frames() -> int | None:
     return None if stats is None else sum(int(port["dropped"]) for port in stats["ports"].values())
 
 
+@lru_cache(maxsize=64)  # the pooled intervals read every round's run once per cell otherwise
 def arm_samples(run: Path) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """The run's rows and each cell's iteration times in iteration order (one launch: one array)."""
     rows = pd.read_parquet(run / "results.parquet")

@@ -242,17 +242,12 @@ def with_arms(launch: Launch, suite: Suite) -> list[Launch]:
     two repeats lands on every arm alike)."""
     if not suite.arms:
         return [launch]
-    groups: list[tuple[tuple[dict, str | None], list]] = []
+    groups: dict[tuple, list] = {}
     for arm in suite.arms:
-        setting = ({name: str(value) for name, value in arm.env.items()}, arm.install)
-        for known, members in groups:
-            if known == setting:
-                members.append(arm)
-                break
-        else:
-            groups.append((setting, [arm]))
+        groups.setdefault(arm.launch_setting(), []).append(arm)
     out = []
-    for (env, install), members in groups:
+    for (_, install), members in groups.items():
+        env = {name: str(value) for name, value in members[0].env.items()}
         suffix = "" if len(groups) == 1 else "-" + "+".join(arm.name for arm in members)
         cells = [arm_cell(cell, arm) for cell in launch.cells for arm in members]
         out.append(Launch(launch.launch_id + suffix, launch.nranks, launch.ranks_per_node, launch.device,

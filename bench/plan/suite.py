@@ -78,6 +78,10 @@ class ImplEntry(Strict):
     #: pccl-hier only: inter-node (rail) phase algorithms
     inter: Annotated[list[str], BeforeValidator(one_or_many)] = Field(default_factory=list)
 
+    def launch_setting(self) -> tuple:
+        """What decides the launches this arm runs in: arms with equal settings share them."""
+        return tuple(sorted((name, str(value)) for name, value in self.env.items())), self.install
+
     @field_validator("impl")
     @classmethod
     def _known_impl(cls, name: str) -> str:
@@ -109,6 +113,10 @@ class Arm(Strict):
     algorithm: str | None = None
     intra: str | None = None
     inter: str | None = None
+
+    def launch_setting(self) -> tuple:
+        """What decides the launches this arm runs in: arms with equal settings share them."""
+        return tuple(sorted((name, str(value)) for name, value in self.env.items())), self.install
 
     @field_validator("impl")
     @classmethod
@@ -220,8 +228,7 @@ class Suite(Strict):
             raise ValueError("arms: give at least two arms (a baseline and a candidate), or none")
         shared: dict[tuple, list[str]] = {}
         for arm in self.arms:  # arms of one environment and install share launches (bench.plan.cells.with_arms)
-            setting = (tuple(sorted((name, str(value)) for name, value in arm.env.items())), arm.install)
-            shared.setdefault(setting, []).append(arm.name)
+            shared.setdefault(arm.launch_setting(), []).append(arm.name)
         crowded = next((group for group in shared.values() if len(group) > MAX_TURNS), None)
         if crowded and self.timing.turns == "iteration":
             raise ValueError(f"arms: {', '.join(crowded)} share a launch, and at most {MAX_TURNS} arms are timed in "
