@@ -7,8 +7,11 @@ Brings up a lab of its own (``links``: h1, h2), and in every round runs, in a ro
 setting: the kernel bridge; the emulator with 1 us (its floor), 50 us and 200 us of delay; 1 Gbit/s;
 50 us + 1 Gbit/s. For each, tests/mpi_scripts/pingpong.py (mpiexec -hosts h1:1,h2:1, MPI_Send/Recv
 round trips, one way = half) gives the median one-way time of 8 B (300 round trips) and of 1 MiB
-(30), and the emulator's own figures: how late frames left against their due time (p50 and p90,
-as the bound of its power-of-two histogram bucket) and the CPU it used per second of the run.
+(30), the rate of 1 MiB sent both ways at once (30 MPI_Sendrecv exchanges: both directions' bytes
+over the median exchange; what the link setting lets through in all, the lab model's fabric
+rate, benchmarks/lab_model.py), and the emulator's own figures: how late frames left against their
+due time (p50 and p90, as the bound of its power-of-two histogram bucket) and the CPU it used per
+second of the run.
 Quoted: the median over rounds, and the range.
 """
 
@@ -38,9 +41,9 @@ SETTINGS = {
 SMALL, LARGE = 8, 1 << 20
 
 
-def pingpong(size: int, repeats: int) -> dict:
+def pingpong(size: int, repeats: int, mode: str = "pingpong") -> dict:
     argv = [find_mpiexec() or "mpiexec", "-hosts", "h1:1,h2:1", "-n", "2", sys.executable,
-            str(ROOT / "tests" / "mpi_scripts" / "pingpong.py"), str(size), str(repeats)]
+            str(ROOT / "tests" / "mpi_scripts" / "pingpong.py"), str(size), str(repeats), mode]
     result = on_login(LAB, argv, 300)
     if result.returncode != 0:
         raise SystemExit(f"pingpong failed: {result.stderr[-1000:]}")
@@ -52,8 +55,10 @@ def measure(name: str, link: Link) -> dict:
     started = time.monotonic()
     small = pingpong(SMALL, 300)
     large = pingpong(LARGE, 30)
+    both = pingpong(LARGE, 30, "exchange")
     wall = time.monotonic() - started
-    figures = {"small_us": small["p50_us"], "small_min_us": small["min_us"], "large_gbps": large["gbps"]}
+    figures = {"small_us": small["p50_us"], "small_min_us": small["min_us"], "large_gbps": large["gbps"],
+               "duplex_gbps": both["gbps"]}
     if link.emulated:
         lab = lab_ops.load(LAB)
         links.stop_emulator(lab)  # it writes its last figures as it ends
@@ -89,16 +94,18 @@ def summary(rounds: list[dict]) -> dict:
 def table(result: dict) -> str:
     base = result["bridge"]["small_us"]["median"]
     lines = ["| link | 8 B one way, us (range) | bridge + delay | 1 MiB, GB/s (range) | set rate, GB/s | "
-             "frames late, p50 / p90 | emulator CPU |", "|---|---|---|---|---|---|---|"]
+             "1 MiB both ways at once, GB/s in all (range) | frames late, p50 / p90 | emulator CPU |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, link in SETTINGS.items():
         row = result[name]
         small, large = row["small_us"], row["large_gbps"]
         emulator = (f"< {row['late_p50_us']['median']:g} / < {row['late_p90_us']['median']:g} us | "
                     f"{row['cpu_share']['median']:.0%}" if "cpu_share" in row else "- | -")
         rate = f"{link.rate_gbit / 8:.3f}" if link.rate_gbit else "-"
+        both = row["duplex_gbps"]
         lines.append(f"| {name} | {small['median']:.1f} ({small['low']:.1f}-{small['high']:.1f}) | "
                      f"{base + link.delay_us:.1f} | {large['median']:.3f} ({large['low']:.3f}-{large['high']:.3f}) | "
-                     f"{rate} | {emulator} |")
+                     f"{rate} | {both['median']:.3f} ({both['low']:.3f}-{both['high']:.3f}) | {emulator} |")
     return "\n".join(lines)
 
 

@@ -1,15 +1,21 @@
 """The model held against the lab (docs/LAB.md, "The model against the lab"): per link setting, a lab
-machine description made from the lab's own probes (docs/lab/links.json: MPI ping-pong latency and
-bandwidth between hosts; within a host, this machine's fitted shared memory, suites/machines/local.yaml),
-then ``pccl-bench model fit`` from it on the 2-host cells alone and ``pccl-bench model check`` of the
-fitted description on every 4-host cell, which the fit never saw.
+machine description made from the lab's own probes between two hosts (docs/lab/links.json: MPI
+ping-pong latency and bandwidth, and the rate of both directions at once, the description's fabric:
+every inter-host byte of a step shares it, since all the lab's links run through one machine's network
+stack and emulator; within a host, this machine's fitted shared memory, suites/machines/local.yaml),
+then ``pccl-bench model fit`` from it on the 2-host cells alone (the fabric kept at the probe's rate)
+and ``pccl-bench model check`` of the fitted description on every 4-host cell, which the fit never saw.
 
     python benchmarks/lab_hier.py --hosts 2 --out-runs RUNS/2x2   # as root, then
     python benchmarks/lab_hier.py --hosts 4 --out-runs RUNS/4x1
     python benchmarks/lab_model.py RUNS [--out docs/lab/model]
+    python benchmarks/lab_model.py --from-errors docs/lab/model/sync --out OUT   # refit the stored cells
 
 RUNS holds lab_hier's ``--out-runs`` folders of both shapes: RUNS/2x2/<round>-<link>/run and
-RUNS/4x1/<round>-<link>/run. Quoted per link, over the held-out cells'
+RUNS/4x1/<round>-<link>/run. ``--from-errors DIR`` fits and checks again the cells of an earlier
+run's per-cell tables (DIR/lab-<link>.fit.csv and .check.csv: each cell's median over its rounds, as
+`model fit` took them) under the descriptions made from today's probes; ``--no-fabric`` leaves the
+fabric out (the model before it). Quoted per link, over the held-out cells'
 medians across rounds: the median and 90th-percentile error factor (max(model/measured,
 measured/model)) per implementation, the share of cells (collective, size) whose predicted fastest
 implementation is the measured fastest, and the share where the predicted one measured within 10%
@@ -28,27 +34,39 @@ import numpy as np
 import pandas as pd
 from in_lab import ROOT, link_slug  # beside this script
 
+from bench.model.check import error_table, measured_calls
+from bench.model.fit import fit
 from bench.model.machine import dump_machine, load_machine
 from bench.results.labels import impl_label
+from collectives.dtypes import DTYPES
 
 PROBES = ROOT / "docs" / "lab" / "links.json"
 #: the link settings of docs/lab/links.json that lab_hier measures, by their folder names
 LINK_OF_FOLDER = {link_slug(name): name for name in ("bridge", "50 us", "200 us", "50 us + 1 Gbit/s")}
 
 
-def lab_machine(link: str, folder: Path) -> Path:
-    """local.yaml with the inter-host link of the probes (median over their rounds)."""
+def lab_machine(link: str, folder: Path, fabric: bool = True) -> Path:
+    """local.yaml with the inter-host link of the probes (median over their rounds) and, with ``fabric``, the
+    rate of both directions at once as the fabric's."""
     rounds = json.loads(PROBES.read_text())["rounds"]
-    latency = float(pd.Series([entry[link]["small_us"] for entry in rounds]).median())
-    bandwidth = float(pd.Series([entry[link]["large_gbps"] for entry in rounds]).median())
+
+    def median(key: str) -> float:
+        return float(pd.Series([entry[link][key] for entry in rounds]).median())
+
+    latency, bandwidth = median("small_us"), median("large_gbps")
+    fabric_gbps = median("duplex_gbps") if fabric else None
     slug = link_slug(link)
     local, _ = load_machine("local")
     inter = local.inter.model_copy(update={"latency_us": latency, "bandwidth_gbps": bandwidth})
+    shared = f", all of them sharing {fabric_gbps:.3f} GB/s" if fabric else ""
+    sources = {**local.sources, "inter": f"docs/lab/links.json, {link}: 8 B one way, 1 MiB GB/s (medians)"}
+    if fabric:
+        sources["fabric_gbps"] = f"docs/lab/links.json, {link}: 1 MiB both ways at once, GB/s in all (median)"
     machine = local.model_copy(update={
-        "name": f"lab-{slug}", "inter": inter, "fit": None,
+        "name": f"lab-{slug}", "inter": inter, "fit": None, "fabric_gbps": fabric_gbps,
         "description": f"the lab at {link}: 2-4 namespace hosts on this 2-core machine; between hosts the probes' "
-                       f"{latency:.1f} us and {bandwidth:.3f} GB/s, within a host the local fit",
-        "sources": {**local.sources, "inter": f"docs/lab/links.json, {link}: 8 B one way, 1 MiB GB/s (medians)"}})
+                       f"{latency:.1f} us and {bandwidth:.3f} GB/s{shared}, within a host the local fit",
+        "sources": sources})
     path = folder / f"lab-{slug}.yaml"
     dump_machine(machine, path, "Made by benchmarks/lab_model.py from docs/lab/links.json and local.yaml.")
     return path
@@ -70,6 +88,28 @@ def fit_and_check(base: Path, fit_runs: list[Path], check_runs: list[Path], out:
     title = f"{base.stem}, {'/'.join(modes)} mode"
     return {"timing_mode": "/".join(modes),
             **judged(pd.read_csv(out.with_suffix(".check.csv")), out.with_suffix(".png"), title)}
+
+
+def cells_of(errors_csv: Path) -> pd.DataFrame:
+    """A per-cell table of `model fit/check --errors` as the results rows the model reads."""
+    frame = pd.read_csv(errors_csv, keep_default_na=False, na_values={"time_us_p50": [""], "model_us": [""]})
+    per_rank = np.where(frame["collective"] == "allreduce", 1, frame["nranks"])
+    item = frame["dtype"].map(lambda name: DTYPES[name][0].itemsize)
+    return frame.assign(count_per_rank=frame["bytes_total"] // item // per_rank, status="ok", run_id=errors_csv.name)
+
+
+def refit_errors(base: Path, folder: Path, out: Path) -> dict:
+    """``model fit`` of FOLDER's 2-host cells from ``base`` and the check of the 4-host ones, in process."""
+    start, _ = load_machine(base)
+    fit_cells, check_cells = (cells_of(folder / f"{base.stem}.{kind}.csv") for kind in ("fit", "check"))
+    measured = measured_calls(fit_cells, set(start.libraries))
+    result = fit(measured, start.model_copy(update={"name": f"{base.stem}.fitted"}))
+    dump_machine(result.machine, out.with_suffix(".fitted.yaml"),
+                 f"Fitted by benchmarks/lab_model.py --from-errors {folder} (model fit, in process).")
+    error_table(measured, result.machine).to_csv(out.with_suffix(".fit.csv"), index=False)
+    errors = error_table(measured_calls(check_cells, set(start.libraries)), result.machine)
+    errors.to_csv(out.with_suffix(".check.csv"), index=False)
+    return {"from": str(folder), **judged(errors, out.with_suffix(".png"), f"{base.stem} (cells of {folder.name})")}
 
 
 def judged(errors: pd.DataFrame, plot: Path, title: str) -> dict:
@@ -118,10 +158,23 @@ def scatter(cells: pd.DataFrame, path: Path, title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", type=Path)
+    parser.add_argument("runs", type=Path, nargs="?")
     parser.add_argument("--out", type=Path, default=Path("lab-model"))
+    parser.add_argument("--from-errors", type=Path, help="refit the cells of an earlier run's per-cell tables")
+    parser.add_argument("--no-fabric", action="store_true", help="descriptions without the probes' fabric rate")
     args = parser.parse_args()
+    if (args.runs is None) == (args.from_errors is None):
+        parser.error("give RUNS or --from-errors DIR")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.from_errors:
+        summary = {}
+        for slug, link in LINK_OF_FOLDER.items():
+            if (args.from_errors / f"lab-{slug}.check.csv").exists():
+                base = lab_machine(link, args.out, fabric=not args.no_fabric)
+                summary[link] = refit_errors(base, args.from_errors, args.out / base.stem)
+                print(f"{link}: {json.dumps(summary[link])}", flush=True)
+        (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        return
     by_link: dict[str, dict[int, list[Path]]] = {}
     for run in sorted(args.runs.glob("*/*/run")):  # RUNS/<shape>/<round>-<link>/run
         hosts = 4 if run.parent.parent.name.startswith("4") else 2
@@ -132,7 +185,7 @@ def main() -> None:
         if set(shapes) != {2, 4}:
             print(f"{link}: runs of {sorted(shapes)} hosts only; skipped", file=sys.stderr)
             continue
-        base = lab_machine(link, args.out)
+        base = lab_machine(link, args.out, fabric=not args.no_fabric)
         summary[link] = fit_and_check(base, shapes[2], shapes[4], args.out / base.stem)
         print(f"{link}: {json.dumps(summary[link])}", flush=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -440,6 +440,9 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, default=None,
                         help="--launch-arms: which real cells are slowed (or unaffected) is read from this "
                              "collection's rounds too (e.g. the quiet one of the same arm kind)")
+    parser.add_argument("--labels", type=Path, default=None,
+                        help="--launch-arms: which real cells are slowed or unaffected, from an independent "
+                             "collection of their own (benchmarks/setting_effect.py --json) instead")
     args = parser.parse_args()
     # a collection killed by SIGTERM still stops its co-tenants (the finally around the load)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -16,7 +16,10 @@ Every round is two ``ab``s of suites/ci-ab.yaml's cells (its 6 launch repeats), 
 
 "Slowed" cells of the real check are those whose ratio cand/base pooled over the *other* rounds is at
 least 1.25, "unaffected" ones within 5% (``--reference DIR``: with another collection's real runs too, e.g.
-the quiet one, for loaded collections of one round). The probe normalisation is evaluated by judging every round's
+the quiet one, for loaded collections of one round; ``--labels FILE``: from an independent collection of
+the setting's effect instead, benchmarks/setting_effect.py's JSON: slowed where its median ratio is at least
+1.25 in every condition it measured, unaffected where it is within 5% in every one). The
+probe normalisation is evaluated by judging every round's
 final runs again with and without ``--normalise probe`` (one pass, not adaptively), and by the spread
 of the A/A launch pairs raw and divided by the probe.
 """
@@ -191,12 +194,39 @@ def _share(frame: pd.DataFrame, *verdicts: str) -> float | None:
     return round(float(frame.verdict.isin(verdicts).mean()), 4) if len(frame) else None
 
 
-def figures(frame: pd.DataFrame, references: dict[str, pd.Series]) -> dict:
+def labels_of(path: Path) -> dict[tuple[str, str, int], str]:
+    """(collective, impl:algorithm, bytes) -> "slowed" | "unaffected" | "between", from setting_effect.py's JSON."""
+    by_cell: dict[tuple[str, str, int], list[dict]] = {}
+    for cell in json.loads(path.read_text())["cells"]:
+        by_cell.setdefault((cell["collective"], cell["impl"], int(cell["bytes"])), []).append(cell)
+    out = {}
+    for key, conditions in by_cell.items():
+        if all(c["ratio"] >= SCALE for c in conditions):
+            out[key] = "slowed"
+        elif all(1 / 1.05 < c["ratio"] < 1.05 for c in conditions):
+            out[key] = "unaffected"
+        else:
+            out[key] = "between"
+    return out
+
+
+def _labelled_cell(key: str, size: int) -> tuple[str, str, int]:
+    """A gate cell key (JSON text: collective, impl, algorithm, ...) as setting_effect.py names its cells."""
+    collective, impl, algorithm = json.loads(key)[:3]
+    return collective, f"{impl}:{algorithm}", int(size)
+
+
+def figures(frame: pd.DataFrame, references: dict[str, pd.Series], labels: dict | None = None) -> dict:
     aa, scaled, real = (frame[frame.check.eq(check)] for check in ("aa", "scaled", "real"))
-    real = real.assign(reference=[references[r].get(k, np.nan) for r, k in zip(real["round"], real["key"],
-                                                                                strict=True)])
-    slowed = real[real.reference >= SCALE]
-    calm = real[(real.reference > 1 / 1.05) & (real.reference < 1.05)]
+    if labels is None:
+        real = real.assign(reference=[references[r].get(k, np.nan) for r, k in zip(real["round"], real["key"],
+                                                                                    strict=True)])
+        slowed = real[real.reference >= SCALE]
+        calm = real[(real.reference > 1 / 1.05) & (real.reference < 1.05)]
+    else:
+        label = pd.Series([labels.get(_labelled_cell(key, size)) for key, size in zip(real["key"], real["bytes_total"],
+                                                                                       strict=True)], index=real.index)
+        slowed, calm = real[label.eq("slowed")], real[label.eq("unaffected")]
     return {"aa_cells": len(aa), "aa_flagged": _share(aa, "regressed", "improved"),
             "aa_undecided": _share(aa, "undecided"), "scaled_cells": len(scaled),
             "scaled_regressed": _share(scaled, "regressed"), "scaled_undecided": _share(scaled, "undecided"),
@@ -221,16 +251,18 @@ def _aa_passed(frame: pd.DataFrame, records: dict) -> int:
                for name, record in records.items())
 
 
-def evaluate(out: Path, reference: Path | None = None) -> dict:
+def evaluate(out: Path, reference: Path | None = None, labels_path: Path | None = None) -> dict:
     records = json.loads((out / "rounds.json").read_text())
     records = {name: record for name, record in records.items() if set(record) == set(QUESTIONS)}  # whole rounds
     frame = pd.read_csv(out / "verdicts.csv")
     frame = frame[frame["round"].isin(list(records))]
     elsewhere = _real_runs(reference)
     references = {name: _reference(records, name, elsewhere) for name in records}
+    labels = labels_of(labels_path) if labels_path else None
     abs_ = {ab: [record[ab] for record in records.values()] for ab in QUESTIONS}
     return {
         "rounds": len(records), "reference": None if reference is None else str(reference),
+        "labels": None if labels_path is None else str(labels_path),
         "others_share_median": float(np.median([r["others_share"] for runs in abs_.values() for r in runs])),
         "ab_seconds": {ab: {"median": float(np.median([r["seconds"] for r in runs])),
                             "max": float(np.max([r["seconds"] for r in runs])),
@@ -238,9 +270,9 @@ def evaluate(out: Path, reference: Path | None = None) -> dict:
         "shift_flagged": {check: sum(record[ab]["shift_verdict"][check] == "regressed" for record in records.values())
                           for ab, questions in QUESTIONS.items() for check in questions},
         "aa_passed": _aa_passed(frame, records),
-        "adaptive": figures(frame, references),
-        "rejudged": figures(rejudge(records, ""), references),
-        "rejudged_probe": figures(rejudge(records, "probe"), references),
+        "adaptive": figures(frame, references, labels),
+        "rejudged": figures(rejudge(records, ""), references, labels),
+        "rejudged_probe": figures(rejudge(records, "probe"), references, labels),
         "aa_pair_spread": pair_spread(records),
     }
 
@@ -266,7 +298,8 @@ def report(kind: str, load_procs: int, found: dict) -> str:
              f"median share of the CPUs {found['others_share_median']:.0%}; each ab: {took}; judged across the "
              f"board: x{SCALE} flagged in {shift['scaled']} of {found['rounds']}, real in {shift['real']}, A/A in "
              f"{shift['aa']}; A/A abs that passed (exit 0) {found['aa_passed']} of {found['rounds']}"
-             + (f"; slowed and unaffected cells also from {found['reference']}" if found.get("reference") else ""),
+             + (f"; slowed and unaffected cells from {found['labels']}" if found.get("labels") else
+                (f"; slowed and unaffected cells also from {found['reference']}" if found.get("reference") else "")),
              "",
              "| check | " + " | ".join(title for _, title in columns) + " | target |",
              "| --- |" + " ---: |" * len(columns) + " --- |"]
@@ -287,7 +320,7 @@ def main(args, start_load, stop_load) -> None:
             collect(args.out, kind, args.rounds, args.install, args.budget)
         finally:
             stop_load(children)
-    found = evaluate(args.out, args.reference)
+    found = evaluate(args.out, args.reference, args.labels)
     name = f"evaluation-{args.tag}" if args.tag else "evaluation"
     (args.out / f"{name}.json").write_text(json.dumps(found, indent=2) + "\n")
     text = report(kind, args.load_procs if args.load else 0, found)

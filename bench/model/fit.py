@@ -8,7 +8,9 @@ alike) with the link, copy and reduction costs kept non-negative, recompute the
 critical path, repeat until it no longer changes; start three times (inter-node links
 as costly as, 4x and 1/4 of the base's) and keep the best.
 
-Parameters the data cannot see keep the base description's values; inter-node
+Parameters the data cannot see keep the base description's values, and so do the terms
+this fit does not take (the per-implementation terms of ``--per-impl``, a fabric's rate
+measured by a probe): their cost is taken off each cell's time before the solve. Inter-node
 parameters are tied to the intra-node ones when no cell crosses a node boundary, or
 when asked (virtual nodes share one host's memory). The library ``pccl`` carries no
 step overhead of its own (it would be the link latency again); other libraries get a
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.model.check import Measured, error_table
-from bench.model.cost import call_features, theta
+from bench.model.cost import call_features, library_key, theta
 from bench.model.legs import PARAMS
 from bench.model.machine import Machine, validated
 
@@ -71,18 +73,28 @@ def _columns(libraries: list[str]) -> list[str]:
             *(f"{lib}.call_overhead_us" for lib in libraries)]
 
 
-def _design(measured: list[Measured], machine: Machine, columns: list[str]) -> np.ndarray:
-    """Feature rows over the fit's columns (library parameters into their library's column)."""
+STEP, CALL = PARAMS.index("library.step_overhead_us"), PARAMS.index("library.call_overhead_us")
+
+
+def _design(measured: list[Measured], machine: Machine, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(feature rows over the fit's columns (library parameters into their library's column), each cell's cost of
+    the terms not fitted: kept at the description's values, e.g. a measured fabric rate)."""
     index = {name: i for i, name in enumerate(columns)}
-    matrix = np.zeros((len(measured), len(columns)))
+    matrix, rest = np.zeros((len(measured), len(columns))), np.zeros(len(measured))
     for row, item in enumerate(measured):
-        features = call_features(item.call, machine)
+        params = theta(machine, library_key(item.call.variant, machine, item.call.collective))
+        features = call_features(item.call, machine, params)
         lib = item.call.variant.library
+        kept = features.copy()
         matrix[row, : len(SHARED)] = features[: len(SHARED)]
+        kept[: len(SHARED)] = 0.0
         if f"{lib}.step_overhead_us" in index:
-            matrix[row, index[f"{lib}.step_overhead_us"]] = features[PARAMS.index("library.step_overhead_us")]
-        matrix[row, index[f"{lib}.call_overhead_us"]] = features[PARAMS.index("library.call_overhead_us")]
-    return matrix
+            matrix[row, index[f"{lib}.step_overhead_us"]] = features[STEP]
+            kept[STEP] = 0.0
+        matrix[row, index[f"{lib}.call_overhead_us"]] = features[CALL]
+        kept[CALL] = 0.0
+        rest[row] = float(kept @ params)
+    return matrix, rest
 
 
 def _ties(matrix: np.ndarray, columns: list[str], tie_links: bool, host_device: bool) -> dict[str, str]:
@@ -97,7 +109,7 @@ def _ties(matrix: np.ndarray, columns: list[str], tie_links: bool, host_device: 
 
 
 def _solve(matrix: np.ndarray, times_us: np.ndarray, columns: list[str], ties: dict[str, str],
-           current: dict[str, float]) -> tuple[dict[str, float], list[str]]:
+           current: dict[str, float], rest: np.ndarray | None = None) -> tuple[dict[str, float], list[str]]:
     merged = matrix.copy()
     for source, target in ties.items():
         merged[:, columns.index(target)] += merged[:, columns.index(source)]
@@ -106,7 +118,7 @@ def _solve(matrix: np.ndarray, times_us: np.ndarray, columns: list[str], ties: d
     free = [i for i in seen if columns[i].endswith(FREE_SIGN_SUFFIX)]
     weights = 1.0 / times_us
     system = np.hstack([merged[:, seen], -merged[:, free]]) * weights[:, None]
-    solution = nnls(system, times_us * weights)
+    solution = nnls(system, (times_us - (0.0 if rest is None else rest)) * weights)
     values = dict(current)
     for position, i in enumerate(seen):
         values[columns[i]] = float(solution[position])
@@ -171,11 +183,11 @@ def _fit_from(measured: list[Measured], base: Machine, start: Machine, tie_links
     times = np.array([m.time_us for m in measured])
     previous, ties, rounds = None, {}, 0
     while rounds < MAX_ROUNDS:
-        matrix = _design(measured, machine, columns)
+        matrix, rest = _design(measured, machine, columns)
         if previous is not None and np.allclose(matrix, previous):
             break
         ties = _ties(matrix, columns, tie_links, base.device == "host")
-        values, fitted = _solve(matrix, times, columns, ties, values)
+        values, fitted = _solve(matrix, times, columns, ties, values, rest)
         machine, previous, rounds = apply_values(base, values, host_cores), matrix, rounds + 1
     notes = [f"{source} tied to {target}" for source, target in ties.items()]
     notes += [f"{name} fitted to 0: not separable from the other costs in these data"

@@ -1,8 +1,10 @@
 """The features of a call's steps, leg by leg, and their sum on the critical path: many calls at once.
 
 Every step of a profile (bench/model/steps.py) becomes, for each representative rank, an intra-node and
-an inter-node message leg and a local action, each a feature vector over PARAMS. The critical path takes
-the slower leg of every rank (plus its action), the slowest rank of every step, and sums over steps. The
+an inter-node message leg (and, on a machine with a shared fabric, a fabric leg: the inter-node leg with the
+step's bytes of every rank over the fabric's rate in place of the rank's own over its link's) and a local
+action, each a feature vector over PARAMS. The critical path takes the slowest leg of every rank (plus its
+action), the slowest rank of every step, and sums over steps. The
 legs depend only on the profile, the scale and a LegSetting, not on the priced terms, so a fit that
 prices the same cells under new terms every round builds them once (LEGS) and, for all cells of one
 shape together (one product per (ranks, steps) shape), only picks the slowest leg and rank again.
@@ -36,6 +38,8 @@ PARAMS = (
     # NCCL/RCCL's protocol switch (issue 28): per inter-node step whose message is at least the link's
     # ``protocol_bytes`` (Simple's latency over LL's)
     "inter.protocol_us",
+    # a fabric that every inter-node byte of a step shares (Machine.fabric_gbps): per byte of all ranks' step
+    "fabric.us_per_byte",
 )
 P = {name: index for index, name in enumerate(PARAMS)}
 #: bytes of legs (and of their stacks by shape) kept; the legs of a fit of ~1000 cells take ~20 MiB
@@ -46,7 +50,7 @@ CACHE_BYTES = 256 << 20
 class LegSetting:
     """All that a call's legs read from a description besides its profile (none of the priced terms):
     the links' rendezvous thresholds, band window and protocol switch, which reduction terms apply, the
-    share of ranks off a core, and the call's node count."""
+    share of ranks off a core, the call's node count, and whether a shared fabric has a leg of its own."""
 
     intra_threshold: float
     inter_threshold: float
@@ -56,6 +60,7 @@ class LegSetting:
     mpi_reduce_param: str
     off_core: float
     nnodes: int
+    fabric: bool = False
 
 
 def _leg(has: np.ndarray, message: np.ndarray, shared: np.ndarray, threshold: float, prefix: str,
@@ -79,26 +84,34 @@ def _leg(has: np.ndarray, message: np.ndarray, shared: np.ndarray, threshold: fl
     return out
 
 
-def step_features(profile: Profile, scale: float, setting: LegSetting) -> tuple[np.ndarray, ...]:
-    """(intra leg, inter leg, local action) features, each (steps, ranks, params), for ``scale`` units."""
+def step_features(profile: Profile, scale: float, setting: LegSetting) -> tuple[list[np.ndarray], np.ndarray]:
+    """([intra leg, inter leg(, fabric leg)], local action) features, each (steps, ranks, params), for ``scale``
+    units."""
     intra = _leg(profile.intra_bytes > 0, profile.intra_bytes * scale, profile.intra_bytes * scale,
                  setting.intra_threshold, "intra", setting.off_core)
-    inter = _leg(profile.inter_bytes > 0, profile.inter_bytes * scale, profile.inter_shared_bytes * scale,
+    has_inter = profile.inter_bytes > 0
+    inter = _leg(has_inter, profile.inter_bytes * scale, profile.inter_shared_bytes * scale,
                  setting.inter_threshold, "inter", setting.off_core, setting.nnodes, setting.band,
                  setting.protocol_bytes)
+    legs = [intra, inter]
+    if setting.fabric:
+        fabric = inter.copy()
+        fabric[..., P["inter.us_per_byte"]] = 0.0
+        fabric[..., P["fabric.us_per_byte"]] = has_inter * profile.fabric_bytes * scale
+        legs.append(fabric)
     action = np.zeros_like(intra)
     action[..., P["copy.us_per_byte"]] = profile.copy_bytes * scale
     action[..., P[setting.reduce_param]] = profile.reduce_bytes * scale
     action[..., P[setting.mpi_reduce_param]] += profile.mpi_reduce_bytes * scale
-    return intra, inter, action
+    return legs, action
 
 
 @dataclass(frozen=True)
 class Legs:
-    """A call's step features, each distinct step (Profile.merged) once, as (intra, inter, intra + action,
-    inter + action) blocks."""
+    """A call's step features, each distinct step (Profile.merged) once, as (intra, inter(, fabric), intra +
+    action, inter + action(, fabric + action)) blocks."""
 
-    blocks: np.ndarray  # (distinct steps, 4, ranks, params)
+    blocks: np.ndarray  # (distinct steps, 2 x legs, ranks, params)
     order: np.ndarray  # (steps,): the distinct step of every step, in order
 
 
@@ -137,8 +150,8 @@ def legs_of(profile: Profile, scale: float, setting: LegSetting) -> Legs:
     entry = LEGS.get(key)
     if entry is not None:
         return entry[1]
-    intra, inter, action = step_features(profile.merged(), scale, setting)
-    legs = Legs(np.stack([intra, inter, intra + action, inter + action], axis=1), profile.order)
+    message_legs, action = step_features(profile.merged(), scale, setting)
+    legs = Legs(np.stack([*message_legs, *(leg + action for leg in message_legs)], axis=1), profile.order)
     LEGS.put(key, (profile, legs), legs.blocks.nbytes + legs.order.nbytes)
     return legs
 
@@ -166,14 +179,16 @@ def _stack(members: tuple[Legs, ...]) -> Stack:
 
 
 def _slowest_sums(stack: Stack, params: np.ndarray) -> np.ndarray:
-    """(legs, params): per step the slower leg (ties: intra) plus action of the rank that pays most (ties:
-    the first), summed over steps."""
+    """(legs, params): per step the slowest message leg (ties: the first, intra) plus action of the rank that
+    pays most (ties: the first), summed over steps."""
     blocks = stack.blocks
-    cost = blocks @ params  # (distinct steps, 4, ranks)
-    intra_slower = cost[:, 0] >= cost[:, 1]
-    slowest = np.argmax(np.where(intra_slower, cost[:, 2], cost[:, 3]), axis=1)
+    cost = blocks @ params  # (distinct steps, 2 x message legs, ranks)
+    message_legs = blocks.shape[1] // 2
+    leg = np.argmax(cost[:, :message_legs], axis=1)  # (distinct steps, ranks)
+    with_action = np.take_along_axis(cost[:, message_legs:], leg[:, None, :], axis=1)[:, 0]
+    slowest = np.argmax(with_action, axis=1)
     step = np.arange(len(slowest))
-    rows = blocks[step, 3 - intra_slower[step, slowest], slowest]
+    rows = blocks[step, message_legs + leg[step, slowest], slowest]
     return rows[stack.orders].sum(axis=1)
 
 
@@ -181,11 +196,11 @@ def critical_features(calls_legs: list[Legs], nnodes: np.ndarray, params: np.nda
     """(calls, params): the summed features of every call's critical path under ``params`` (plus one
     call, and its nodes for ``library.call_us_per_node`` where it spans more than one)."""
     totals = np.zeros((len(calls_legs), len(PARAMS)))
-    shapes: dict[tuple[int, int], list[int]] = {}
+    shapes: dict[tuple[int, int, int], list[int]] = {}
     for index, legs in enumerate(calls_legs):
-        ranks, steps = legs.blocks.shape[2], len(legs.order)
+        blocks, ranks, steps = legs.blocks.shape[1], legs.blocks.shape[2], len(legs.order)
         if ranks and steps:
-            shapes.setdefault((ranks, steps), []).append(index)
+            shapes.setdefault((blocks, ranks, steps), []).append(index)
     for indices in shapes.values():
         totals[indices] = _slowest_sums(_stack(tuple(calls_legs[i] for i in indices)), params)
     totals[:, P["library.call_overhead_us"]] += 1.0

@@ -193,6 +193,9 @@ class Machine(Strict):
     #: reductions on the host CPU of a GPU node (libraries with reduce_on: host)
     host_reduce_gbps: Gbps
     oversubscription: Oversubscription | None = None
+    #: the rate that all inter-node bytes of a step share, every node's flows together (a switch's capacity; in
+    #: the lab, the one host's network stack and link emulator); none: each link carries its own at full rate
+    fabric_gbps: Gbps | None = None
     price_per_gpu_hour_usd: Real | None = Field(None, ge=0, le=MAX_PRICE)
     libraries: dict[Annotated[str, Field(max_length=100)], Library] = Field(max_length=MAX_LIBRARIES)
     #: where each figure came from (free text per field)

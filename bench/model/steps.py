@@ -1,10 +1,11 @@
 """Walk the real schedules of one call into per-step link use: the model's input.
 
 For every step (row) and every representative rank (column) a Profile holds the largest
-message on each link class, the NIC share of the inter-node one, and the bytes copied
-and reduced. A step's link class is that of its communicator: intra-node (comm 1), rail
-= inter-node (comm 2), or for the whole communicator (comm 0) whether the peer shares the
-rank's node. A row that runs the MPI library's collective (ACT_MPI_*) is replaced by
+message on each link class, the NIC share of the inter-node one, the bytes copied
+and reduced, and the inter-node bytes of all ranks of the step together (a shared
+fabric's load). A step's link class is that of its communicator: intra-node (comm 1),
+rail = inter-node (comm 2), or for the whole communicator (comm 0) whether the peer
+shares the rank's node. A row that runs the MPI library's collective (ACT_MPI_*) is replaced by
 the steps of MPICH's algorithm on that sub-communicator.
 
 Schedules are built for ``unit_count`` elements per rank (1; all-reduce p) and scaled:
@@ -54,6 +55,8 @@ class Profile:
     copy_bytes: np.ndarray
     reduce_bytes: np.ndarray  # reductions by the implementation's library
     mpi_reduce_bytes: np.ndarray  # reductions inside MPI-library phases (``mpi`` phases of pccl-hier)
+    #: the inter-node bytes every rank of the call sends in the step, the same in every column (a shared fabric's load)
+    fabric_bytes: np.ndarray
     ranks: tuple[int, ...]
     #: the first of every distinct step (the same bytes on every rank: a ring repeats one step p - 1 times)
     distinct: np.ndarray | None = None
@@ -66,7 +69,8 @@ class Profile:
         pick = self.distinct
         return replace(self, intra_bytes=self.intra_bytes[pick], inter_bytes=self.inter_bytes[pick],
                        inter_shared_bytes=self.inter_shared_bytes[pick], copy_bytes=self.copy_bytes[pick],
-                       reduce_bytes=self.reduce_bytes[pick], mpi_reduce_bytes=self.mpi_reduce_bytes[pick])
+                       reduce_bytes=self.reduce_bytes[pick], mpi_reduce_bytes=self.mpi_reduce_bytes[pick],
+                       fabric_bytes=self.fabric_bytes[pick])
 
 
 def unit_count(collective: str, nranks: int) -> int:
@@ -199,8 +203,16 @@ def build_profile(variant: Variant, collective: str, grid: Grid, in_place: bool,
                           choices) for rank in ranks]
     fields = _stack(per_rank)
     arrays = (fields["intra_bytes"], fields["inter_bytes"], _nic_share(fields, ranks, grid, nics),
-              fields["copy_bytes"], fields["reduce_bytes"], fields["mpi_reduce_bytes"])
+              fields["copy_bytes"], fields["reduce_bytes"], fields["mpi_reduce_bytes"], _fabric_bytes(fields, grid))
     return Profile(unit, *arrays, tuple(ranks), *_distinct_steps(arrays))
+
+
+def _fabric_bytes(fields: dict[str, np.ndarray], grid: Grid) -> np.ndarray:
+    """Every rank's inter-node bytes of the step summed, in every column. Above ALL_RANKS_UP_TO ranks the
+    representatives' sum is scaled to the call's ranks (ranks of one role move the same bytes)."""
+    sent = fields["send_bytes_inter"].astype(np.float64)
+    total = sent.sum(axis=1, keepdims=True) * (grid.nranks / max(sent.shape[1], 1))
+    return np.repeat(total, sent.shape[1], axis=1)
 
 
 def _distinct_steps(arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:

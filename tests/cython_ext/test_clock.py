@@ -41,7 +41,7 @@ def test_a_synthetic_clock_skew_is_recovered():
         bound = max(3 * record["bound_s"], 50e-6)
         assert record["last_error_s"] < bound, record
         assert record["bound_s"] < 1e-3, record
-        # a second of synchronisations: the drift is fitted
+        # two seconds of synchronisations: the drift is fitted
         assert abs(record["drift"] - FAKE_DRIFTS[record["rank"]]) < 10e-6, record
         # window mode on the recovered clocks: every call kept or counted as missed (4 ranks on a
         # 2-core runner cannot all start on time, so how many are kept is the machine's business;

@@ -1,11 +1,13 @@
 """Ping-pong between ranks 0 and 1: one-way time (half the round trip) per message size, OSU
 latency style (one barrier, then round trips back to back: a barrier per round trip would add
-its own skew across a slow link).
+its own skew across a slow link). ``exchange``: both ranks send SIZE to each other at once
+(MPI_Sendrecv, OSU's bidirectional bandwidth in one message), the time of each exchange.
 
-    mpiexec -n 2 python pingpong.py SIZE[,SIZE...] [REPEATS]
+    mpiexec -n 2 python pingpong.py SIZE[,SIZE...] [REPEATS] [exchange]
 
 Prints one JSON line from rank 0: {"SIZE": {"min_us", "p50_us", "gbps"}, ...} with the one-way
-time of each round trip (min and median over REPEATS) and the bandwidth of the median.
+time of each round trip (or the time of each exchange; min and median over REPEATS) and the
+bandwidth of the median (of an exchange: both directions' bytes together).
 """
 
 from __future__ import annotations
@@ -38,15 +40,30 @@ def one_way_us(comm: MPI.Comm, size: int, repeats: int) -> list[float]:
     return times
 
 
+def exchange_us(comm: MPI.Comm, size: int, repeats: int) -> list[float]:
+    send, recv = np.zeros(max(size, 1), dtype=np.uint8), np.zeros(max(size, 1), dtype=np.uint8)
+    peer = 1 - comm.rank
+    times = []
+    comm.Barrier()
+    for index in range(repeats + 3):
+        start = MPI.Wtime()
+        comm.Sendrecv(send, peer, 0, recv, peer, 0)
+        if index >= 3:
+            times.append((MPI.Wtime() - start) * 1e6)
+    return times
+
+
 def main() -> None:
     sizes = [int(size) for size in sys.argv[1].split(",")]
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 50
     comm = MPI.COMM_WORLD
+    exchange = len(sys.argv) > 3 and sys.argv[3] == "exchange"
     figures = {}
     for size in sizes:
-        times = one_way_us(comm, size, repeats)
+        times = (exchange_us if exchange else one_way_us)(comm, size, repeats)
         median = float(np.median(times))
-        figures[str(size)] = {"min_us": min(times), "p50_us": median, "gbps": size / median / 1e3}
+        moved = 2 * size if exchange else size
+        figures[str(size)] = {"min_us": min(times), "p50_us": median, "gbps": moved / median / 1e3}
     if comm.rank == 0:
         print(json.dumps(figures), flush=True)
 

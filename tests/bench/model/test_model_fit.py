@@ -114,3 +114,20 @@ def test_error_summary_reports_each_group_and_all() -> None:
     assert by_ranks.loc[2, "max_abs_error_pct"] < 1e-6
     assert by_ranks.loc[4, "median_abs_error_pct"] == pytest.approx(20.0)
     assert by_ranks.loc["all", "cells"] == len(errors)
+
+
+def test_a_measured_fabric_is_kept_and_the_rest_recovered_around_it() -> None:
+    # every inter-node byte of a step shares 5 GB/s: a 2-node step's two flows stay on their 2 GB/s links, an
+    # 8-node ring's eight flows are held to the fabric
+    truth = machine().model_copy(update={"fabric_gbps": 5.0})
+    shapes = ((2, 2), (4, 2), (8, 2), (8, 1))
+    table = synthetic(truth, shapes=shapes)
+    assert (table["time_us_p50"] > synthetic(machine(), shapes=shapes)["time_us_p50"] * 1.2).sum() > 20
+    fitted = fit(measured_calls(table), start().model_copy(update={"fabric_gbps": 5.0})).machine
+    assert fitted.fabric_gbps == 5.0
+    for name in ("latency_us", "bandwidth_gbps"):
+        assert getattr(fitted.inter, name) == pytest.approx(getattr(truth.inter, name), rel=1e-3)
+    assert error_table(measured_calls(table), fitted)["error_pct"].abs().max() < 1e-2
+    # without the fabric the same fit cannot follow the cells
+    blind = fit(measured_calls(table), start()).machine
+    assert error_table(measured_calls(table), blind)["error_pct"].abs().max() > 5

@@ -40,19 +40,24 @@ def _step_by_step(call: Call, machine, params: np.ndarray, name: str) -> np.ndar
     library = library_key(call.variant, machine, call.collective)
     profile, scale = call_profile(call, machine, name)
     nnodes = call.nranks // call.ranks_per_node
-    intra, inter, action = step_features(profile, scale, leg_setting(machine, library, call.nranks, nnodes))
-    slower = np.where(((intra @ params) >= (inter @ params))[..., None], intra, inter) + action
+    legs, action = step_features(profile, scale, leg_setting(machine, library, call.nranks, nnodes))
+    assert len(legs) == (3 if machine.fabric_gbps else 2)
+    slowest_leg = np.argmax(np.stack([leg @ params for leg in legs]), axis=0)  # ties: the first (intra)
+    slower = np.choose(slowest_leg[..., None], legs) + action
     total = slower[np.arange(len(slower)), np.argmax(slower @ params, axis=1)].sum(axis=0)
     total[P["library.call_overhead_us"]] += 1.0
     total[P["library.call_us_per_node"]] += nnodes if nnodes > 1 else 0.0
     return total
 
 
-@pytest.mark.parametrize("machine_name", ["frontier-paper", "perlmutter-paper"])
-def test_batched_merged_critical_path_is_the_step_by_step_one_bit_for_bit(machine_name: str) -> None:
+@pytest.mark.parametrize(("machine_name", "fabric_gbps"), [("frontier-paper", None), ("perlmutter-paper", None),
+                                                           ("frontier-paper", 50.0)])
+def test_batched_merged_critical_path_is_the_step_by_step_one_bit_for_bit(machine_name: str,
+                                                                         fabric_gbps: float | None) -> None:
     machine, _ = load_machine(machine_name)
+    machine = machine.model_copy(update={"fabric_gbps": fabric_gbps})
     rng = np.random.default_rng(3)
-    checked = 0
+    checked = on_fabric = 0
     for variant in VARIANTS:
         calls = _calls(variant)
         base = theta(machine, library_key(calls[0].variant, machine, calls[0].collective))
@@ -67,4 +72,7 @@ def test_batched_merged_critical_path_is_the_step_by_step_one_bit_for_bit(machin
                 assert name == reference_name, call
                 assert features.tobytes() == reference.tobytes(), (call, features - reference)
                 checked += 1
+                on_fabric += features[P["fabric.us_per_byte"]] > 0
     assert checked > 200
+    # with a fabric, some steps are priced by it (and none without one)
+    assert (on_fabric > 20) if fabric_gbps else on_fabric == 0, on_fabric
