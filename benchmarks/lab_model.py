@@ -8,7 +8,7 @@ and ``pccl-bench model check`` of the fitted description on every 4-host cell, w
 
     python benchmarks/lab_hier.py --hosts 2 --out-runs RUNS/2x2   # as root, then
     python benchmarks/lab_hier.py --hosts 4 --out-runs RUNS/4x1
-    python benchmarks/lab_model.py RUNS [--out docs/lab/model]
+    python benchmarks/lab_model.py RUNS [--out docs/lab/model] [--probes docs/lab/links.json]
     python benchmarks/lab_model.py --from-errors docs/lab/model/sync --out OUT   # refit the stored cells
 
 RUNS holds lab_hier's ``--out-runs`` folders of both shapes: RUNS/2x2/<round>-<link>/run and
@@ -45,10 +45,10 @@ PROBES = ROOT / "docs" / "lab" / "links.json"
 LINK_OF_FOLDER = {link_slug(name): name for name in ("bridge", "50 us", "200 us", "50 us + 1 Gbit/s")}
 
 
-def lab_machine(link: str, folder: Path, fabric: bool = True) -> Path:
+def lab_machine(link: str, folder: Path, fabric: bool = True, probes: Path = PROBES) -> Path:
     """local.yaml with the inter-host link of the probes (median over their rounds) and, with ``fabric``, the
     rate of both directions at once as the fabric's."""
-    rounds = json.loads(PROBES.read_text())["rounds"]
+    rounds = json.loads(probes.read_text())["rounds"]
 
     def median(key: str) -> float:
         return float(pd.Series([entry[link][key] for entry in rounds]).median())
@@ -59,16 +59,17 @@ def lab_machine(link: str, folder: Path, fabric: bool = True) -> Path:
     local, _ = load_machine("local")
     inter = local.inter.model_copy(update={"latency_us": latency, "bandwidth_gbps": bandwidth})
     shared = f", all of them sharing {fabric_gbps:.3f} GB/s" if fabric else ""
-    sources = {**local.sources, "inter": f"docs/lab/links.json, {link}: 8 B one way, 1 MiB GB/s (medians)"}
+    where = probes.relative_to(ROOT) if probes.is_relative_to(ROOT) else probes
+    sources = {**local.sources, "inter": f"{where}, {link}: 8 B one way, 1 MiB GB/s (medians)"}
     if fabric:
-        sources["fabric_gbps"] = f"docs/lab/links.json, {link}: 1 MiB both ways at once, GB/s in all (median)"
+        sources["fabric_gbps"] = f"{where}, {link}: 1 MiB both ways at once, GB/s in all (median)"
     machine = local.model_copy(update={
         "name": f"lab-{slug}", "inter": inter, "fit": None, "fabric_gbps": fabric_gbps,
         "description": f"the lab at {link}: 2-4 namespace hosts on this 2-core machine; between hosts the probes' "
                        f"{latency:.1f} us and {bandwidth:.3f} GB/s{shared}, within a host the local fit",
         "sources": sources})
     path = folder / f"lab-{slug}.yaml"
-    dump_machine(machine, path, "Made by benchmarks/lab_model.py from docs/lab/links.json and local.yaml.")
+    dump_machine(machine, path, f"Made by benchmarks/lab_model.py from {where} and local.yaml.")
     return path
 
 
@@ -162,6 +163,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("lab-model"))
     parser.add_argument("--from-errors", type=Path, help="refit the cells of an earlier run's per-cell tables")
     parser.add_argument("--no-fabric", action="store_true", help="descriptions without the probes' fabric rate")
+    parser.add_argument("--probes", type=Path, default=PROBES,
+                        help="benchmarks/lab_links.py --json of the probes to describe the links by")
     args = parser.parse_args()
     if (args.runs is None) == (args.from_errors is None):
         parser.error("give RUNS or --from-errors DIR")
@@ -170,7 +173,7 @@ def main() -> None:
         summary = {}
         for slug, link in LINK_OF_FOLDER.items():
             if (args.from_errors / f"lab-{slug}.check.csv").exists():
-                base = lab_machine(link, args.out, fabric=not args.no_fabric)
+                base = lab_machine(link, args.out, not args.no_fabric, args.probes.resolve())
                 summary[link] = refit_errors(base, args.from_errors, args.out / base.stem)
                 print(f"{link}: {json.dumps(summary[link])}", flush=True)
         (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -185,7 +188,7 @@ def main() -> None:
         if set(shapes) != {2, 4}:
             print(f"{link}: runs of {sorted(shapes)} hosts only; skipped", file=sys.stderr)
             continue
-        base = lab_machine(link, args.out, fabric=not args.no_fabric)
+        base = lab_machine(link, args.out, not args.no_fabric, args.probes.resolve())
         summary[link] = fit_and_check(base, shapes[2], shapes[4], args.out / base.stem)
         print(f"{link}: {json.dumps(summary[link])}", flush=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
