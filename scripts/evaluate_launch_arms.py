@@ -48,6 +48,8 @@ SLOWDOWN = {"MPIR_CVAR_DEVICE_COLLECTIVES": "none"}
 #: the inert variable of the A/A arms: the same length on both sides
 INERT = "PCCL_BENCH_EVAL_ARM"
 SCALE = 1.25
+#: "unaffected": a real cell's ratio within this factor of 1 either way
+CALM = 1.05
 #: per ab of a round: its questions (check -> question)
 QUESTIONS = {"aa": {"aa": Question("base", "a2"), "scaled": Question("base", "a2", SCALE)},
              "real": {"real": Question("base", "cand")}}
@@ -203,7 +205,7 @@ def labels_of(path: Path) -> dict[tuple[str, str, int], str]:
     for key, conditions in by_cell.items():
         if all(c["ratio"] >= SCALE for c in conditions):
             out[key] = "slowed"
-        elif all(1 / 1.05 < c["ratio"] < 1.05 for c in conditions):
+        elif all(1 / CALM < c["ratio"] < CALM for c in conditions):
             out[key] = "unaffected"
         else:
             out[key] = "between"
@@ -222,7 +224,7 @@ def figures(frame: pd.DataFrame, references: dict[str, pd.Series], labels: dict 
         real = real.assign(reference=[references[r].get(k, np.nan) for r, k in zip(real["round"], real["key"],
                                                                                     strict=True)])
         slowed = real[real.reference >= SCALE]
-        calm = real[(real.reference > 1 / 1.05) & (real.reference < 1.05)]
+        calm = real[(real.reference > 1 / CALM) & (real.reference < CALM)]
     else:
         label = pd.Series([labels.get(_labelled_cell(key, size)) for key, size in zip(real["key"], real["bytes_total"],
                                                                                        strict=True)], index=real.index)
@@ -256,9 +258,10 @@ def evaluate(out: Path, reference: Path | None = None, labels_path: Path | None 
     records = {name: record for name, record in records.items() if set(record) == set(QUESTIONS)}  # whole rounds
     frame = pd.read_csv(out / "verdicts.csv")
     frame = frame[frame["round"].isin(list(records))]
-    elsewhere = _real_runs(reference)
-    references = {name: _reference(records, name, elsewhere) for name in records}
     labels = labels_of(labels_path) if labels_path else None
+    # with independent labels the other rounds' ratios are not needed (reading every real run again)
+    elsewhere = () if labels else _real_runs(reference)
+    references = {} if labels else {name: _reference(records, name, elsewhere) for name in records}
     abs_ = {ab: [record[ab] for record in records.values()] for ab in QUESTIONS}
     return {
         "rounds": len(records), "reference": None if reference is None else str(reference),
