@@ -180,6 +180,9 @@ cdef class ScheduleOp(CollOp):
                 raise ValueError(f"an MPI-library phase needs an MPI datatype and op for this dtype/op: {error}")
             if any(steps[i, ACTION_COUNT] > 2**31 - 1 for i in native_rows):
                 raise ValueError("an MPI-library phase count exceeds the int count of MPI-3")
+            if any(steps[i, ACTION_NBLOCKS] > 1 for i in native_rows):
+                raise ValueError("an MPI-library phase with the ranks' blocks interleaved: only a strided "
+                                 "transport runs it (collectives/schedules/rows.py, StepList.mpi_collective)")
         self.send_types = <MPI_Datatype *>calloc(max(n, 1), sizeof(MPI_Datatype))
         self.recv_types = <MPI_Datatype *>calloc(max(n, 1), sizeof(MPI_Datatype))
         if self.send_types == NULL or self.recv_types == NULL:

@@ -56,11 +56,18 @@ cdef class AllgatherLL(ShmCollective):
         cdef int64_t n = self.count * self.itemsize
         cdef const char *own = self.dst + self.seg.rank * n if self.in_place else self.src
         cdef uint64_t s = self.seg.next_step()
+        if self.in_place and self.pieces > 1:
+            self.own_bytes(self.tmp_own, 0, n)
+            own = self.tmp_own
         shm_ll_write(self.seg.ll(self.seg.rank, s), own, n, <uint32_t>s)  # first: the peers wait for it
         self.own_block()
         for i in range(1, self.seg.size):
             q = self.peer(i)
-            self.seg.ll_read(q, s, 0, self.dst + q * n, n)
+            if self.pieces > 1:
+                self.seg.ll_read(q, s, 0, self.tmp, n)
+                self.scatter(self.dst, self.tmp, q * n, n)
+            else:
+                self.seg.ll_read(q, s, 0, self.dst + q * n, n)
         return 0
 
 
@@ -77,12 +84,15 @@ cdef class AllgatherCopy(ShmCollective):
         while at < n:
             piece = clamp(n - at, self.seg.chunk_bytes)
             s = self.seg.next_step()
-            memcpy(self.seg.buf(self.seg.rank, s), own + at, piece)
+            if own != NULL:
+                memcpy(self.seg.buf(self.seg.rank, s), own + at, piece)
+            else:
+                self.own_bytes(self.seg.buf(self.seg.rank, s), at, piece)
             self.seg.publish(s)
             self.seg.wait_all(s, b"all-gather chunk")
             for i in range(1, self.seg.size):
                 q = self.peer(i)
-                memcpy(self.dst + q * n + at, self.seg.buf(q, s), piece)
+                self.scatter(self.dst, self.seg.buf(q, s), q * n + at, piece)
             at += piece
         return 0
 
@@ -92,14 +102,23 @@ cdef class AllgatherCma(ShmCollective):
     PATH = "cma"
 
     cdef int body(self) except -1 nogil:
-        """Single copy: every peer's block read straight from its input, between two synchronisations."""
+        """Single copy: every peer's block read straight from its input, between two synchronisations
+        (interleaved: piece by piece, from the peer's place of it in its recv in place, else its send)."""
         cdef int i, q
         cdef int64_t n = self.count * self.itemsize
         self.own_block()
         self.seg.sync(b"entry into the call")
         for i in range(1, self.seg.size):
             q = self.peer(i)
-            self.seg.cma_read(q, self.dst + q * n, self.peer_src[q], n)
+            if self.pieces <= 1:
+                self.seg.cma_read(q, self.dst + q * n, self.peer_src[q], n)
+            elif self.in_place:  # the peer's block lies in its recv where it lies here
+                self.seg.cma_read_pieces(q, self.dst + self.placed(q * n), self.stride_bytes,
+                                         self.peer_src[q] + self.placed(q * n), self.stride_bytes,
+                                         self.piece_bytes, self.pieces)
+            else:
+                self.seg.cma_read_pieces(q, self.dst + self.placed(q * n), self.stride_bytes, self.peer_src[q],
+                                         self.piece_bytes, self.piece_bytes, self.pieces)
         return self.seg.sync(b"end of the peers' reads")
 
 
@@ -114,11 +133,11 @@ cdef class ReduceScatterLL(ShmCollective):
         cdef int64_t words = (nb + 3) // 4
         cdef uint64_t s = self.seg.next_step()
         cdef volatile uint64_t *slot = self.seg.ll(r, s)
-        cdef const char *own = self.src + r * nb
+        cdef const char *own = self.packed(self.src, r * nb, nb, self.tmp_own)
         cdef const char *first = NULL
         for q in range(p):
             if q != r:
-                shm_ll_write(slot + q * words, self.src + q * nb, nb, <uint32_t>s)
+                shm_ll_write(slot + q * words, self.packed(self.src, q * nb, nb, self.tmp), nb, <uint32_t>s)
         # the result lands in dst[0:n]: in place that is the own segment 0, already in the slot
         return self.fold_peers(self.dst, own, n, s, r * words, False, &first)
 
@@ -141,12 +160,14 @@ cdef class ReduceScatterCopy(ShmCollective):
             buf = self.seg.buf(r, s)
             for q in range(p):
                 if q != r:
-                    memcpy(buf + q * pb, self.src + q * nb + at * self.itemsize, piece * self.itemsize)
+                    self.gather(buf + q * pb, self.src, q * nb + at * self.itemsize, piece * self.itemsize)
             self.seg.publish(s)
             self.seg.wait_all(s, b"reduce-scatter chunk")
             for q in range(p):  # rank order; in place dst is segment 0, read into the buffer already
                 if q == r:
-                    self.fold(self.dst + at * self.itemsize, self.src + r * nb + at * self.itemsize, piece, q, &first)
+                    self.fold(self.dst + at * self.itemsize,
+                              self.packed(self.src, r * nb + at * self.itemsize, piece * self.itemsize, self.tmp_own),
+                              piece, q, &first)
                 else:
                     self.fold(self.dst + at * self.itemsize, self.seg.buf(q, s) + r * pb, piece, q, &first)
             at += piece
@@ -168,8 +189,9 @@ cdef class ReduceScatterCma(ShmCollective):
         self.seg.sync(b"entry into the call")
         while at < n:
             piece = clamp(n - at, per)
-            self.fold_peers(out + at * self.itemsize, self.src + r * nb + at * self.itemsize, piece, 0,
-                            r * nb + at * self.itemsize, True, &first)
+            self.fold_peers(out + at * self.itemsize,
+                            self.packed(self.src, r * nb + at * self.itemsize, piece * self.itemsize, self.tmp_own),
+                            piece, 0, r * nb + at * self.itemsize, True, &first)
             at += piece
         self.seg.sync(b"end of the peers' reads")
         if out != self.dst:

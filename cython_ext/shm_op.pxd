@@ -24,12 +24,62 @@ cdef class ShmCollective(CollOp):
     cdef char *tmp0              # the same for the first contribution (kept until the second comes)
     cdef char *tmp_own           # a chunk of the own input when the result overwrites it
     cdef char *tmp_result        # cma reduce-scatter in place: the result until peers are done
+    # The rank-blocked operand (all-gather: recv, reduce-scatter: input) in bytes: rank q's block of
+    # block_bytes is ``pieces`` pieces of piece_bytes, the k-th at q * piece_bytes + k * stride_bytes
+    # (pieces 1: the blocks back to back). "Packed" offsets count as if they were back to back.
+    cdef int64_t pieces, piece_bytes, stride_bytes, block_bytes
 
     cdef int body(self) except -1 nogil
     cdef int alone(self) except -1 nogil
     cdef const char *own_piece(self, const char *own, char *acc, int64_t piece) noexcept nogil
     cdef int fold_peers(self, char *acc, const char *own, int64_t n, uint64_t step, int64_t at, bint by_cma,
                         const char **first) except -1 nogil
+    cdef int cma_gather(self, int q, char *out, uintptr_t base, int64_t at, int64_t nbytes) except -1 nogil
+
+    cdef inline int64_t placed(self, int64_t at) noexcept nogil:
+        """Where packed byte ``at`` of the rank-blocked operand lies, from the operand's start."""
+        cdef int64_t block, within, k
+        if self.pieces <= 1:
+            return at
+        block = at // self.block_bytes
+        within = at - block * self.block_bytes
+        k = within // self.piece_bytes
+        return block * self.piece_bytes + k * self.stride_bytes + (within - k * self.piece_bytes)
+
+    cdef inline int64_t run_of(self, int64_t at, int64_t nbytes) noexcept nogil:
+        """How many of the packed bytes from ``at`` lie back to back (up to the end of their piece)."""
+        cdef int64_t left
+        if self.pieces <= 1:
+            return nbytes
+        left = self.piece_bytes - at % self.piece_bytes
+        return nbytes if nbytes < left else left
+
+    cdef inline void gather(self, char *out, const char *base, int64_t at, int64_t nbytes) noexcept nogil:
+        """Packed bytes [at, at + nbytes) of the rank-blocked operand at ``base`` into ``out``."""
+        cdef int64_t run
+        while nbytes > 0:
+            run = self.run_of(at, nbytes)
+            memcpy(out, base + self.placed(at), run)
+            out += run
+            at += run
+            nbytes -= run
+
+    cdef inline void scatter(self, char *base, const char *source, int64_t at, int64_t nbytes) noexcept nogil:
+        """``nbytes`` from ``source`` to packed bytes [at, at + nbytes) of the rank-blocked operand at ``base``."""
+        cdef int64_t run
+        while nbytes > 0:
+            run = self.run_of(at, nbytes)
+            memcpy(base + self.placed(at), source, run)
+            source += run
+            at += run
+            nbytes -= run
+
+    cdef inline const char *packed(self, const char *base, int64_t at, int64_t nbytes, char *spare) noexcept nogil:
+        """Packed bytes [at, at + nbytes) back to back: in place where they lie so, else gathered into ``spare``."""
+        if self.run_of(at, nbytes) == nbytes:
+            return base + self.placed(at)
+        self.gather(spare, base, at, nbytes)
+        return spare
 
     cdef inline int fold(self, char *acc, const char *piece, int64_t n, int index,
                          const char **first) except -1 nogil:
@@ -51,12 +101,23 @@ cdef class ShmCollective(CollOp):
         return (self.seg.rank + i) % self.seg.size
 
     cdef inline const char *own_block(self) noexcept nogil:
-        """All-gather: this rank's block in its place in recv (out of place copied there from send)."""
+        """All-gather: this rank's block put in its place in recv (out of place, from send), and the
+        own data back to back: send, the place itself, or (interleaved in place) gathered into tmp_own
+        when it fits there (else NULL: read it by packed offset, own_bytes)."""
         cdef int64_t n = self.count * self.itemsize
-        cdef char *place = self.dst + self.seg.rank * n
         if not self.in_place:
-            memcpy(place, self.src, n)
-        return place
+            self.scatter(self.dst, self.src, self.seg.rank * n, n)
+            return self.src
+        if self.pieces <= 1:
+            return self.dst + self.seg.rank * n
+        return NULL
+
+    cdef inline void own_bytes(self, char *out, int64_t at, int64_t nbytes) noexcept nogil:
+        """All-gather: bytes [at, at + nbytes) of this rank's own block into ``out``."""
+        if self.in_place:
+            self.gather(out, self.dst, self.seg.rank * self.block_bytes + at, nbytes)
+        else:
+            memcpy(out, self.src + at, nbytes)
 
     cdef inline char *scratch_for(self, int q) noexcept nogil:
         """Where a peer's piece is unpacked or read: rank 0's is kept while rank 1's arrives."""

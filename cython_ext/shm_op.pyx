@@ -25,10 +25,12 @@ cdef class ShmCollective(CollOp):
 
     def __init__(self, comm, Segment seg, uintptr_t send_addr, uintptr_t recv_addr,
                  int64_t count, int64_t itemsize, int dtype, int reduction, segments=(), peer_src=(),
-                 peer_dst=(), keepalive=None):
+                 peer_dst=(), keepalive=None, int64_t pieces=1, int64_t stride=0):
         """``send_addr`` 0: in place (MPI semantics). ``segments``: all-reduce's per-rank element counts
         (they tile the buffer in rank order). ``peer_src``/``peer_dst``: every rank's input and receive
-        address (cma only)."""
+        address (cma only; an interleaved all-gather in place: the receive buffer's start).
+        ``pieces`` > 1: the ranks' blocks of the all-gather's result or the reduce-scatter's input
+        interleaved, rank q's k-th piece of count / pieces elements at q * count / pieces + k * ``stride``."""
         cdef int q, p = seg.size
         cdef str kind = type(self).KIND, path = type(self).PATH
         cdef int64_t offset = 0, scratch
@@ -39,6 +41,16 @@ cdef class ShmCollective(CollOp):
         self.dst = <char *>recv_addr
         self.src = <const char *>(recv_addr if self.in_place else send_addr)
         self.count, self.itemsize = count, itemsize
+        if pieces > 1:
+            if kind == "allreduce" or count % pieces or stride < count // pieces:
+                raise ValueError(f"no interleaved {kind} of {count} elements per rank in {pieces} pieces "
+                                 f"{stride} apart")
+            if kind == "reduce_scatter" and self.in_place:
+                raise ValueError("an interleaved reduce-scatter runs out of place")
+        self.block_bytes = count * itemsize
+        self.pieces = max(pieces, 1)
+        self.piece_bytes = count // self.pieces * itemsize if pieces > 1 else self.block_bytes
+        self.stride_bytes = stride * itemsize if pieces > 1 else self.block_bytes
         self.offsets = <int64_t *>calloc(p, sizeof(int64_t))
         self.counts = <int64_t *>calloc(p, sizeof(int64_t))
         self.peer_src = <uintptr_t *>calloc(p, sizeof(uintptr_t))
@@ -89,7 +101,9 @@ cdef class ShmCollective(CollOp):
     cdef int alone(self) except -1 nogil:
         cdef int64_t nbytes = self.count * self.itemsize
         if self.kind == K_ALLGATHER and not self.in_place:
-            memcpy(self.dst, self.src, nbytes)
+            self.scatter(self.dst, self.src, 0, nbytes)
+        elif self.kind == K_REDUCE_SCATTER and self.pieces > 1:
+            self.gather(self.dst, self.src, 0, nbytes)
         elif self.kind != K_ALLGATHER and self.dst != self.src:
             memcpy(self.dst, self.src, nbytes)
         return 0
@@ -97,8 +111,8 @@ cdef class ShmCollective(CollOp):
     cdef int fold_peers(self, char *acc, const char *own, int64_t n, uint64_t step, int64_t at, bint by_cma,
                         const char **first) except -1 nogil:
         """Every rank's ``n`` elements folded into ``acc`` in rank order: this rank's ``own``, each peer's
-        read into its scratch first, by cma from its input at byte ``at`` (``by_cma``) or from its LL
-        slot of ``step`` at word ``at``."""
+        read into its scratch first, by cma from its input at packed byte ``at`` (``by_cma``) or from
+        its LL slot of ``step`` at word ``at``."""
         cdef int q
         cdef int64_t nbytes = n * self.itemsize
         for q in range(self.seg.size):
@@ -106,10 +120,30 @@ cdef class ShmCollective(CollOp):
                 self.fold(acc, own, n, q, first)
                 continue
             if by_cma:
-                self.seg.cma_read(q, self.scratch_for(q), self.peer_src[q] + at, nbytes)
+                self.cma_gather(q, self.scratch_for(q), self.peer_src[q], at, nbytes)
             else:
                 self.seg.ll_read(q, step, at, self.scratch_for(q), nbytes)
             self.fold(acc, self.scratch_for(q), n, q, first)
+        return 0
+
+    cdef int cma_gather(self, int q, char *out, uintptr_t base, int64_t at, int64_t nbytes) except -1 nogil:
+        """Packed bytes [at, at + nbytes) of rank q's rank-blocked operand at ``base`` (its address) into
+        ``out``: whole pieces of one block in one system call (cma_read_pieces), the ends on their own."""
+        cdef int64_t run, whole
+        while nbytes > 0:
+            run = self.run_of(at, nbytes)
+            whole = 0
+            if self.pieces > 1 and run == self.piece_bytes:
+                whole = min(nbytes // self.piece_bytes, self.pieces - (at % self.block_bytes) // self.piece_bytes)
+            if whole > 1:
+                self.seg.cma_read_pieces(q, out, self.piece_bytes, base + self.placed(at), self.stride_bytes,
+                                         self.piece_bytes, whole)
+                run = whole * self.piece_bytes
+            else:
+                self.seg.cma_read(q, out, base + self.placed(at), run)
+            out += run
+            at += run
+            nbytes -= run
         return 0
 
     cdef const char *own_piece(self, const char *own, char *acc, int64_t piece) noexcept nogil:

@@ -62,4 +62,35 @@ static int shm_cma_read(pid_t pid, char *dst, uintptr_t src, int64_t nbytes) {
     }
     return 0;
 }
+
+/* npieces pieces of piece bytes, the k-th from src + k * src_stride to dst + k * dst_stride, by
+   process_vm_readv of up to 64 pieces at a time (one system call, not one per piece); a short read
+   finishes piece by piece. 0, or the errno. */
+static int shm_cma_read_pieces(pid_t pid, char *dst, int64_t dst_stride, uintptr_t src, int64_t src_stride,
+                               int64_t piece, int64_t npieces) {
+    struct iovec local[64], remote[64];
+    int64_t k = 0, batch, i, done;
+    ssize_t got;
+    int err;
+    while (k < npieces) {
+        batch = npieces - k < 64 ? npieces - k : 64;
+        for (i = 0; i < batch; i++) {
+            local[i].iov_base = dst + (k + i) * dst_stride; local[i].iov_len = (size_t)piece;
+            remote[i].iov_base = (void *)(src + (uintptr_t)((k + i) * src_stride)); remote[i].iov_len = (size_t)piece;
+        }
+        got = process_vm_readv(pid, local, (unsigned long)batch, remote, (unsigned long)batch, 0);
+        if (got < 0) { if (errno == EINTR) continue; return errno; }
+        if (got == 0 && piece > 0) return EFAULT;
+        done = (int64_t)got / piece;
+        if (done < batch) {  /* short: the rest of the piece it stopped in, then on from the next */
+            err = shm_cma_read(pid, dst + (k + done) * dst_stride + (int64_t)got % piece,
+                               src + (uintptr_t)((k + done) * src_stride + (int64_t)got % piece),
+                               piece - (int64_t)got % piece);
+            if (err) return err;
+            done += 1;
+        }
+        k += done;
+    }
+    return 0;
+}
 #endif

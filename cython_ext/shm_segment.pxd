@@ -9,6 +9,8 @@ cdef extern from "shm_ops.h" nogil:
     int64_t shm_ll_read(volatile uint64_t *slot, char *dst, int64_t nbytes, uint32_t flag, int64_t start)
     int shm_allow_ptrace()
     int shm_cma_read(pid_t pid, char *dst, uintptr_t src, int64_t nbytes)
+    int shm_cma_read_pieces(pid_t pid, char *dst, int64_t dst_stride, uintptr_t src, int64_t src_stride,
+                            int64_t piece, int64_t npieces)
 
 cdef enum:
     LINE = 64
@@ -60,3 +62,5 @@ cdef class Segment:
     cdef int sync(self, const char *what) except -1 nogil
     cdef int ll_read(self, int q, uint64_t step, int64_t word_offset, char *dst, int64_t nbytes) except -1 nogil
     cdef int cma_read(self, int q, char *dst, uintptr_t src, int64_t nbytes) except -1 nogil
+    cdef int cma_read_pieces(self, int q, char *dst, int64_t dst_stride, uintptr_t src, int64_t src_stride,
+                             int64_t piece, int64_t npieces) except -1 nogil

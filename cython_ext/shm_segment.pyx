@@ -171,3 +171,18 @@ cdef class Segment:
                 raise ShmError(f"process_vm_readv of {nbytes} bytes from rank {q} failed: {os.strerror(err)}")
         return 0
 
+    cdef int cma_read_pieces(self, int q, char *dst, int64_t dst_stride, uintptr_t src, int64_t src_stride,
+                             int64_t piece, int64_t npieces) except -1 nogil:
+        """``npieces`` pieces of ``piece`` bytes, the k-th from src + k * src_stride to dst + k * dst_stride."""
+        cdef int err
+        if piece <= 0 or npieces <= 0:
+            return 0
+        err = shm_cma_read_pieces(self.pids[q], dst, dst_stride, src, src_stride, piece, npieces)
+        if err:
+            with gil:
+                import os
+
+                raise ShmError(f"process_vm_readv of {npieces} pieces of {piece} bytes from rank {q} failed: "
+                               f"{os.strerror(err)}")
+        return 0
+

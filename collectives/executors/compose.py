@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from collectives.schedules.rows import ACT_MPI_ALLGATHER, ACT_MPI_ALLREDUCE, LIBRARY_ACTIONS
+from collectives.schedules.rows import ACT_MPI_ALLGATHER, ACT_MPI_ALLREDUCE, LIBRARY_ACTIONS, library_pieces
 from collectives.schedules.rows import COLUMN as C
 
 
 def library_views(row, buffers, nranks: int):
     """(src or None in place, dst, count per rank) of a library row, as slices of ``buffers``
     laid out as MPI's: all-gather count -> p*count, reduce-scatter p*count -> count, all-reduce
-    count -> count."""
+    count -> count. Where the ranks' blocks are interleaved (library_pieces) the rank-blocked
+    operand's slice runs from its first element to the end of the last rank's last piece."""
     count, action = int(row[C["action_count"]]), int(row[C["action"]])
-    source_length, result_length = {ACT_MPI_ALLGATHER: (count, count * nranks),
-                                    ACT_MPI_ALLREDUCE: (count, count)}.get(action, (count * nranks, count))
+    pieces, piece, stride = library_pieces(row)
+    blocked = (pieces - 1) * stride + nranks * piece if pieces > 1 else count * nranks
+    source_length, result_length = {ACT_MPI_ALLGATHER: (count, blocked),
+                                    ACT_MPI_ALLREDUCE: (count, count)}.get(action, (blocked, count))
     in_place = int(row[C["src_buf"]]) < 0
     dst_off = int(row[C["dst_off"]])
     dst = buffers[int(row[C["dst_buf"]])][dst_off : dst_off + max(result_length, source_length if in_place else 0)]
@@ -52,12 +55,18 @@ def schedule_op(context, comms: list, steps: np.ndarray, buffers: tuple, dtype: 
             continue
         if k > start:
             executor_part(steps[start:k])
+        pieces, _, stride = library_pieces(row)
+        if pieces > 1 and not transport.strided:
+            raise ValueError(f"{transport.name} takes no interleaved rank blocks (a schedule that gives it some "
+                             "is wrong: collectives/schedules/hier.py)")
         comm = comms[key[0]]
         src, dst, count = library_views(row, buffers, comm.Get_size())
         if context.on_device and not transport.stream_ordered:
             parts.append(context.backend.synchronize)  # kernels before it must have written its input
             keys.append(None)
-        parts.append(transport.collective(context, comm, LIBRARY_ACTIONS[key[1]], src, dst, count, dtype, op))
+        interleave = {"pieces": pieces, "stride": stride} if pieces > 1 else {}
+        parts.append(transport.collective(context, comm, LIBRARY_ACTIONS[key[1]], src, dst, count, dtype, op,
+                                          **interleave))
         keys.append(key)
         start = k + 1
     if start < len(steps):

@@ -17,6 +17,8 @@ from collectives.schedules.rows import (
     SCRATCH,
     SEND,
     Schedule,
+    library_pieces,
+    rank_block_index,
 )
 from collectives.schedules.rows import COLUMN as C
 
@@ -109,37 +111,49 @@ def simulate(
 
 
 def _native_collectives(rows: list, buffers: list[dict], groups: Groups, reducer) -> None:
-    """Steps that call the MPI library's collective: computed from all members' buffers."""
+    """Steps that call the MPI library's collective: computed from all members' buffers (the ranks'
+    blocks interleaved where the row says so: rows.library_pieces)."""
     native = {r: row for r, row in enumerate(rows) if row is not None and int(row[C["action"]]) in LIBRARY_ACTIONS}
     results = {}
     for r, row in native.items():
         members = groups(int(row[C["comm"]]), r)
-        count = int(row[C["action_count"]])
+        count, action = int(row[C["action_count"]]), int(row[C["action"]])
+        pieces, _, stride = library_pieces(row)
         inputs = []
         for position, m in enumerate(members):
             other = native.get(m)
-            if other is None or int(other[C["action"]]) != int(row[C["action"]]):
+            if other is None or int(other[C["action"]]) != action:
                 raise ScheduleMismatch(f"rank {m} does not join the MPI collective of rank {r}")
             buf, off = int(other[C["src_buf"]]), int(other[C["src_off"]])
-            action = int(row[C["action"]])
             if buf < 0:  # in place: the input is in dst (the all-gather's at its own position)
                 buf, off = int(other[C["dst_buf"]]), int(other[C["dst_off"]])
-                off += position * count if action == ACT_MPI_ALLGATHER else 0
-            length = count * len(members) if action == ACT_MPI_REDUCE_SCATTER else count
-            inputs.append(buffers[m][buf][off : off + length].copy())
-        if int(row[C["action"]]) == ACT_MPI_ALLGATHER:
-            results[r] = np.concatenate(inputs) if inputs else np.empty(0)
+                if action == ACT_MPI_ALLGATHER:
+                    index = rank_block_index(off, count, len(members), pieces, stride)
+                    inputs.append(buffers[m][buf][index[position * count : (position + 1) * count]].copy())
+                    continue
+            if action == ACT_MPI_REDUCE_SCATTER:
+                index = rank_block_index(off, count, len(members), pieces, stride)
+            else:
+                index = np.arange(off, off + count)
+            inputs.append(buffers[m][buf][index].copy())
+        if action == ACT_MPI_ALLGATHER:
+            results[r] = (np.concatenate(inputs) if inputs else np.empty(0), len(members))
         else:
             total = inputs[0]
             for other in inputs[1:]:
                 total = reducer(total, other)
             mine = members.index(r)
-            whole = int(row[C["action"]]) == ACT_MPI_ALLREDUCE
-            results[r] = total if whole else total[mine * count : (mine + 1) * count]
-    for r, data in results.items():
+            whole = action == ACT_MPI_ALLREDUCE
+            results[r] = (total if whole else total[mine * count : (mine + 1) * count], len(members))
+    for r, (data, nmembers) in results.items():
         row = native[r]
         buf, off = int(row[C["dst_buf"]]), int(row[C["dst_off"]])
-        buffers[r][buf][off : off + len(data)] = data
+        if int(row[C["action"]]) == ACT_MPI_ALLGATHER:
+            pieces, _, stride = library_pieces(row)
+            count = int(row[C["action_count"]])
+            buffers[r][buf][rank_block_index(off, count, nmembers, pieces, stride)] = data
+        else:
+            buffers[r][buf][off : off + len(data)] = data
 
 
 def _act(row: list[int], buffers: dict, reducer) -> None:

@@ -8,7 +8,8 @@ folded into the messages) into a contiguous partial, then inter-node phase on
 the rail into the result. All-reduce: both, plus the last ``count % p`` elements as a whole
 buffer (allreduce_tail: a flat recursive doubling, or a transport's all-reduce within the node and
 a doubling on the rail). A phase run by the MPI library (``mpi``) needs
-contiguous buffers, so it costs the packing copies that PCCL itself does.
+contiguous buffers, so it costs the packing copies that PCCL itself does; a transport that takes the
+ranks' blocks interleaved (``shm``: Transport.strided) runs its phase where the blocks lie, in place.
 
 Phase names: any registered algorithm, any transport of collectives/transports (``mpi``,
 ``xccl``: NCCL/RCCL, GPU buffers only; ``rdma``: the rail phase by one-sided puts), whose
@@ -59,6 +60,13 @@ def schedule_algorithm(spec: str, phase: str) -> str:
     """The algorithm whose rows ``spec`` generates for ``phase``: library phases all give MPI_PHASE rows."""
     name = phase_algorithm(spec, phase)
     return MPI_PHASE if name in TRANSPORTS else name
+
+
+def in_place_library(spec: str, phase: str) -> bool:
+    """Whether ``spec`` names a transport that runs ``phase`` on the ranks' blocks where they lie
+    (interleaved, ``Transport.strided``: shm), so the hierarchy packs nothing around it."""
+    name = phase_algorithm(spec, phase)
+    return name in TRANSPORTS and TRANSPORTS[name].strided
 
 
 def whole_buffer(spec: str) -> bool:
@@ -131,7 +139,7 @@ def allgather_phases(grid: Grid, rank: int, chunk: int, own: Block | None, intra
     final_own = Block(RECV, rank * chunk, chunk)
     inter_name, intra_name = schedule_algorithm(inter, "allgather"), schedule_algorithm(intra, "allgather")
     parts: list[Schedule] = []
-    contiguous_rail = intra_name == MPI_PHASE or inter_name == MPI_PHASE
+    contiguous_rail = inter_name == MPI_PHASE or (intra_name == MPI_PHASE and not in_place_library(intra, "allgather"))
     gathered = Block(SCRATCH, scratch_base, nnodes * chunk)  # the rail's chunks, contiguous
     after = scratch_base + nnodes * chunk
     head = StepList()
@@ -148,16 +156,22 @@ def allgather_phases(grid: Grid, rank: int, chunk: int, own: Block | None, intra
     else:
         layout = StridedLayout(RECV, local * chunk, chunk, per_node * chunk)
         parts.append(ALGORITHMS[inter_name].allgather(nnodes, node, layout, scratch_base).on(COMM_INTER))
-    return parts + intra_allgather(grid, rank, chunk, intra_name, gathered if contiguous_rail else None, after)
+    return parts + intra_allgather(grid, rank, chunk, intra, gathered if contiguous_rail else None, after)
 
 
-def intra_allgather(grid: Grid, rank: int, chunk: int, intra_name: str, gathered: Block | None,
+def intra_allgather(grid: Grid, rank: int, chunk: int, intra: str, gathered: Block | None,
                     scratch_base: int) -> list[Schedule]:
     """The intra-node all-gather that ends a hierarchical all-gather. The rail's chunks (one per node)
     are in ``gathered`` (contiguous, by node), or None: already at their final strided places in RECV."""
     nnodes, per_node, local = grid.nnodes, grid.ranks_per_node, grid.local(rank)
+    intra_name = schedule_algorithm(intra, "allgather")
     # Where each node's chunk of this rail lands in the final buffer.
     rail_final = Block(RECV, local * chunk, chunk, nnodes, per_node * chunk)
+    if in_place_library(intra, "allgather"):  # every local rank's chunks read and written where they lie
+        final = Block(RECV, 0, nnodes * chunk)
+        steps = StepList(COMM_INTRA).mpi_collective(ACT_MPI_ALLGATHER, gathered, final, nnodes * chunk,
+                                                    pieces=nnodes, stride=per_node * chunk)
+        return [steps.build()]
     if intra_name == MPI_PHASE:
         if gathered is None:
             raise ValueError("a library intra phase starts from the rail's chunks contiguous in scratch")
@@ -179,8 +193,7 @@ def reduce_scatter_phases(grid: Grid, rank: int, chunk: int, source_buf: int, re
     """Hierarchical reduce-scatter of a natural-order source (``chunk`` per rank) into ``result``."""
     nnodes, node = grid.nnodes, grid.node(rank)
     inter_name = schedule_algorithm(inter, "reduce_scatter")
-    parts, partial = intra_reduce_scatter(grid, rank, chunk, source_buf, schedule_algorithm(intra, "reduce_scatter"),
-                                          scratch_base)
+    parts, partial = intra_reduce_scatter(grid, rank, chunk, source_buf, intra, scratch_base)
     after = scratch_base + nnodes * chunk
     if inter_name == MPI_PHASE:
         parts.append(StepList(COMM_INTER).mpi_collective(ACT_MPI_REDUCE_SCATTER, partial, result, chunk).build())
@@ -190,13 +203,18 @@ def reduce_scatter_phases(grid: Grid, rank: int, chunk: int, source_buf: int, re
     return parts
 
 
-def intra_reduce_scatter(grid: Grid, rank: int, chunk: int, source_buf: int, intra_name: str,
+def intra_reduce_scatter(grid: Grid, rank: int, chunk: int, source_buf: int, intra: str,
                          scratch_base: int) -> tuple[list[Schedule], Block]:
     """The intra-node reduce-scatter that starts a hierarchical reduce-scatter: (its parts, the partial
     it leaves at ``scratch_base``: this node's sums of every node's chunk for my local rank, by node)."""
     nnodes, per_node, local = grid.nnodes, grid.ranks_per_node, grid.local(rank)
+    intra_name = schedule_algorithm(intra, "reduce_scatter")
     partial = Block(SCRATCH, scratch_base, nnodes * chunk)
     after = scratch_base + nnodes * chunk
+    if in_place_library(intra, "reduce_scatter"):  # each local rank's chunks read where they lie in the input
+        steps = StepList(COMM_INTRA).mpi_collective(ACT_MPI_REDUCE_SCATTER, Block(source_buf, 0, nnodes * chunk),
+                                                    partial, nnodes * chunk, pieces=nnodes, stride=per_node * chunk)
+        return [steps.build()], partial
     if intra_name == MPI_PHASE:
         permute = StepList()
         for peer in range(per_node):
@@ -231,13 +249,11 @@ def allreduce_phases(grid: Grid, rank: int, count: int, source_buf: int, intra: 
     if chunk == 0:  # fewer elements than ranks: all tail (empty phases would still exchange empty messages)
         parts: list[Schedule] = []
     elif whole_buffer(inter):  # one all-reduce of the node's partial on the rail, between the intra phases
-        parts, partial = intra_reduce_scatter(grid, rank, chunk, source_buf,
-                                              schedule_algorithm(intra, "reduce_scatter"), 0)
+        parts, partial = intra_reduce_scatter(grid, rank, chunk, source_buf, intra, 0)
         after = partial.off + partial.total
         rail = ALGORITHMS[inter].allreduce(grid.nnodes, node, partial, partial, after).on(COMM_INTER)
         parts.append(rail)
-        parts += intra_allgather(grid, rank, chunk, schedule_algorithm(intra, "allgather"), partial,
-                                 max(after, rail.scratch))
+        parts += intra_allgather(grid, rank, chunk, intra, partial, max(after, rail.scratch))
     else:
         parts = reduce_scatter_phases(grid, rank, chunk, source_buf, Block(RECV, rank * chunk, chunk), intra,
                                       inter, 0)

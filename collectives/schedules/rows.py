@@ -49,7 +49,8 @@ BUFFER_NAMES = ("send", "recv", "scratch")
 ACT_NONE, ACT_COPY, ACT_REDUCE = 0, 1, 2
 #: the MPI library's own collective as one step (a hierarchical phase by ``mpi``, or by a transport
 #: that runs it: collectives/executors/compose.py); src/dst are contiguous, ``action_count`` is the
-#: per-rank count (the all-reduce's whole count), src_buf -1 = in place
+#: per-rank count (the all-reduce's whole count), src_buf -1 = in place; ``action_nblocks`` > 1:
+#: the ranks' blocks interleaved (StepList.mpi_collective, library_pieces)
 ACT_MPI_ALLGATHER, ACT_MPI_REDUCE_SCATTER, ACT_MPI_ALLREDUCE = 3, 4, 5
 COMM_WORLD, COMM_INTRA, COMM_INTER = 0, 1, 2
 #: the collective of each library-row action, and back
@@ -96,6 +97,26 @@ class Block:
         if (self.nblocks, self.count) != (nblocks, count):
             raise ValueError(f"strided blocks of different shapes: {self} vs {other}")
         return nblocks, count, self.stride
+
+
+def library_pieces(row) -> tuple[int, int, int]:
+    """(pieces, elements a piece, stride) of a library row's rank blocks (StepList.mpi_collective):
+    (1, count, count) when they lie back to back."""
+    pieces, count = int(row[COLUMN["action_nblocks"]]), int(row[COLUMN["action_count"]])
+    if pieces <= 1:
+        return 1, count, count
+    side = "src_stride" if int(row[COLUMN["action"]]) == ACT_MPI_REDUCE_SCATTER else "dst_stride"
+    return pieces, count // pieces, int(row[COLUMN[side]])
+
+
+def rank_block_index(off: int, count: int, nranks: int, pieces: int = 1, stride: int = 0) -> np.ndarray:
+    """The element indices of the ranks' blocks of a library row's rank-blocked operand, in rank order
+    (rank q's block as ``pieces`` pieces of count / pieces, the k-th at q * count / pieces + k * stride)."""
+    if pieces <= 1:
+        return np.arange(off, off + nranks * count, dtype=np.int64)
+    piece = count // pieces
+    starts = off + np.arange(nranks)[:, None] * piece + np.arange(pieces)[None, :] * stride
+    return (starts[:, :, None] + np.arange(piece)[None, None, :]).reshape(-1)
 
 
 def contiguous(buf: int, off: int, count: int) -> Block:
@@ -273,19 +294,36 @@ class StepList:
                 self.scratch = max(self.scratch, end)
         return self
 
-    def mpi_collective(self, action: int, src: Block | None, dst: Block, count: int) -> StepList:
+    def mpi_collective(self, action: int, src: Block | None, dst: Block, count: int, pieces: int = 1,
+                       stride: int = 0) -> StepList:
         """One call of the MPI library's all-gather, reduce-scatter-block or all-reduce on this
         communicator: ``count`` elements per rank (all-reduce: in all), contiguous ``src`` (None: in
-        place) and ``dst``."""
+        place) and ``dst``.
+
+        ``pieces`` > 1 interleaves the ranks' blocks of the rank-blocked operand (the all-gather's
+        ``dst``, the reduce-scatter's ``src``, given from its first element): rank q's block is
+        ``pieces`` pieces of count / pieces elements, the k-th at q * count / pieces + k * ``stride``
+        (row: ``action_nblocks`` and that operand's stride column). Only a transport that is
+        ``strided`` runs such a row (the hierarchy's phases in place, no packing): the MPI library
+        would need a datatype per rank block, which its reduce-scatter cannot take."""
         for block in (src, dst):
             if block is not None and not block.contiguous:
                 raise ValueError("MPI-library phases take contiguous blocks")
-        row = [self.comm] + [-1, 0, 0, 0, 1, 0] * 2 + [action, 1, count]
-        row += [src.buf, src.off, 0] if src is not None else [-1, 0, 0]
-        row += [0, 0, 0, dst.buf, dst.off, 0]
+        if pieces > 1 and (action == ACT_MPI_ALLREDUCE or count % pieces or stride < count // pieces):
+            raise ValueError(f"no interleaved library row for action {action}, {count} elements per rank "
+                             f"in {pieces} pieces {stride} apart")
+        if pieces > 1 and action == ACT_MPI_REDUCE_SCATTER and src is None:
+            raise ValueError("an interleaved reduce-scatter reads its input in place of nothing: give src")
+        interleaved_src = stride if pieces > 1 and action == ACT_MPI_REDUCE_SCATTER else 0
+        interleaved_dst = stride if pieces > 1 and action == ACT_MPI_ALLGATHER else 0
+        row = [self.comm] + [-1, 0, 0, 0, 1, 0] * 2 + [action, max(pieces, 1), count]
+        row += [src.buf, src.off, interleaved_src] if src is not None else [-1, 0, 0]
+        row += [0, 0, 0, dst.buf, dst.off, interleaved_dst]
         self.rows.append(row)
         for block in (src, dst):
             if block is not None and block.buf == SCRATCH:
+                if pieces > 1 and block.total != count:
+                    raise ValueError("an interleaved operand lives in send or recv, not scratch")
                 self.scratch = max(self.scratch, block.off + block.total)
         return self
 

@@ -26,6 +26,9 @@ class Transport:
     stream_ordered: ClassVar[bool] = False
     #: the hierarchical roles it can run
     roles: ClassVar[tuple[str, ...]] = ("intra", "inter")
+    #: it takes the ranks' blocks interleaved (``collective(..., pieces=, stride=)``: a hierarchical
+    #: phase in place, no packing; collectives/schedules/rows.py, StepList.mpi_collective)
+    strided: ClassVar[bool] = False
     #: the collectives it has a call for
     collectives: ClassVar[tuple[str, ...]] = ("allgather", "reduce_scatter", "allreduce")
 
@@ -42,7 +45,8 @@ class Transport:
 
     def collective(self, context, comm, collective: str, send, recv, count: int, dtype: str, op: str):
         """An op that runs ``collective`` on these buffers of ``context.backend`` (``send`` None: in
-        place, MPI semantics); collective over ``comm`` (communicators are made here on first use)."""
+        place, MPI semantics); collective over ``comm`` (communicators are made here on first use).
+        A ``strided`` transport also takes ``pieces`` and ``stride`` (the ranks' blocks interleaved)."""
         raise NotImplementedError
 
     def moved_by(self, context, op=None) -> str:

@@ -7,7 +7,9 @@ LL / copy / cma cut-overs and the chunk boundaries (the job runs with small cut-
 chunks, set by the test through PCCL_SHM_*), once through the ``shm`` implementation as the
 worker builds it (path by size) and once per forced path; out of place each op is called
 three times and checked after the last (the results survive repeated calls and interleaved
-ops on one segment). ``hier``: pccl-hier with ``intra: shm`` on virtual nodes of 2.
+ops on one segment); then the ranks' blocks interleaved (``pieces``, ``stride``: how pccl-hier's
+intra phase reads and writes them in place), every path, the elements between the pieces untouched.
+``hier [PER_NODE]``: pccl-hier with ``intra: shm`` on virtual nodes of PER_NODE (2), every inter phase.
 Faults: ``peer-stalls`` (rank 1 never calls: rank 0's wait must time out with the reason),
 ``peer-exits`` (rank 1 dies in the middle of the call). Rank 0 prints a JSON summary last;
 exit 1 if anything was wrong.
@@ -22,6 +24,7 @@ import sys
 import time
 
 import mpi4py
+import numpy as np
 
 mpi4py.rc.thread_level = "single"
 
@@ -30,8 +33,9 @@ from mpi4py import MPI  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.dtypes import DTYPES, OPS  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.schedules.rows import rank_block_index  # noqa: E402
 from collectives.schedules.topology import topology  # noqa: E402
-from collectives.spec import count_wrong, make_buffers  # noqa: E402
+from collectives.spec import count_wrong, expected_output, make_buffers  # noqa: E402
 from collectives.transports.shm import ops as shm  # noqa: E402
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
@@ -64,6 +68,42 @@ def gathered(comm, failures: list) -> list:
     return [text for part in comm.allgather(failures) for text in part]
 
 
+def check_interleaved(comm, call: CallSpec, pieces: int, path: str, failures: list) -> None:
+    """One op on the ranks' blocks interleaved (rank q's k-th piece at q * piece + k * stride, a gap of 3
+    elements after the last rank's piece): the packed call's inputs moved to their places, its expected
+    result read back from them, every other element still the sentinel."""
+    piece = call.count // pieces
+    stride = comm.size * piece + 3
+    index = rank_block_index(0, call.count, comm.size, pieces, stride)
+    packed_send, packed_recv = make_buffers(call, comm.rank)
+    sentinel = np.array([7], dtype=packed_recv.dtype)
+    if call.collective == "allgather":
+        recv = np.full(index[-1] + 4, sentinel[0], dtype=packed_recv.dtype)
+        own = index[comm.rank * call.count : (comm.rank + 1) * call.count]
+        if call.in_place:
+            recv[own] = packed_recv[comm.rank * call.count : (comm.rank + 1) * call.count]
+        send = packed_send
+    else:  # reduce-scatter: the input interleaved, the result back to back
+        send = np.full(index[-1] + 4, sentinel[0], dtype=packed_send.dtype)
+        send[index] = packed_send
+        recv = np.zeros_like(packed_recv)
+    op = shm.build(comm, call.collective, send, recv, call.count, call.dtype, call.op, path=path, pieces=pieces,
+                   stride=stride)
+    for _ in range(1 if call.in_place else 3):
+        op()
+    expected = expected_output(call, comm.rank)
+    as_bits = f"u{expected.dtype.itemsize}"
+    if call.collective == "allgather":
+        wrong = int(np.count_nonzero(recv[index].view(as_bits) != expected.view(as_bits)))
+        rest = np.ones(len(recv), dtype=bool)
+        rest[index] = False
+        wrong += int(np.count_nonzero(recv[rest].view(as_bits) != sentinel.view(as_bits)[0]))
+    else:
+        wrong = count_wrong(call, comm.rank, recv)
+    if wrong:
+        failures.append(f"rank {comm.rank} {call} interleaved in {pieces} pieces by {op.moved_by}: {wrong} wrong")
+
+
 def check_all(comm) -> dict:
     topo = topology(comm)
     failures, paths, checked = [], set(), 0
@@ -72,19 +112,32 @@ def check_all(comm) -> dict:
         for count in counts(collective, comm.size):
             run_case(comm, CallSpec(collective, comm.size, count, dtype, op, in_place), path, topo, failures, paths)
             checked += 1
+    interleaved = 0
+    for collective, (dtype, op), in_place, path, pieces in itertools.product(
+            ("allgather", "reduce_scatter"), (("float32", "sum"), ("int64", "max"), ("float16", "prod")),
+            (False, True), ("ll", "copy", "cma"), (2, 3)):
+        if in_place and collective == "reduce_scatter":
+            continue  # the hierarchy's reduce-scatter phase reads the input and writes scratch
+        for count in (pieces, 7 * pieces, 1200 // comm.size // pieces * pieces):
+            check_interleaved(comm, CallSpec(collective, comm.size, count, dtype, op, in_place), pieces, path,
+                              failures)
+            interleaved += 1
     everything = gathered(comm, failures)
-    return {"checked": checked, "paths": sorted(paths), "failures": everything[:20], "n_failures": len(everything),
-            "cma": shm.cma_reason(comm) or "on", "steps": shm.segment(comm).step}
+    return {"checked": checked, "interleaved": interleaved, "paths": sorted(paths), "failures": everything[:20],
+            "n_failures": len(everything), "cma": shm.cma_reason(comm) or "on", "steps": shm.segment(comm).step}
 
 
-def check_hier(comm) -> dict:
-    topo = topology(comm, 2)
+def check_hier(comm, per_node: int) -> dict:
+    topo = topology(comm, per_node)
     implementation = get("pccl-hier")
-    failures, checked = [], 0
-    for collective, (dtype, op), in_place in itertools.product(
-            COLLECTIVES, (("float32", "sum"), ("int64", "max"), ("float16", "prod")), (False, True)):
+    failures, checked, transports = [], 0, set()
+    for collective, (dtype, op), in_place, inter in itertools.product(
+            COLLECTIVES, (("float32", "sum"), ("int64", "max"), ("float16", "prod")), (False, True),
+            ("rd", "ring", "mpi", "rdfull")):
+        if (inter == "rdfull" and collective != "allreduce") or (inter == "mpi" and dtype == "float16"):
+            continue  # rdfull is an all-reduce; the MPI standard has no float16
         for count in counts(collective, comm.size):
-            call = CallSpec(collective, comm.size, count, dtype, op, in_place, intra="shm", inter="rd",
+            call = CallSpec(collective, comm.size, count, dtype, op, in_place, intra="shm", inter=inter,
                             nnodes=topo.grid.nnodes)
             reason = implementation.unsupported_reason(call)
             if reason:
@@ -92,14 +145,16 @@ def check_hier(comm) -> dict:
                 continue
             sendbuf, recvbuf = make_buffers(call, comm.rank)
             built = implementation.build(topo, call, sendbuf, recvbuf)
-            built()
+            for _ in range(1 if in_place else 2):  # the segment's steps and the scratch carry over
+                built()
             wrong = count_wrong(call, comm.rank, recvbuf)
             checked += 1
+            transports.add(implementation.describe(call, op=built).transport)
             if wrong:
                 failures.append(f"rank {comm.rank} {call}: {wrong} wrong")
     everything = gathered(comm, failures)
     return {"checked": checked, "failures": everything[:20], "n_failures": len(everything),
-            "transport": implementation.describe(call, op=built).transport}
+            "nodes": topo.grid.nnodes, "transports": sorted(transports)}
 
 
 def fault(comm, kind: str) -> int:
@@ -129,7 +184,7 @@ def main() -> int:
     if mode in ("peer-stalls", "peer-exits"):
         return fault(comm, mode)
     started = time.monotonic()
-    summary = check_hier(comm) if mode == "hier" else check_all(comm)
+    summary = check_hier(comm, int(sys.argv[2]) if len(sys.argv) > 2 else 2) if mode == "hier" else check_all(comm)
     if comm.rank == 0:
         print(json.dumps({"nranks": comm.size, "seconds": round(time.monotonic() - started, 1), **summary}))
     return 1 if comm.bcast(summary["failures"]) else 0

@@ -16,12 +16,13 @@ from collectives.version import library_version
 @register("shm")
 class SharedMemory(Transport):
     roles = ("intra",)
+    strided = True
 
     def reason(self, call, context=HOST, comm_index=COMM_WORLD):
         return shm.unsupported_reason(call, context, comm_index)
 
-    def collective(self, context, comm, collective, send, recv, count, dtype, op):
-        return shm.build(comm, collective, send, recv, count, dtype, op)
+    def collective(self, context, comm, collective, send, recv, count, dtype, op, pieces=1, stride=0):
+        return shm.build(comm, collective, send, recv, count, dtype, op, pieces=pieces, stride=stride)
 
     def moved_by(self, context, op=None):
         return (op.moved_by if op is not None else "") or "shm"

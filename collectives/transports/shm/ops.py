@@ -202,9 +202,12 @@ def cma_reason(comm) -> str:
     return _CMA_REASONS.get(MPI._handleof(comm), "")
 
 
-def build(comm, collective: str, send, recv, count: int, dtype: str, op: str, path: str | None = None):
+def build(comm, collective: str, send, recv, count: int, dtype: str, op: str, path: str | None = None,
+          pieces: int = 1, stride: int = 0):
     """A cython_ext.shm op for this call on these host buffers (``send`` None: in place); its
-    ``moved_by`` says the path it runs (``shm:ll``, ...)."""
+    ``moved_by`` says the path it runs (``shm:ll``, ...). ``pieces`` > 1: the ranks' blocks of the
+    all-gather's result or the reduce-scatter's input interleaved, rank q's the k-th piece of count /
+    pieces elements at q * count / pieces + k * ``stride`` (a hierarchical phase in place)."""
     from cython_ext import shm
 
     found = segment(comm)
@@ -218,9 +221,11 @@ def build(comm, collective: str, send, recv, count: int, dtype: str, op: str, pa
     peer_src = peer_dst = ()
     if use == "cma":
         if collective == "allgather" and send is None:
-            source = recv_addr + rank * count * item
+            # the own block in place: contiguous at its position, interleaved from the buffer's start
+            source = recv_addr + (rank * count * item if pieces <= 1 else 0)
         else:
             source = send_addr or recv_addr
         peer_src, peer_dst = zip(*comm.allgather((source, recv_addr)), strict=True)
     return shm.collective(comm, found, collective, use, send_addr, recv_addr, count, item, dtype_code(dtype),
-                          op_code(op), segments, peer_src, peer_dst, keepalive=(send, recv))
+                          op_code(op), segments, peer_src, peer_dst, keepalive=(send, recv), pieces=pieces,
+                          stride=stride)

@@ -16,7 +16,7 @@ from collectives.schedules.topology import Grid, ShapeError
 from collectives.spec import count_wrong, make_buffers
 
 GRIDS = [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (4, 2), (6, 2), (6, 3), (8, 2), (8, 4), (9, 3), (10, 5), (12, 4)]
-PHASES = ["ring", "rd", "bruck", "mpi", "rdfull", "tree"]
+PHASES = ["ring", "rd", "bruck", "mpi", "shm", "rdfull", "tree"]
 ACTION = COLUMNS.index("action")
 
 
@@ -169,3 +169,55 @@ def test_a_rooted_intra_phase_sends_one_rank_per_node_across() -> None:
             simulate([schedule_for("allreduce", "tree", nranks, r, 5, in_place) for r in range(nranks)], sends,
                      recvs, op)
             assert sum(count_wrong(call, r, recvs[r]) for r in range(nranks)) == 0, (nranks, dtype, op, in_place)
+
+
+@pytest.mark.parametrize("nranks,per_node", [(2, 2), (3, 3), (4, 2), (6, 2), (6, 3), (8, 4)])
+@pytest.mark.parametrize("collective,inter", [
+    (collective, inter) for collective in ("allgather", "reduce_scatter", "allreduce")
+    for inter in ("ring", "rd", "bruck", "mpi", "rdfull") if not composition_problem(collective, "shm", inter)])
+def test_a_strided_transport_runs_its_phase_in_place_exactly(nranks: int, per_node: int, collective: str,
+                                                             inter: str) -> None:
+    """intra shm (Transport.strided): one library row per phase on the ranks' chunks where they lie
+    (interleaved: pieces = nodes, per_node chunks apart), no packing or unpacking copy around it; exact for
+    every dtype and op, p = 2, 3, 4, 6, 8 and hosts of 2x2, 3x2, 2x3."""
+    grid = Grid(nranks, per_node)
+    nblocks, action, comm = COLUMNS.index("action_nblocks"), COLUMNS.index("action"), COLUMNS.index("comm")
+    count = 3 if collective != "allreduce" else 3 * nranks
+    for rank in range(nranks):
+        steps = hier_schedule(collective, grid, rank, count, True, "shm", inter).steps
+        intra_library = steps[(steps[:, comm] == 1) & (steps[:, action] >= 3)]
+        assert len(intra_library) >= 1 and (intra_library[:, nblocks] == grid.nnodes).all()
+        # no more local copies than with a schedule intra phase (ring): none for packing or unpacking
+        ring = hier_schedule(collective, grid, rank, count, True, "ring", inter).steps
+        packing = hier_schedule(collective, grid, rank, count, True, "mpi", inter).steps
+        copies = [int((s[:, action] == ACT_COPY).sum()) for s in (steps, ring, packing)]
+        assert copies[0] <= copies[1] and (grid.nnodes == 1 or copies[0] < copies[2]), (rank, copies)
+    for dtype, op, n, in_place in itertools.product(DTYPES, OPS, (count, 1 if collective != "allreduce" else nranks),
+                                                    (False, True)):
+        assert run(collective, grid, n, in_place, "shm", inter, dtype, op) == 0, (dtype, op, n, in_place)
+
+
+def test_interleaved_library_rows_only_where_a_transport_takes_them() -> None:
+    """The MPI library's phases stay contiguous (it packs); an interleaved row for it, or for a transport
+    that is not strided, is refused, as is an interleaved all-reduce."""
+    from collectives.executors.compose import schedule_op
+    from collectives.schedules.rows import ACT_MPI_ALLGATHER, RECV, Block, StepList
+    from collectives.transports import TRANSPORTS
+
+    grid = Grid(4, 2)
+    steps = hier_schedule("allgather", grid, 0, 3, True, "mpi", "rd").steps
+    assert (steps[steps[:, COLUMNS.index("action")] >= 3][:, COLUMNS.index("action_nblocks")] == 1).all()
+    with pytest.raises(ValueError, match="interleaved"):
+        StepList().mpi_collective(ACT_MPI_ALLREDUCE, None, Block(RECV, 0, 8), 8, pieces=2, stride=8)
+    row = StepList(1).mpi_collective(ACT_MPI_ALLGATHER, None, Block(RECV, 0, 4), 4, pieces=2, stride=4).build()
+    assert [name for name, transport in TRANSPORTS.items() if transport.strided] == ["shm"]
+
+    class Context:
+        on_device = False
+
+        def executor(self, *args):
+            raise AssertionError("the row is not for the executor")
+
+    with pytest.raises(ValueError, match="no interleaved rank blocks"):
+        schedule_op(Context(), [None, None], row.steps, (None, np.zeros(16), None), "float32", "sum",
+                    cuts={(1, ACT_MPI_ALLGATHER): TRANSPORTS["xccl"]})

@@ -113,14 +113,23 @@ def test_bit_exact_every_dtype_op_placement_and_path(nranks):
     # (dtype, op, placement, path) x counts: 4 for all-gather and reduce-scatter, 6 for all-reduce
     assert summary["checked"] == 5 * 4 * 2 * (1 + len(shm.PATHS)) * (4 + 4 + 6)  # path by size, then each forced
     assert summary["paths"] == ["cma", "copy", "ll", "oneshot"]
+    # interleaved blocks: (all-gather in and out of place + reduce-scatter out of place) x 3 dtype/op x 3 paths
+    # x 2 piece counts x 3 counts
+    assert summary["interleaved"] == 3 * 3 * 3 * 2 * 3
     assert summary["cma"] == "on" or "process_vm_readv" in summary["cma"]
 
 
 @pytest.mark.mpi
-def test_hier_intra_phase_through_shared_memory():
-    summary = summary_of(run_mpi(4, SCRIPT, "hier", env=SMALL_CUTOVERS, timeout=120))
-    assert summary["failures"] == [] and summary["checked"] == 84
-    assert summary["transport"].startswith("mpi/shm:")
+@pytest.mark.parametrize("nranks,per_node", [(4, 2), (6, 2), (6, 3)])
+def test_hier_intra_phase_through_shared_memory(nranks, per_node):
+    """pccl-hier with intra shm (its phases on the chunks where they lie, no packing) on hosts of 2x2, 3x2
+    and 2x3, every inter phase, bit-exact through every shm path."""
+    summary = summary_of(run_mpi(nranks, SCRIPT, "hier", str(per_node), env=SMALL_CUTOVERS, timeout=180))
+    assert summary["failures"] == [] and summary["nodes"] == nranks // per_node
+    # all-gather and reduce-scatter: 3 dtype/op x inter rd, ring, mpi (no float16 for mpi), 4 counts; all-reduce:
+    # and inter rdfull, 6 counts; each in and out of place
+    assert summary["checked"] == 2 * 2 * (3 * 3 - 1) * 4 + 2 * (3 * 4 - 1) * 6
+    assert {"mpi/shm:ll", "mpi/shm:copy", "mpi/shm:cma"} <= set(summary["transports"])
 
 
 @pytest.mark.mpi
