@@ -198,9 +198,10 @@ def test_four_hosts_of_one_and_two_hosts_of_two_in_one_sweep(lab, tmp_path):
 def test_the_hierarchical_compositions_are_exact_on_three_hosts_of_two_and_two_of_three(lab, tmp_path):
     """6 ranks as 3 hosts x 2 and 2 hosts x 3: every composition bit-exact between real hosts, the
     whole-buffer ones and the all-reduce tail within the node by shm included (64 B of int32 over 6
-    ranks leaves a tail of 4, 8 B is all tail)."""
+    ranks leaves a tail of 4, 8 B is all tail); up to 32 KiB, so the shm phase (in place, on the chunks
+    where they lie) runs its LL, copy and single-copy paths."""
     suite = {**SUITE, "ranks": [6], "ranks_per_node": [2, 3], "dtype": ["float64", "int32"], "op": ["sum", "max"],
-             "sizes": {"min": "8B", "max": "64B", "factor": 8, "semantics": "total"},
+             "sizes": {"min": "8B", "max": "32KiB", "factor": 8, "semantics": "total"},
              "implementations": [{"impl": "pccl-hier", "inter": ["ring", "bruck"], "intra": ["shm", "ring"]},
                                  {"impl": "pccl-hier", "collectives": ["allreduce"], "inter": ["rdfull"],
                                   "intra": ["shm", "rdfull", "tree"]}],
@@ -213,6 +214,8 @@ def test_the_hierarchical_compositions_are_exact_on_three_hosts_of_two_and_two_o
         (3, 2, "h1,h2,h3"), (2, 3, "h1,h2")}
     tails = frame[(frame["collective"] == "allreduce") & (frame["intra"] == "shm") & (frame["bytes_total"] <= 64)]
     assert len(tails) == 2 * 2 * 2 * 3 * 2 and tails["transport"].str.contains("shm:").all()
+    paths = set(frame.loc[frame["intra"] == "shm", "transport"].str.findall(r"shm:(\w+)").sum())
+    assert {"ll", "copy"} <= paths, paths
 
 
 def test_rdma_between_hosts_goes_over_tcp(lab, tmp_path):
