@@ -316,14 +316,14 @@ class StepList:
             raise ValueError("an interleaved reduce-scatter reads its input in place of nothing: give src")
         interleaved_src = stride if pieces > 1 and action == ACT_MPI_REDUCE_SCATTER else 0
         interleaved_dst = stride if pieces > 1 and action == ACT_MPI_ALLGATHER else 0
+        if (interleaved_src and src.buf == SCRATCH) or (interleaved_dst and dst.buf == SCRATCH):
+            raise ValueError("an interleaved operand lives in send or recv, not scratch")
         row = [self.comm] + [-1, 0, 0, 0, 1, 0] * 2 + [action, max(pieces, 1), count]
         row += [src.buf, src.off, interleaved_src] if src is not None else [-1, 0, 0]
         row += [0, 0, 0, dst.buf, dst.off, interleaved_dst]
         self.rows.append(row)
         for block in (src, dst):
             if block is not None and block.buf == SCRATCH:
-                if pieces > 1 and block.total != count:
-                    raise ValueError("an interleaved operand lives in send or recv, not scratch")
                 self.scratch = max(self.scratch, block.off + block.total)
         return self
 

@@ -201,7 +201,7 @@ def test_interleaved_library_rows_only_where_a_transport_takes_them() -> None:
     """The MPI library's phases stay contiguous (it packs); an interleaved row for it, or for a transport
     that is not strided, is refused, as is an interleaved all-reduce."""
     from collectives.executors.compose import schedule_op
-    from collectives.schedules.rows import ACT_MPI_ALLGATHER, RECV, Block, StepList
+    from collectives.schedules.rows import ACT_MPI_ALLGATHER, RECV, SCRATCH, Block, StepList
     from collectives.transports import TRANSPORTS
 
     grid = Grid(4, 2)
@@ -209,6 +209,8 @@ def test_interleaved_library_rows_only_where_a_transport_takes_them() -> None:
     assert (steps[steps[:, COLUMNS.index("action")] >= 3][:, COLUMNS.index("action_nblocks")] == 1).all()
     with pytest.raises(ValueError, match="interleaved"):
         StepList().mpi_collective(ACT_MPI_ALLREDUCE, None, Block(RECV, 0, 8), 8, pieces=2, stride=8)
+    with pytest.raises(ValueError, match="not scratch"):
+        StepList().mpi_collective(ACT_MPI_ALLGATHER, None, Block(SCRATCH, 0, 4), 4, pieces=2, stride=4)
     row = StepList(1).mpi_collective(ACT_MPI_ALLGATHER, None, Block(RECV, 0, 4), 4, pieces=2, stride=4).build()
     assert [name for name, transport in TRANSPORTS.items() if transport.strided] == ["shm"]
 
