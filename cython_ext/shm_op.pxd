@@ -101,9 +101,9 @@ cdef class ShmCollective(CollOp):
         return (self.seg.rank + i) % self.seg.size
 
     cdef inline const char *own_block(self) noexcept nogil:
-        """All-gather: this rank's block put in its place in recv (out of place, from send), and the
-        own data back to back: send, the place itself, or (interleaved in place) gathered into tmp_own
-        when it fits there (else NULL: read it by packed offset, own_bytes)."""
+        """All-gather: this rank's block put in its place in recv (out of place, from send), and where
+        its data lies back to back: send, or the place itself; NULL when it is interleaved in place
+        (read it by packed offset: own_bytes)."""
         cdef int64_t n = self.count * self.itemsize
         if not self.in_place:
             self.scatter(self.dst, self.src, self.seg.rank * n, n)
