@@ -25,8 +25,9 @@ def install_parser(doc: str, rounds: int) -> argparse.ArgumentParser:
 
 def two_installs(items: list[str]) -> list[tuple[str, Path]]:
     """``--install NAME=REPO`` given exactly twice, as (name, repo)."""
-    installs = [(name, Path(repo)) for name, _, repo in (item.partition("=") for item in items)]
-    if len(installs) != 2 or not all(repo.name for _, repo in installs):
+    # resolved: ``after=.`` names this checkout (Path(".").name is empty)
+    installs = [(name, Path(repo).resolve()) for name, _, repo in (item.partition("=") for item in items) if repo]
+    if len(installs) != 2 or not all(name and repo.name for name, repo in installs):
         raise SystemExit("--install NAME=REPO exactly twice")
     return installs
 
