@@ -56,3 +56,16 @@ def on_login(name: str, argv: list[str], timeout: float) -> subprocess.Completed
     prefix, env = lab_ops.exec_prefix(name, "login", str(ROOT))
     return subprocess.run([*prefix, *argv], env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT)
+
+
+def sweep_on_login(name: str, suite: Path, hosts: str, folder: Path, args: list[str] = (), env: dict | None = None,
+                   timeout: float = 3600) -> Path:
+    """``pccl-bench run sweep SUITE --hosts HOSTS ARGS --out FOLDER/run`` on the lab's login host (``env``
+    set for it); the run's folder, or the benchmark ends with the sweep's output."""
+    out = folder / "run"
+    prefix = ["env", *(f"{key}={value}" for key, value in (env or {}).items())] if env else []
+    result = on_login(name, [*prefix, sys.executable, "-m", "bench", "run", "sweep", str(suite), "--hosts", hosts,
+                             *args, "--out", str(out)], timeout)
+    if result.returncode != 0:
+        raise SystemExit(f"sweep failed ({result.returncode}): {result.stdout[-1500:]} {result.stderr[-1500:]}")
+    return out

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from in_lab import ROOT, arguments, link_slug, on_login, own_lab  # beside this script
+from in_lab import ROOT, arguments, link_slug, own_lab, sweep_on_login  # beside this script
 from lab_hier import BANDWIDTH_BYTES, LINKS, SMALL_BYTES, link_bound_us
 
 from bench.lab import lab as lab_ops
@@ -44,13 +44,9 @@ PCCL_ARMS = ("flat", "hier")
 
 
 def sweep(folder: Path, mode: str, tuning: Path, overrides: list[str]) -> Path:
-    out = folder / "run"
-    result = on_login(LAB, ["env", f"PCCL_BENCH_TUNING={tuning}", sys.executable, "-m", "bench", "run", "sweep",
-                            str(SUITE), "--hosts", "h1,h2", "--set", f"timing.mode={mode}",
-                            *(f"--set={item}" for item in overrides), "--out", str(out)], 3600)
-    if result.returncode != 0:
-        raise SystemExit(f"sweep failed ({result.returncode}): {result.stdout[-1500:]} {result.stderr[-1500:]}")
-    return out
+    return sweep_on_login(LAB, SUITE, "h1,h2", folder, ["--set", f"timing.mode={mode}",
+                                                        *(f"--set={item}" for item in overrides)],
+                          env={"PCCL_BENCH_TUNING": tuning})
 
 
 def dropped_frames() -> int | None:

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from in_lab import ROOT, arguments, link_slug, on_login, own_lab  # beside this script
+from in_lab import ROOT, arguments, link_slug, own_lab, sweep_on_login  # beside this script
 
 from bench.lab import lab as lab_ops
 from bench.lab.state import Link
@@ -46,13 +46,9 @@ BANDWIDTH_BYTES = 2 * 1024 * 1024
 
 
 def sweep(folder: Path, hosts: int, mode: str, overrides: list[str]) -> pd.DataFrame:
-    out = folder / "run"
     names = ",".join(f"h{number}" for number in range(1, hosts + 1))
-    result = on_login(LAB, [sys.executable, "-m", "bench", "run", "sweep", str(SUITE), "--hosts", names,
-                            "--set", f"ranks_per_node={4 // hosts}", "--set", f"timing.mode={mode}",
-                            *(f"--set={item}" for item in overrides), "--out", str(out)], 3600)
-    if result.returncode != 0:
-        raise SystemExit(f"sweep failed ({result.returncode}): {result.stdout[-1500:]} {result.stderr[-1500:]}")
+    out = sweep_on_login(LAB, SUITE, names, folder, ["--set", f"ranks_per_node={4 // hosts}", "--set",
+                                                     f"timing.mode={mode}", *(f"--set={item}" for item in overrides)])
     return pd.read_parquet(out / "results.parquet")
 
 

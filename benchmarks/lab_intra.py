@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from in_lab import ROOT, arguments, link_slug, on_login, own_lab  # beside this script
+from in_lab import ROOT, arguments, link_slug, own_lab, sweep_on_login  # beside this script
 from lab_arms import arm_samples, as_run, ratio_of
 from lab_hier import LINKS, link_bound_us
 
@@ -31,15 +31,6 @@ SUITE = ROOT / "suites" / "lab-intra.yaml"
 ARMS = ("mpi", "hier-ring", "hier-shm", "hier-rdma")
 #: (slower, faster) arm pairs whose turn-by-turn ratio is reported
 PAIRS = (("hier-ring", "hier-shm"), ("hier-rdma", "hier-shm"), ("mpi", "hier-shm"))
-
-
-def sweep(folder: Path) -> Path:
-    out = folder / "run"
-    result = on_login(LAB, [sys.executable, "-m", "bench", "run", "sweep", str(SUITE), "--hosts", "h1,h2",
-                            "--out", str(out)], 3600)
-    if result.returncode != 0:
-        raise SystemExit(f"sweep failed ({result.returncode}): {result.stdout[-1500:]} {result.stderr[-1500:]}")
-    return out
 
 
 def figures(run: Path, rate_gbit: float | None) -> dict:
@@ -80,7 +71,7 @@ def main() -> None:
                 lab_ops.set_link(LAB, LINKS[link])
                 folder = Path(scratch) / f"{index}-{link_slug(link)}"
                 folder.mkdir()
-                measured[link].append(figures(sweep(folder), LINKS[link].rate_gbit))
+                measured[link].append(figures(sweep_on_login(LAB, SUITE, "h1,h2", folder), LINKS[link].rate_gbit))
                 print(f"round {index + 1}/{args.rounds} {link} done", file=sys.stderr, flush=True)
     for link, rounds in measured.items():
         print(f"\n### {link} ({len(rounds)} rounds; wrong {sum(r['wrong'] for r in rounds)}, failed "

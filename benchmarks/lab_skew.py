@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from in_lab import arguments, on_login, own_lab  # beside this script
+from in_lab import arguments, own_lab, sweep_on_login  # beside this script
 
 from bench.lab import lab as lab_ops
 from bench.lab.state import Link
@@ -53,12 +53,7 @@ def sweep(folder: Path, mode: dict) -> Path:
     suite = {**SUITE, "timing": {**SUITE["timing"], **mode}}
     path = folder / "suite.yaml"
     path.write_text(yaml.safe_dump(suite, sort_keys=False))
-    out = folder / "run"
-    result = on_login(LAB, [sys.executable, "-m", "bench", "run", "sweep", str(path), "--hosts", "h1,h2,h3,h4",
-                            "--out", str(out)], 900)
-    if result.returncode != 0:
-        raise SystemExit(f"sweep failed ({result.returncode}): {result.stdout[-1500:]} {result.stderr[-1500:]}")
-    return out
+    return sweep_on_login(LAB, path, "h1,h2,h3,h4", folder, timeout=900)
 
 
 def rd_over_ring(run: Path, cells: pd.DataFrame) -> float | None:
