@@ -24,10 +24,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from installs import alternating_rounds, install_parser, two_installs  # beside this script
-
-from bench.results.stats import turn_ratio
+from lab_arms import arm_samples, ratio_of  # a run's turns and their ratios, as the lab reads them
 
 SUITE = Path(__file__).resolve().parents[1] / "suites" / "hier-shm.yaml"
 PAIRS = (("hier", "shm"), ("packed", "shm"))
@@ -43,10 +41,7 @@ def run_once(repo: Path, overrides: list[str]) -> dict:
                               cwd=repo, env=env, capture_output=True, text=True)
         if done.returncode:
             raise SystemExit(f"{repo}: sweep exited {done.returncode}: {done.stdout[-800:]} {done.stderr[-800:]}")
-        rows = pd.read_parquet(out / "results.parquet")
-        samples = pd.read_parquet(out / "samples.parquet", columns=["cell_key", "iteration", "time_us"])
-    samples = samples.sort_values(["cell_key", "iteration"], kind="stable")
-    times = {str(key): group["time_us"].to_numpy() for key, group in samples.groupby("cell_key", observed=True)}
+        rows, times = arm_samples(out)
     cells = {}
     for (collective, size), group in rows.groupby(["collective", "bytes_total"]):
         by_arm = {row.arm: row for row in group.itertuples() if row.status == "ok"}
@@ -54,8 +49,8 @@ def run_once(repo: Path, overrides: list[str]) -> dict:
                 "transport": {arm: str(row.transport) for arm, row in by_arm.items()}}
         for slower, faster in PAIRS:
             if slower in by_arm and faster in by_arm:
-                estimate = turn_ratio([(times[by_arm[slower].cell_key], times[by_arm[faster].cell_key])])
-                cell[f"{slower}/{faster}"] = None if estimate is None else float(estimate.ratio)
+                estimate = ratio_of(times, by_arm, slower, faster)
+                cell[f"{slower}/{faster}"] = None if estimate is None else float(estimate[0])
         cells[f"{collective} {int(size)}"] = cell
     return cells
 
