@@ -4,7 +4,9 @@ A schedule is an int64 array, one row per step, in element units. Per row: on
 one of up to three communicators, optionally send a block to one peer while
 receiving a block from another (MPI_Sendrecv), then optionally copy or reduce
 locally. Strided blocks travel as one message with an MPI vector datatype,
-built once when the op is constructed, never inside the timed call.
+built once when the op is constructed, never inside the timed call. A posted row
+(column ``post``) starts its messages (MPI_Isend/MPI_Irecv) and goes on; the next
+row that is not posted completes them all with its own (MPI_Waitall).
 """
 from libc.stdint cimport int64_t, uintptr_t
 from libc.stdlib cimport calloc, free
@@ -23,6 +25,7 @@ cdef enum:
     RECV_PEER, RECV_BUF, RECV_OFF, RECV_COUNT, RECV_NBLOCKS, RECV_STRIDE
     ACTION, ACTION_NBLOCKS, ACTION_COUNT
     SRC_BUF, SRC_OFF, SRC_STRIDE, SRC2_BUF, SRC2_OFF, SRC2_STRIDE, DST_BUF, DST_OFF, DST_STRIDE
+    POST
     NCOLS
 
 def column_indices():
@@ -33,7 +36,8 @@ def column_indices():
             "recv_nblocks": RECV_NBLOCKS, "recv_stride": RECV_STRIDE, "action": ACTION,
             "action_nblocks": ACTION_NBLOCKS, "action_count": ACTION_COUNT, "src_buf": SRC_BUF, "src_off": SRC_OFF,
             "src_stride": SRC_STRIDE, "src2_buf": SRC2_BUF, "src2_off": SRC2_OFF, "src2_stride": SRC2_STRIDE,
-            "dst_buf": DST_BUF, "dst_off": DST_OFF, "dst_stride": DST_STRIDE, "ncols": NCOLS}
+            "dst_buf": DST_BUF, "dst_off": DST_OFF, "dst_stride": DST_STRIDE, "post": POST,
+            "ncols": NCOLS}
 
 
 cdef enum:
@@ -109,7 +113,7 @@ cdef int post_pieces(bint sending, char *buf, int64_t nbytes, int peer, MPI_Comm
     ``requests[n]`` on; the requests then posted in all."""
     cdef int64_t offset = 0
     cdef int length
-    while offset < nbytes:
+    while offset < nbytes or offset == 0:  # an empty message is still one (its peer expects it)
         length = <int>min(nbytes - offset, MAX_MESSAGE_BYTES)
         if sending:
             check_mpi(MPI_Isend(buf + offset, length, MPI_BYTE, peer, TAG, comm, &requests[n]))
@@ -118,6 +122,25 @@ cdef int post_pieces(bint sending, char *buf, int64_t nbytes, int peer, MPI_Comm
         n += 1
         offset += MAX_MESSAGE_BYTES
     return n
+
+
+cdef int post_message(bint sending, char *buf, int64_t nbytes, MPI_Datatype datatype, int peer, MPI_Comm comm,
+                      MPI_Request *requests, int n) except -1 nogil:
+    """One side of a row's exchange started, not awaited: its requests from ``requests[n]`` on; the
+    requests then posted in all (a contiguous message over 1 GiB goes in pieces, as in exchange)."""
+    if peer < 0:
+        return n
+    if datatype == MPI_DATATYPE_NULL:
+        return post_pieces(sending, buf, nbytes, peer, comm, requests, n)
+    if sending:
+        check_mpi(MPI_Isend(buf, 1, datatype, peer, TAG, comm, &requests[n]))
+    else:
+        check_mpi(MPI_Irecv(buf, 1, datatype, peer, TAG, comm, &requests[n]))
+    return n + 1
+
+
+cdef int64_t message_pieces(int64_t nbytes, int64_t peer) noexcept:
+    return 0 if peer < 0 else max(1, (nbytes + MAX_MESSAGE_BYTES - 1) // MAX_MESSAGE_BYTES)
 
 
 cdef int make_vector(int64_t nblocks, int64_t count, int64_t stride, int64_t itemsize,
@@ -141,6 +164,8 @@ cdef class ScheduleOp(CollOp):
     cdef MPI_Datatype *send_types
     cdef MPI_Datatype *recv_types
     cdef Py_ssize_t ntypes
+    cdef MPI_Request *requests  # the messages of posted rows in flight (and the row that completes them)
+    cdef int nrequests
     cdef int64_t itemsize
     cdef int dtype
     cdef int op
@@ -151,6 +176,8 @@ cdef class ScheduleOp(CollOp):
         self.send_types = NULL
         self.recv_types = NULL
         self.ntypes = 0
+        self.requests = NULL
+        self.nrequests = 0
 
     def __init__(self, comms, steps, uintptr_t send_addr, uintptr_t recv_addr, uintptr_t scratch_addr,
                  int64_t itemsize, int dtype, int op, keepalive=None):
@@ -198,6 +225,32 @@ cdef class ScheduleOp(CollOp):
                         &self.send_types[i])
             make_vector(steps[i, RECV_NBLOCKS], steps[i, RECV_COUNT], steps[i, RECV_STRIDE], itemsize,
                         &self.recv_types[i])
+        self.nrequests = self._most_in_flight(steps)
+        self.requests = <MPI_Request *>calloc(max(self.nrequests, 1), sizeof(MPI_Request))
+        if self.requests == NULL:
+            raise MemoryError()
+
+    def _most_in_flight(self, steps):
+        """The most requests in flight at once: the posted rows before a row that completes them, with
+        its own. A schedule ends, and reaches an MPI-library row, with nothing in flight."""
+        cdef int64_t most = 0, group = 0, pieces
+        cdef Py_ssize_t i
+        for i in range(steps.shape[0]):
+            if steps[i, ACTION] in LIBRARY_CODES and group:
+                raise ValueError(f"step {i}: an MPI-library row while messages of posted rows are in flight")
+            pieces = (message_pieces(steps[i, SEND_COUNT] * steps[i, SEND_NBLOCKS] * self.itemsize, steps[i, SEND_PEER])
+                      + message_pieces(steps[i, RECV_COUNT] * steps[i, RECV_NBLOCKS] * self.itemsize,
+                                       steps[i, RECV_PEER]))
+            if steps[i, POST]:
+                group += pieces
+            elif group:
+                most = max(most, group + pieces)
+                group = 0
+        if group:
+            raise ValueError("the schedule's last row is posted: its messages would never complete")
+        if most > 2**31 - 1:
+            raise ValueError("too many messages in flight at once")
+        return most
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -210,6 +263,7 @@ cdef class ScheduleOp(CollOp):
                 MPI_Type_free(&self.recv_types[i])
         free(self.send_types)
         free(self.recv_types)
+        free(self.requests)
 
     cdef inline char *at(self, int64_t buf, int64_t offset) noexcept nogil:
         return self.bufs[buf] + offset * self.itemsize
@@ -238,9 +292,23 @@ cdef class ScheduleOp(CollOp):
         cdef Py_ssize_t k
         cdef const int64_t *row
         cdef int64_t isz = self.itemsize
+        cdef int in_flight = 0
+        cdef bint posting = False  # a posted row came before: this row's messages join its group
         for k in range(self.steps.shape[0]):
             row = &self.steps[k, 0]
-            if row[SEND_PEER] >= 0 or row[RECV_PEER] >= 0:
+            if row[POST] or posting:
+                posting = row[POST] != 0
+                # receives first, so a peer's message finds its buffer posted
+                in_flight = post_message(False, self.at(row[RECV_BUF], row[RECV_OFF]),
+                                         row[RECV_COUNT] * row[RECV_NBLOCKS] * isz, self.recv_types[k],
+                                         <int>row[RECV_PEER], self.comms[row[COMM]], self.requests, in_flight)
+                in_flight = post_message(True, self.at(row[SEND_BUF], row[SEND_OFF]),
+                                         row[SEND_COUNT] * row[SEND_NBLOCKS] * isz, self.send_types[k],
+                                         <int>row[SEND_PEER], self.comms[row[COMM]], self.requests, in_flight)
+                if not posting:
+                    check_mpi(MPI_Waitall(in_flight, self.requests, MPI_STATUSES_IGNORE))
+                    in_flight = 0
+            elif row[SEND_PEER] >= 0 or row[RECV_PEER] >= 0:
                 exchange(self.at(row[SEND_BUF], row[SEND_OFF]), row[SEND_COUNT] * row[SEND_NBLOCKS] * isz,
                          self.send_types[k], <int>row[SEND_PEER],
                          self.at(row[RECV_BUF], row[RECV_OFF]), row[RECV_COUNT] * row[RECV_NBLOCKS] * isz,

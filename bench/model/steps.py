@@ -8,8 +8,8 @@ rail = inter-node (comm 2), or for the whole communicator (comm 0) whether the p
 shares the rank's node. A row that runs the MPI library's collective (ACT_MPI_*) is replaced by
 the steps of MPICH's algorithm on that sub-communicator.
 
-Schedules are built for ``unit_count`` elements per rank (1; all-reduce p) and scaled:
-every message, copy and reduction of a schedule is linear in count.
+Schedules are built for ``unit_count`` elements per rank (UNIT_ELEMENTS; all-reduce p times that)
+and scaled: every message, copy and reduction of a schedule is linear in count.
 
 Representative ranks: every rank up to 64 ranks; above, whole nodes only (the first,
 the last, and those around the fold boundary of recursive algorithms on p or on the node
@@ -26,6 +26,7 @@ import numpy as np
 
 from bench.model.impls import Variant
 from bench.model.mpich import mpich_algorithm, mpich_schedule
+from collectives.schedules.hier import MAX_PIECES
 from collectives.schedules.rows import ACT_COPY, ACT_REDUCE, LIBRARY_ACTIONS, Schedule
 from collectives.schedules.rows import COLUMN as C
 from collectives.schedules.topology import Grid
@@ -73,8 +74,13 @@ class Profile:
                        fabric_bytes=self.fabric_bytes[pick])
 
 
+#: the elements of a block in the call the model walks: as many as a pipelined composition's most
+#: pieces (collectives/schedules/hier.py), so its pieces, and their overlap, are in the walked rows
+UNIT_ELEMENTS = MAX_PIECES
+
+
 def unit_count(collective: str, nranks: int) -> int:
-    return nranks if collective == "allreduce" else 1
+    return nranks * UNIT_ELEMENTS if collective == "allreduce" else UNIT_ELEMENTS
 
 
 def representatives(grid: Grid) -> list[int]:
@@ -101,7 +107,9 @@ def _message_bytes(steps: np.ndarray, prefix: str, itemsize: int) -> np.ndarray:
 
 
 def _plain_rows(steps: np.ndarray, grid: Grid, rank: int, itemsize: int) -> dict[str, np.ndarray]:
-    """Per-row link use of rows without MPI-library collectives."""
+    """Per-step link use of rows without MPI-library collectives. Posted rows (rows.POST) and the row
+    that completes them are one step: their messages are in flight together, so the step's bytes on a
+    link class are the sum of theirs (one rank's messages share its injection), its latency one."""
     fields = {}
     node = grid.node(rank)
     for prefix in ("send", "recv"):
@@ -110,13 +118,18 @@ def _plain_rows(steps: np.ndarray, grid: Grid, rank: int, itemsize: int) -> dict
         fields[f"{prefix}_inter"] = crosses
         fields[f"{prefix}_bytes_inter"] = np.where(crosses, moved, 0)
         fields[f"{prefix}_bytes_intra"] = np.where(crosses, 0, moved)
-    fields["intra_bytes"] = np.maximum(fields.pop("send_bytes_intra"), fields.pop("recv_bytes_intra"))
-    fields["inter_bytes"] = np.maximum(fields["send_bytes_inter"], fields["recv_bytes_inter"])
     action = steps[:, C["action"]]
     acted = steps[:, C["action_nblocks"]] * steps[:, C["action_count"]] * itemsize
     fields["copy_bytes"] = np.where(action == ACT_COPY, acted, 0)
     fields["reduce_bytes"] = np.where(action == ACT_REDUCE, acted, 0)
     fields["mpi_reduce_bytes"] = np.zeros(len(steps), dtype=np.int64)
+    posted = steps[:, C["post"]] != 0
+    if posted.any():
+        starts = np.flatnonzero(np.concatenate([[True], ~posted[:-1]]))  # a step starts after each completing row
+        fields = {name: (np.logical_or if values.dtype == bool else np.add).reduceat(values, starts)
+                  for name, values in fields.items()}
+    fields["intra_bytes"] = np.maximum(fields.pop("send_bytes_intra"), fields.pop("recv_bytes_intra"))
+    fields["inter_bytes"] = np.maximum(fields["send_bytes_inter"], fields["recv_bytes_inter"])
     return fields
 
 

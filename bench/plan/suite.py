@@ -386,7 +386,8 @@ def _check_phases(path: str, field: str, entry: ImplEntry, suite: Suite) -> None
         for position, spec in enumerate(getattr(entry, role)):
             if spec == tuning.AUTO:
                 continue
-            problems = [hier.spec_problem(collective, spec) for collective in entry.collectives or suite.collectives]
+            problems = [hier.spec_problem(collective, spec, role)
+                        for collective in entry.collectives or suite.collectives]
             if all(problems):
                 raise BadInput(path, f"{field}.{role}.{position}: {problems[0]}")
 

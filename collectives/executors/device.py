@@ -12,6 +12,8 @@ The rows are the same data the host Cython executor runs; only the movers differ
 The stream is synchronised before every MPI call, so MPI never reads a buffer a kernel
 is still writing, nor writes one a kernel is still reading. Rows are compiled once into
 a list of steps (closures over fixed views and MPI buffer specs); a call runs them.
+Posted rows (rows.POST) run to completion one by one, as any row: the same result, without the
+host executor's overlap of their messages.
 The host executor (cython_ext/executor.pyx) is never handed a device pointer.
 """
 

@@ -30,7 +30,8 @@ Groups = Callable[[int, int], list[int]]
 
 
 class ScheduleMismatch(AssertionError):
-    """Two ranks disagree about a message (peer, step or length)."""
+    """Two ranks disagree about a message (peer, step or length), or a rank touches what a message
+    of its own still in flight (rows.POST) sends or receives."""
 
 
 def _indices(off: int, count: int, nblocks: int, stride: int) -> slice | np.ndarray:
@@ -81,8 +82,12 @@ def simulate(
     ]
     steps = [s.steps.tolist() for s in schedules]  # Python ints: the loop below reads every field of every row
     nsteps = max((len(s) for s in steps), default=0)
+    in_flight = [_InFlight() for _ in range(nranks)]
     for k in range(nsteps):
         rows = [s[k] if k < len(s) else None for s in steps]
+        for r, row in enumerate(rows):
+            if row is not None:
+                in_flight[r].check(row, buffers[r], f"step {k}: rank {r}")
         outbox = {}
         for r, row in enumerate(rows):
             if row is not None and row[C["send_peer"]] >= 0:
@@ -107,7 +112,54 @@ def simulate(
         if outbox:
             (src, dst), _ = next(iter(outbox.items()))
             raise ScheduleMismatch(f"step {k}: rank {src} sends to {dst}, which does not receive from it")
+    for r, flight in enumerate(in_flight):
+        if flight.masks:
+            raise ScheduleMismatch(f"rank {r}: the schedule ends with messages in flight (its last row is posted)")
     return recvbufs
+
+
+class _InFlight:
+    """One rank's messages posted and not yet completed (rows.POST), as masks over its buffers: what
+    they send and what they receive. The simulator moves every message at its row; the rule checked
+    here is what makes that the result of any timing the executor's nonblocking messages take."""
+
+    def __init__(self) -> None:
+        self.masks: dict[tuple[str, int], np.ndarray] = {}  # (send | recv, buffer) -> elements
+
+    def _touches(self, kind: str, buf: int, index, buffers: dict) -> bool:
+        mask = self.masks.get((kind, buf))
+        return mask is not None and bool(mask[_within(buffers[buf], index)].any())
+
+    def _mark(self, kind: str, buf: int, index, buffers: dict) -> None:
+        mask = self.masks.setdefault((kind, buf), np.zeros(len(buffers[buf]), dtype=bool))
+        mask[_within(buffers[buf], index)] = True
+
+    def check(self, row: list[int], buffers: dict, where: str) -> None:
+        if int(row[C["action"]]) in LIBRARY_ACTIONS and self.masks:
+            raise ScheduleMismatch(f"{where}: an MPI-library row while messages are in flight")
+        posted = row[C["post"]] == 1
+        if not (self.masks or posted):
+            return
+        for kind in ("send", "recv"):
+            if row[C[f"{kind}_peer"]] < 0:
+                continue
+            buf, index = _block(row, kind)
+            against = ("recv",) if kind == "send" else ("send", "recv")
+            if any(self._touches(other, buf, index, buffers) for other in against):
+                raise ScheduleMismatch(f"{where}: its {kind} touches what a message in flight "
+                                       f"{'receives' if kind == 'send' else 'sends or receives'}")
+            self._mark(kind, buf, index, buffers)
+        if posted and row[C["action"]] in (ACT_COPY, ACT_REDUCE):  # runs while this row's messages fly
+            nblocks, count = row[C["action_nblocks"]], row[C["action_count"]]
+            operands = ("src", "dst") if row[C["action"]] == ACT_COPY else ("src", "src2", "dst")
+            for name in operands:
+                buf, off, stride = (row[column] for column in _OPERAND_COLUMNS[name])
+                index = _indices(off, count, nblocks, stride)
+                against = ("send", "recv") if name == "dst" else ("recv",)
+                if any(self._touches(other, buf, index, buffers) for other in against):
+                    raise ScheduleMismatch(f"{where}: its action's {name} touches a message in flight")
+        if not posted:
+            self.masks.clear()
 
 
 def _native_collectives(rows: list, buffers: list[dict], groups: Groups, reducer) -> None:

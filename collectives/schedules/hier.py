@@ -23,6 +23,12 @@ all-gather; ``intra: rdfull`` with ``inter: rdfull`` runs the whole buffer throu
 intra phases fused: log2 ranks-per-node + log2 nodes steps, as many as MPI's own small all-reduce);
 ``intra: tree`` with ``inter: rdfull`` reduces to local rank 0, all-reduces among those leaders
 alone and broadcasts back (MPICH's node-aware composition: one rank per node on the link).
+
+Pipelined (``inter: ring*4``: the rail's algorithm, then ``*`` and a number of pieces): every
+rank's chunk is cut into that many pieces and the two phases run piece by piece, side by side
+(rows.overlapped): the all-gather's rail piece j + 1 is in flight while the node moves piece j,
+the reduce-scatter's node piece j + 1 while the rail reduces piece j, so the link is busy while
+the node works instead of after. Both phases must be algorithms (their rows are what overlaps).
 """
 
 from __future__ import annotations
@@ -43,10 +49,11 @@ from collectives.schedules.rows import (
     Schedule,
     StepList,
     StridedLayout,
+    overlapped,
 )
 from collectives.schedules.templates import schedule_templates
 from collectives.schedules.topology import Grid
-from collectives.spec import phases
+from collectives.spec import even_blocks, phases
 from collectives.transports import TRANSPORTS
 
 #: the algorithm name of library rows: one whole collective on the node or rail communicator,
@@ -54,6 +61,22 @@ from collectives.transports import TRANSPORTS
 MPI_PHASE = "mpi"
 #: the collectives composed here (hier_schedule); any other is declined by name
 COMPOSED = ("allgather", "reduce_scatter", "allreduce")
+
+
+#: ``inter: ring*4``: the rail's algorithm and the pieces each chunk is pipelined in
+PIPELINE_MARK = "*"
+MAX_PIECES = 64
+
+
+def pipelined(inter: str) -> tuple[str, int]:
+    """(the inter phase's own name, the pieces its composition is pipelined in: 1 when it is not)."""
+    name, mark, pieces = inter.partition(PIPELINE_MARK)
+    if not mark:
+        return inter, 1
+    if not pieces.isdigit() or not 2 <= int(pieces) <= MAX_PIECES:
+        raise ValueError(f"inter phase {inter!r}: pipelined in {pieces!r} pieces; give 2 to {MAX_PIECES} "
+                         f"(as in {name or 'ring'}{PIPELINE_MARK}4)")
+    return name, int(pieces)
 
 
 def schedule_algorithm(spec: str, phase: str) -> str:
@@ -80,8 +103,16 @@ def rooted(spec: str) -> bool:
     return whole_buffer(spec) and supports(spec, "reduce") and supports(spec, "bcast")
 
 
-def spec_problem(collective: str, spec: str) -> str | None:
-    """Why ``spec`` cannot be a phase of ``collective`` (None: it can)."""
+def spec_problem(collective: str, spec: str, role: str = "intra") -> str | None:
+    """Why ``spec`` cannot be the ``role`` phase of ``collective`` (None: it can). Only the inter
+    phase names pieces (``ring*4``: pipelined)."""
+    if PIPELINE_MARK in spec:
+        if role != "inter":
+            return f"{spec!r}: the pieces of a pipelined composition are named on the inter phase (inter: ring*4)"
+        try:
+            spec = pipelined(spec)[0]
+        except ValueError as error:
+            return str(error)
     if collective == "allreduce" and whole_buffer(spec):
         return None
     for phase in phases_needed(collective):
@@ -95,8 +126,22 @@ def composition_problem(collective: str, intra: str, inter: str) -> str | None:
     """Why (intra, inter) cannot compose ``collective`` (None: they can), naming the role at fault."""
     if collective not in COMPOSED:
         return f"no hierarchical {collective}: pccl-hier composes {', '.join(COMPOSED)}"
+    try:
+        inter, pieces = pipelined(inter)
+    except ValueError as error:
+        return str(error)
+    if pieces > 1:
+        for role, spec in (("intra", intra), ("inter", inter)):
+            names = [phase_algorithm(spec, phase) for phase in phases_needed(collective)]
+            if (collective == "allreduce" and whole_buffer(spec)) or any(
+                    name in TRANSPORTS or getattr(ALGORITHMS.get(name), "posts", False) for name in names):
+                return (f"{role} phase {spec!r}: a pipelined composition overlaps the rows of two algorithms' "
+                        "phases, not a transport's, a whole buffer's or one of messages already in flight")
+            if role == "intra" and any(getattr(ALGORITHMS.get(name), "sends_spans", False) for name in names):
+                return (f"intra phase {spec!r}: pipelined, every local rank's block is cut in pieces, and "
+                        f"{spec}'s messages of several blocks are then no one strided block (ring, bruck are)")
     for role, spec in (("intra", intra), ("inter", inter)):
-        problem = spec_problem(collective, spec)
+        problem = spec_problem(collective, spec, role)
         if problem:
             return f"{role} phase: {problem}"
     if collective == "allreduce" and whole_buffer(intra) and not whole_buffer(inter):
@@ -157,6 +202,61 @@ def allgather_phases(grid: Grid, rank: int, chunk: int, own: Block | None, intra
         layout = StridedLayout(RECV, local * chunk, chunk, per_node * chunk)
         parts.append(ALGORITHMS[inter_name].allgather(nnodes, node, layout, scratch_base).on(COMM_INTER))
     return parts + intra_allgather(grid, rank, chunk, intra, gathered if contiguous_rail else None, after)
+
+
+def piece_spans(chunk: int, pieces: int) -> list[tuple[int, int]]:
+    """(offset, length) of each piece of a chunk: at most one piece an element (none empty)."""
+    lengths = even_blocks(chunk, max(1, min(pieces, chunk)))
+    offsets = [sum(lengths[:index]) for index in range(len(lengths))]
+    return list(zip(offsets, lengths, strict=True))
+
+
+def _pipeline(first: list[Schedule], second: list[Schedule]) -> Schedule:
+    """first[0], then first[j + 1] beside second[j] for every j, then second[-1]: the two phases of
+    every piece in order, the next piece's first phase in flight while this piece's second runs."""
+    ahead = [overlapped(first[index + 1], second[index]) for index in range(len(first) - 1)]
+    return _merge([first[0], *ahead, second[-1]])
+
+
+def pipelined_allgather(grid: Grid, rank: int, chunk: int, own: Block | None, intra: str, inter: str, pieces: int,
+                        scratch_base: int) -> list[Schedule]:
+    """The all-gather of allgather_phases (both phases algorithms, in place in RECV) piece by piece:
+    the rail's piece j + 1 in flight while the node all-gathers piece j."""
+    nnodes, per_node = grid.nnodes, grid.ranks_per_node
+    node, local = grid.node(rank), grid.local(rank)
+    inter, intra = schedule_algorithm(inter, "allgather"), schedule_algorithm(intra, "allgather")
+    head = StepList()
+    if own is not None:
+        head.step(copy=(own, Block(RECV, rank * chunk, chunk)))
+    spans = piece_spans(chunk, pieces)
+    rail = [ALGORITHMS[inter].allgather(nnodes, node,
+                                        StridedLayout(RECV, local * chunk + off, length, per_node * chunk),
+                                        scratch_base).on(COMM_INTER) for off, length in spans]
+    after = max(scratch_base, _scratch_end(rail))  # the two phases' scratch apart: they run at once
+    within = [ALGORITHMS[intra].allgather(per_node, local, StridedLayout(RECV, off, length, chunk, nchunks=nnodes,
+                                                                         chunk_stride=per_node * chunk),
+                                          after).on(COMM_INTRA) for off, length in spans]
+    return [head.build(), _pipeline(rail, within)]
+
+
+def pipelined_reduce_scatter(grid: Grid, rank: int, chunk: int, source_buf: int, result: Block, intra: str,
+                             inter: str, pieces: int, scratch_base: int) -> list[Schedule]:
+    """The reduce-scatter of reduce_scatter_phases (both phases algorithms) piece by piece: the node's
+    piece j + 1 in flight while the rail reduces piece j. The partial (this node's sums for my local
+    rank, by node) is at ``scratch_base``, piece j of node n's chunk at n * chunk + its offset."""
+    nnodes, per_node = grid.nnodes, grid.ranks_per_node
+    node, local = grid.node(rank), grid.local(rank)
+    inter, intra = schedule_algorithm(inter, "reduce_scatter"), schedule_algorithm(intra, "reduce_scatter")
+    spans = piece_spans(chunk, pieces)
+    after = scratch_base + nnodes * chunk
+    within = [ALGORITHMS[intra].reduce_scatter(
+        per_node, local, StridedLayout(source_buf, off, length, chunk, nchunks=nnodes, chunk_stride=per_node * chunk),
+        Block(SCRATCH, scratch_base + off, length, nnodes, chunk), after).on(COMM_INTRA) for off, length in spans]
+    after = max(after, _scratch_end(within))
+    rail = [ALGORITHMS[inter].reduce_scatter(nnodes, node, StridedLayout(SCRATCH, scratch_base + off, length, chunk),
+                                             Block(result.buf, result.off + off, length), after).on(COMM_INTER)
+            for off, length in spans]
+    return [_pipeline(within, rail)]
 
 
 def intra_allgather(grid: Grid, rank: int, chunk: int, intra: str, gathered: Block | None,
@@ -227,8 +327,10 @@ def intra_reduce_scatter(grid: Grid, rank: int, chunk: int, source_buf: int, int
     return [ALGORITHMS[intra_name].reduce_scatter(per_node, local, layout, partial, after).on(COMM_INTRA)], partial
 
 
-def allreduce_phases(grid: Grid, rank: int, count: int, source_buf: int, intra: str, inter: str) -> list[Schedule]:
-    """Hierarchical all-reduce of ``count`` elements from ``source_buf`` into RECV."""
+def allreduce_phases(grid: Grid, rank: int, count: int, source_buf: int, intra: str, inter: str,
+                     pieces: int = 1) -> list[Schedule]:
+    """Hierarchical all-reduce of ``count`` elements from ``source_buf`` into RECV (``pieces`` > 1: its
+    reduce-scatter and all-gather pipelined)."""
     node, local = grid.node(rank), grid.local(rank)
     whole = Block(RECV, 0, count)
     if whole_buffer(intra) and rooted(intra):  # the node's sum at local rank 0; only it crosses
@@ -254,6 +356,10 @@ def allreduce_phases(grid: Grid, rank: int, count: int, source_buf: int, intra: 
         rail = ALGORITHMS[inter].allreduce(grid.nnodes, node, partial, partial, after).on(COMM_INTER)
         parts.append(rail)
         parts += intra_allgather(grid, rank, chunk, intra, partial, max(after, rail.scratch))
+    elif pieces > 1:
+        parts = pipelined_reduce_scatter(grid, rank, chunk, source_buf, Block(RECV, rank * chunk, chunk), intra,
+                                         inter, pieces, 0)
+        parts += pipelined_allgather(grid, rank, chunk, None, intra, inter, pieces, 0)
     else:
         parts = reduce_scatter_phases(grid, rank, chunk, source_buf, Block(RECV, rank * chunk, chunk), intra,
                                       inter, 0)
@@ -289,17 +395,31 @@ def _scratch_end(parts: list[Schedule]) -> int:
     return max((part.scratch for part in parts), default=0)
 
 
-@schedule_templates
+def _pieces_of(key: tuple) -> int:
+    """A hier_schedule call's pieces (its template's blocks hold that many elements)."""
+    try:
+        return pipelined(key[-1])[1]
+    except ValueError:
+        return 1  # the build refuses it
+
+
+@schedule_templates(granule=_pieces_of)
 def hier_schedule(collective: str, grid: Grid, rank: int, count: int, in_place: bool,
                   intra: str, inter: str) -> Schedule:
     """One rank's whole hierarchical call as a single schedule over (world, node, rail)."""
     problem = composition_problem(collective, intra, inter)
     if problem:
         raise ValueError(problem)
+    inter, pieces = pipelined(inter)
     source = RECV if in_place else SEND
     if collective == "allgather":
         own = None if in_place else Block(SEND, 0, count)
+        if pieces > 1:
+            return _merge(pipelined_allgather(grid, rank, count, own, intra, inter, pieces, 0))
         return _merge(allgather_phases(grid, rank, count, own, intra, inter, 0))
     if collective == "reduce_scatter":
-        return _merge(reduce_scatter_phases(grid, rank, count, source, Block(RECV, 0, count), intra, inter, 0))
-    return _merge(allreduce_phases(grid, rank, count, source, intra, inter))
+        result = Block(RECV, 0, count)
+        if pieces > 1:
+            return _merge(pipelined_reduce_scatter(grid, rank, count, source, result, intra, inter, pieces, 0))
+        return _merge(reduce_scatter_phases(grid, rank, count, source, result, intra, inter, 0))
+    return _merge(allreduce_phases(grid, rank, count, source, intra, inter, pieces))

@@ -6,6 +6,14 @@ a block from ``recv_peer`` (-1: no message), then optionally copy or reduce
 locally: dst = src, or dst = src (op) src2, over ``action_nblocks`` pieces of
 ``action_count`` elements, each operand with its own stride.
 
+A row with ``post`` 1 leaves its messages in flight: the executor posts them and goes on to the next
+row; the next row with ``post`` 0 completes every message in flight (its own too) before its action.
+So messages that do not depend on each other go out at once (``direct``: every peer in one step)
+while every row stays one matched message pair, and an executor that runs each row to completion
+(``post`` ignored) runs the same schedule correctly, only without the overlap. While a message is in
+flight nothing else of that rank may write what it sends or touch what it receives (the simulator
+checks it); a schedule's last row, and the row before an MPI-library row, complete their messages.
+
 A block is ``count`` elements at ``off``, or ``nblocks`` such pieces ``stride``
 apart (a strided block lets a hierarchical phase write straight into the final
 positions instead of permuting afterwards). Buffers: SEND, RECV and SCRATCH, a
@@ -32,10 +40,13 @@ COLUMNS = (
     "action", "action_nblocks", "action_count",
     "src_buf", "src_off", "src_stride", "src2_buf", "src2_off", "src2_stride",
     "dst_buf", "dst_off", "dst_stride",
+    "post",
 )
 #: the index of each column: the one map every reader of schedule rows uses (simulate, compose,
 #: the device executor, the model; cython_ext/executor.pyx declares the same, tests check it)
 COLUMN = {name: index for index, name in enumerate(COLUMNS)}
+#: 1: this row's messages stay in flight until the next row with 0 (see the module's docstring)
+POST = COLUMN["post"]
 #: where a row's fields start: a message's six (peer, buf, off, count, nblocks, stride), the local
 #: action's three (action, nblocks, count), each operand's three (buf, off, stride: src, src2, dst)
 SEND_FIELDS, RECV_FIELDS = COLUMN["send_peer"], COLUMN["recv_peer"]
@@ -201,14 +212,14 @@ class Blocks:
 
 
 def rows(comm: int, send: tuple[int, Blocks], recv: tuple[int, Blocks],
-         reduce: tuple[Blocks, Blocks, Blocks] | None = None) -> Schedule:
+         reduce: tuple[Blocks, Blocks, Blocks] | None = None, post: np.ndarray | int = 0) -> Schedule:
     """Rows that each send to one peer and receive from one (the same peers in every row), and
     reduce ``reduce`` = (src, src2, dst) where given: the rows ``StepList.step`` writes one at a
     time, for generators with O(p) rows (ring), where a row per Python call costs ~14 us.
 
     StepList's rules, for columns: a message is its block's pieces; a reduce takes its pieces
     from the first non-contiguous operand (``Block.shaped_like``), every operand's stride cut
-    to them."""
+    to them. ``post``: the rows' post column (one number for all, or one a row)."""
     nrows = len(send[1].off)
     steps = np.zeros((nrows, len(COLUMNS)), dtype=np.int64)
     steps[:, COLUMN["comm"]] = comm
@@ -219,6 +230,7 @@ def rows(comm: int, send: tuple[int, Blocks], recv: tuple[int, Blocks],
             steps[:, column] = values
         scratch = max(scratch, blocks.scratch_end())
     steps[:, ACTION_FIELDS] = (ACT_NONE, 1, 0)
+    steps[:, POST] = post
     if reduce is not None:
         scratch = max(scratch, _reduce_columns(steps, reduce))
     return Schedule(steps, scratch)
@@ -267,10 +279,12 @@ class StepList:
         recv: tuple[int, Block] | None = None,
         copy: tuple[Block, Block] | None = None,
         reduce: tuple[Block, Block, Block] | None = None,
+        post: bool = False,
     ) -> StepList:
         """Append one row. ``send``/``recv`` are (peer, block); ``copy`` is (src, dst);
-        ``reduce`` is (src, src2, dst) with dst = src (op) src2, all the same length."""
-        row = [self.comm] + [-1, 0, 0, 0, 1, 0] * 2 + [ACT_NONE, 1, 0] + [0, 0, 0] * 3
+        ``reduce`` is (src, src2, dst) with dst = src (op) src2, all the same length. ``post``:
+        leave the messages in flight until the next row without it (the module's docstring)."""
+        row = [self.comm] + [-1, 0, 0, 0, 1, 0] * 2 + [ACT_NONE, 1, 0] + [0, 0, 0] * 3 + [int(post)]
         if send is not None:
             row[SEND_FIELDS : SEND_FIELDS + 6] = _message(*send)
         if recv is not None:
@@ -320,7 +334,7 @@ class StepList:
             raise ValueError("an interleaved operand lives in send or recv, not scratch")
         row = [self.comm] + [-1, 0, 0, 0, 1, 0] * 2 + [action, max(pieces, 1), count]
         row += [src.buf, src.off, interleaved_src] if src is not None else [-1, 0, 0]
-        row += [0, 0, 0, dst.buf, dst.off, interleaved_dst]
+        row += [0, 0, 0, dst.buf, dst.off, interleaved_dst, 0]
         self.rows.append(row)
         for block in (src, dst):
             if block is not None and block.buf == SCRATCH:
@@ -330,6 +344,34 @@ class StepList:
     def build(self) -> Schedule:
         steps = np.array(self.rows, dtype=np.int64).reshape(-1, len(COLUMNS))
         return Schedule(np.ascontiguousarray(steps), self.scratch)
+
+
+def overlapped(posted: Schedule, completing: Schedule) -> Schedule:
+    """Two schedules' rows side by side, each pair of rows one group of messages in flight together:
+    row i of ``posted`` puts its messages in flight (POST), row i of ``completing`` completes them with
+    its own, then row i of ``posted``'s local action runs in a row of its own. Three rows a pair on
+    every rank, so ranks that ran the two in lockstep still meet at the same rows; neither may hold
+    posted or MPI-library rows. The two must touch disjoint elements (the pieces of a pipelined
+    hierarchy, collectives/schedules/hier.py): the simulator checks it."""
+    for schedule in (posted, completing):
+        if len(schedule) and ((schedule.steps[:, POST] != 0).any()
+                              or np.isin(schedule.steps[:, COLUMN["action"]], list(LIBRARY_ACTIONS)).any()):
+            raise ValueError("overlapped takes schedules of plain rows (no posted rows, no MPI-library rows)")
+    nrows = max(len(posted), len(completing))
+    empty = StepList().step().build().steps[0]
+
+    def padded(schedule: Schedule) -> np.ndarray:
+        rows = np.tile(empty, (nrows, 1))
+        rows[: len(schedule)] = schedule.steps
+        return rows
+
+    first = padded(posted)
+    messages, actions = first.copy(), first.copy()
+    messages[:, ACTION_FIELDS.start :] = empty[ACTION_FIELDS.start :]
+    messages[:, POST] = (messages[:, SEND_FIELDS] >= 0) | (messages[:, RECV_FIELDS] >= 0)
+    actions[:, SEND_FIELDS : ACTION_FIELDS.start] = empty[SEND_FIELDS : ACTION_FIELDS.start]
+    steps = np.stack([messages, padded(completing), actions], axis=1).reshape(-1, len(COLUMNS))
+    return Schedule(np.ascontiguousarray(steps), max(posted.scratch, completing.scratch))
 
 
 class ContiguousLayout:

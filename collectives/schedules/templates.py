@@ -24,20 +24,27 @@ from collectives.schedules.rows import Schedule
 MAX_CACHED_SCHEDULE_BYTES = 8 << 20
 
 
-def template_count(collective: str, nranks: int, count: int) -> tuple[int, int] | None:
+def template_count(collective: str, nranks: int, count: int, granule: int = 1) -> tuple[int, int] | None:
     """(the count of the shape's template, the unit it is scaled by) where a call of ``count`` is
     the template scaled (all-gather and reduce-scatter: blocks of ``count``; all-reduce: p equal
-    blocks); None where it is not (an all-reduce of count % p != 0, or an empty call)."""
-    if collective == "allreduce":
-        return (nranks, count // nranks) if count >= nranks and count % nranks == 0 else None
-    return (1, count) if count >= 1 else None
+    blocks); None where it is not (an all-reduce of count % p != 0, or an empty call). ``granule``:
+    the elements a block must hold for the shape to be the same (a block cut in that many pieces:
+    a pipelined hierarchy), so the template's blocks hold that many and a count that is no
+    multiple of it is built as it is."""
+    unit = nranks * granule if collective == "allreduce" else granule
+    return (unit, count // unit) if count >= unit and count % unit == 0 else None
 
 
-def schedule_templates(build: Callable[..., Schedule]) -> Callable[..., Schedule]:
+def schedule_templates(build: Callable[..., Schedule] | None = None, *,
+                       granule: Callable[[tuple], int] | None = None) -> Callable[..., Schedule]:
     """``build`` (positional arguments: the collective first, ``count`` and ``nranks`` or a ``grid``
     among the others) built once per shape for every count: the cached template scaled to the call,
     so the sizes of a sweep share one build (scaled == built: tests/collectives/schedules/test_schedule.py).
-    Templates are kept up to MAX_CACHED_SCHEDULE_BYTES, least recently used dropped first."""
+    Templates are kept up to MAX_CACHED_SCHEDULE_BYTES, least recently used dropped first.
+    ``granule(key)``: template_count's granule of a call (default 1); used as
+    ``@schedule_templates(granule=...)``."""
+    if build is None:
+        return functools.partial(schedule_templates, granule=granule)
     names = list(inspect.signature(build).parameters)
     at_count = names.index("count")
     at_group = names.index("nranks") if "nranks" in names else names.index("grid")
@@ -57,7 +64,8 @@ def schedule_templates(build: Callable[..., Schedule]) -> Callable[..., Schedule
     @functools.wraps(build)
     def schedule(*key) -> Schedule:
         group = key[at_group]
-        template = template_count(key[0], group if isinstance(group, int) else group.nranks, key[at_count])
+        template = template_count(key[0], group if isinstance(group, int) else group.nranks, key[at_count],
+                                  granule(key) if granule else 1)
         if template is None:
             return cached(key)
         return cached((*key[:at_count], template[0], *key[at_count + 1:])).scaled(template[1])

@@ -125,4 +125,4 @@ def own_block_copy(layout: Layout, rank: int, in_place: bool) -> Schedule:
     return steps.build()
 
 
-from collectives.schedules.algorithms import bruck, exchange, recursive, ring, tree  # noqa: E402,F401  (registers)
+from collectives.schedules.algorithms import bruck, direct, exchange, recursive, ring, tree  # noqa: E402,F401  (registers)

@@ -136,6 +136,10 @@ def _halving_plan(fold: _Fold, virtual: int | None) -> list[tuple[int, tuple[int
 
 @register("rd")
 class RecursiveDoubling:
+    #: its messages are runs of consecutive blocks (layout.span): a layout whose blocks are each cut
+    #: into pieces (a pipelined hierarchy's intra phase) has no such run as one strided block
+    sends_spans = True
+
     @staticmethod
     def allgather(nranks: int, rank: int, layout: Layout, scratch_base: int = 0) -> Schedule:
         """log2(p) steps for a power of two, else floor(log2 p) + 2 (fold; module docstring).
@@ -161,6 +165,8 @@ class RecursiveDoubling:
 
 @register("rh")
 class RecursiveHalving:
+    sends_spans = True  # as rd's
+
     @staticmethod
     def reduce_scatter(nranks: int, rank: int, source: Layout, result: Block,
                        scratch_base: int = 0) -> Schedule:

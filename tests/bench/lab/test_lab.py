@@ -197,14 +197,17 @@ def test_four_hosts_of_one_and_two_hosts_of_two_in_one_sweep(lab, tmp_path):
 
 def test_the_hierarchical_compositions_are_exact_on_three_hosts_of_two_and_two_of_three(lab, tmp_path):
     """6 ranks as 3 hosts x 2 and 2 hosts x 3: every composition bit-exact between real hosts, the
-    whole-buffer ones and the all-reduce tail within the node by shm included (64 B of int32 over 6
-    ranks leaves a tail of 4, 8 B is all tail); up to 32 KiB, so the shm phase (in place, on the chunks
-    where they lie) runs its LL, copy and single-copy paths."""
+    whole-buffer ones, the pipelined ones, flat direct and the all-reduce tail within the node by shm
+    included (64 B of int32 over 6 ranks leaves a tail of 4, 8 B is all tail); up to 32 KiB, so the
+    shm phase (in place, on the chunks where they lie) runs its LL, copy and single-copy paths."""
     suite = {**SUITE, "ranks": [6], "ranks_per_node": [2, 3], "dtype": ["float64", "int32"], "op": ["sum", "max"],
              "sizes": {"min": "8B", "max": "32KiB", "factor": 8, "semantics": "total"},
              "implementations": [{"impl": "pccl-hier", "inter": ["ring", "bruck"], "intra": ["shm", "ring"]},
                                  {"impl": "pccl-hier", "collectives": ["allreduce"], "inter": ["rdfull"],
-                                  "intra": ["shm", "rdfull", "tree"]}],
+                                  "intra": ["shm", "rdfull", "tree"]},
+                                 # messages in flight together: pipelined phases, every peer at once
+                                 {"impl": "pccl-hier", "inter": ["ring*2", "rd*3"], "intra": ["ring", "bruck"]},
+                                 {"impl": "pccl-flat", "algorithms": ["direct"]}],
              "timing": {"warmup": 1, "iters": 2, "min_iters": 2, "budget_s": 0}, "timeout_s": 300}
     result = lab_sweep(tmp_path, suite, "--hosts", "h1,h2,h3", timeout=400)
     assert result.returncode == 0, describe(result)

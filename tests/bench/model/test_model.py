@@ -73,6 +73,14 @@ def test_recursive_doubling_shares_the_nic_in_its_inter_node_step() -> None:
     assert model("allgather", "pccl-flat:rd", 4, toy(nics=2)) == pytest.approx(copy(B) + intra(B) + inter(2 * B))
 
 
+def test_direct_exchange_is_one_step_of_all_its_messages() -> None:
+    # posted rows: 3 messages in flight at once, one latency; the two that cross share the NIC with the
+    # node neighbour's two (4 flows of B), the one within the node overlaps them
+    assert model("allgather", "pccl-flat:direct", 4) == pytest.approx(copy(B) + inter(2 * 2 * B))
+    # tiny messages: one latency where recursive doubling pays one per level
+    assert model("allgather", "pccl-flat:direct", 8, count=1) < 0.6 * model("allgather", "pccl-flat:rd", 8, count=1)
+
+
 def test_hierarchical_allgather_two_levels_on_eight_ranks() -> None:
     # 4 nodes of 2: rail rd over 4 nodes (blocks of 1 then 2 chunks, two rails on one NIC), then the
     # intra-node ring moves the node's 4 chunks of the other rank

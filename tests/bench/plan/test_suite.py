@@ -527,3 +527,13 @@ def test_select_that_matches_nothing_is_refused(tmp_path):
     assert done.returncode == 2, describe(done)
     assert "matches no cell" in done.stderr and "Traceback" not in done.stderr, describe(done)
     assert not (tmp_path / "run").exists()
+
+
+def test_pipelined_inter_phases_validate_and_bad_ones_name_their_field():
+    hier = {"impl": "pccl-hier", "inter": ["ring*4", "rd"], "intra": ["ring"]}
+    assert suite_of(implementations=[hier]).implementations[0].inter == ["ring*4", "rd"]
+    for change, field, needle in (({"inter": ["ring*1"]}, "implementations.0.inter.0", "2 to 64"),
+                                  ({"inter": ["ringg*4"]}, "implementations.0.inter.0", "'ringg'"),
+                                  ({"intra": ["ring*4"]}, "implementations.0.intra.0", "inter phase")):
+        message = bad_input({**copy.deepcopy(BASE), "implementations": [{**hier, **change}]})
+        assert field in message and needle in message, message

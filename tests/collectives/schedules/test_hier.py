@@ -16,7 +16,7 @@ from collectives.schedules.topology import Grid, ShapeError
 from collectives.spec import count_wrong, make_buffers
 
 GRIDS = [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (4, 2), (6, 2), (6, 3), (8, 2), (8, 4), (9, 3), (10, 5), (12, 4)]
-PHASES = ["ring", "rd", "bruck", "mpi", "shm", "rdfull", "tree"]
+PHASES = ["ring", "rd", "bruck", "mpi", "shm", "rdfull", "tree", "direct"]
 ACTION = COLUMNS.index("action")
 
 
@@ -223,3 +223,51 @@ def test_interleaved_library_rows_only_where_a_transport_takes_them() -> None:
     with pytest.raises(ValueError, match="no interleaved rank blocks"):
         schedule_op(Context(), [None, None], row.steps, (None, np.zeros(16), None), "float32", "sum",
                     cuts={(1, ACT_MPI_ALLGATHER): TRANSPORTS["xccl"]})
+
+
+# --- pipelined compositions (inter: ring*K) ---------------------------------------------------
+
+
+PIPELINED = [("ring", "ring*2"), ("ring", "rd*3"), ("bruck", "bruck*4"), ("ring", "bruck*2"), ("bruck", "ring*8")]
+
+
+@pytest.mark.parametrize("nranks,per_node", [(2, 1), (3, 1), (4, 2), (6, 2), (6, 3), (8, 4)])
+@pytest.mark.parametrize("collective", ["allgather", "reduce_scatter", "allreduce"])
+def test_pipelined_compositions_are_exact(nranks: int, per_node: int, collective: str) -> None:
+    """Every dtype and op (spread over the compositions), in and out of place, chunks that split
+    evenly, unevenly and (ring*8) into fewer elements than pieces; the all-reduce with a tail."""
+    grid = Grid(nranks, per_node)
+    counts = (5, 24) if collective != "allreduce" else (nranks * 8, nranks * 3 + 1)
+    for index, (intra, inter) in enumerate(PIPELINED):
+        for count, (dtype, op) in itertools.product(counts, [(d, o) for d in DTYPES for o in OPS][index::5]):
+            for in_place in (False, True):
+                wrong = run(collective, grid, count, in_place, intra, inter, dtype, op)
+                assert wrong == 0, (collective, nranks, per_node, intra, inter, count, in_place, dtype, op)
+
+
+def test_pipelined_phases_overlap_piece_by_piece() -> None:
+    """ring*4 on 2 x 2: the rail's message of piece j + 1 is posted in the row before the node's
+    message of piece j, whose row completes both; each piece a quarter of the chunk."""
+    grid, count = Grid(4, 2), 64
+    steps = hier_schedule("allgather", grid, 0, count, True, "ring", "ring*4").steps
+    messages = steps[(steps[:, COLUMNS.index("send_peer")] >= 0)]
+    post, comm = COLUMNS.index("post"), COLUMNS.index("comm")
+    # rail piece 0, then (rail piece j+1 posted, node piece j) x 3, then node piece 3
+    assert messages[:, comm].tolist() == [2] + [2, 1] * 3 + [1]
+    assert messages[:, post].tolist() == [0] + [1, 0] * 3 + [0]
+    assert set(messages[:, COLUMNS.index("send_count")].tolist()) == {count // 4}
+    unpipelined = hier_schedule("allgather", grid, 0, count, True, "ring", "ring").steps
+    assert len(unpipelined[unpipelined[:, COLUMNS.index("send_peer")] >= 0]) == 2
+
+
+def test_pipelining_is_refused_where_rows_cannot_overlap() -> None:
+    assert composition_problem("allgather", "ring", "ring*4") is None
+    assert "2 to 64" in composition_problem("allgather", "ring", "ring*1")
+    assert "2 to 64" in composition_problem("allgather", "ring", "ring*x")
+    assert "transport" in composition_problem("allgather", "shm", "ring*4")
+    assert "transport" in composition_problem("reduce_scatter", "ring", "mpi*4")
+    assert "in flight" in composition_problem("allgather", "ring", "direct*2")
+    assert "whole buffer" in composition_problem("allreduce", "rdfull", "rdfull*2")
+    assert "strided block" in composition_problem("allgather", "rd", "ring*2")
+    assert "named on the inter phase" in composition_problem("allgather", "ring*2", "ring")
+    assert "unknown phase algorithm 'ringg'" in composition_problem("allgather", "ring", "ringg*2")

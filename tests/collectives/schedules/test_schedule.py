@@ -90,11 +90,11 @@ def test_a_template_scaled_to_a_count_is_the_schedule_built_for_it(collective, a
 
 
 def test_hierarchical_templates_scale_like_built_schedules():
-    specs = ("ring", "rd", "bruck", "rdfull", "tree", "mpi")
+    specs = ("ring", "rd", "bruck", "rdfull", "tree", "mpi", "direct")
     checked = 0
     for collective in ("allgather", "reduce_scatter", "allreduce"):
         for intra in specs:
-            for inter in specs:
+            for inter in (*specs, "ring*3", "rd*2", "bruck*4"):  # pipelined: blocks of 3, 2, 4 pieces
                 if composition_problem(collective, intra, inter):
                     continue
                 for grid in (Grid(4, 2), Grid(6, 3), Grid(8, 2)):
@@ -138,6 +138,10 @@ def test_template_count_rules():
     assert templates.template_count("allreduce", 4, 13) is None
     assert templates.template_count("allreduce", 4, 2) is None
     assert templates.template_count("allgather", 4, 0) is None
+    assert templates.template_count("allgather", 4, 12, granule=4) == (4, 3)  # blocks in 4 pieces
+    assert templates.template_count("allgather", 4, 10, granule=4) is None  # uneven pieces: built as it is
+    assert templates.template_count("allreduce", 4, 32, granule=4) == (16, 2)
+    assert templates.template_count("allreduce", 4, 12, granule=4) is None
 
 
 @pytest.mark.parametrize("nranks", [2048])
