@@ -4,28 +4,32 @@ Started by the user's own launcher (``mpiexec -hosts h1,h2 -n 4 pccl-bench run s
 --launcher none``, ``srun -N 2 pccl-bench ...``), every process runs this: rank 0 reads the suite,
 learns where the job's ranks are (gathered to it, once), plans the one launch that fits the job,
 owns the run folder and the table; every rank runs the worker's loop in-process on the plan
-rank 0 broadcasts. Started alone, it is a job of one rank. The outer launcher owns the time limit
-and the cleanup of a failed rank.
+rank 0 broadcasts. Started alone, it is a job of one rank. The outer launcher owns the cleanup of a
+failed rank; the suite's ``timeout_s`` still bounds each launch (a watchdog on rank 0 writes the
+launch's unfinished cells as ``timeout``, the table of what finished, and aborts the job, as the
+launcher's own timeout would end an MPI job it started).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 import traceback
+from pathlib import Path
 
 from rich.console import Console
 
-from bench.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput
+from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, BadInput
 from bench.plan.cells import LaunchPlan
 from bench.plan.hosts import Host, HostPlan
 from bench.run import hostfacts
 from bench.run.launch import BASE_ENV, MACHINE_RANKS_VARIABLE, Launcher, mpi_flavour
-from bench.run.parts import read_parts
+from bench.run.parts import append_rows, read_parts
 from bench.run.provenance import recorded_env
 from bench.sweep.options import Run, SweepOptions, lock_folder, open_run, start_folder, where_of
-from bench.sweep.run import FINISHED, check_fits, exit_code, finish, launch_plan, print_summary
+from bench.sweep.run import FINISHED, check_fits, exit_code, finish, launch_plan, missing_rows, print_summary
 from bench.sweep.where import Where
 
 THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
@@ -128,6 +132,29 @@ def _warn_if_unthrottled(launches: list, where: Where, env: dict[str, str], out:
                   f"export them (srun)[/yellow]", highlight=False, soft_wrap=True)
 
 
+def _watchdog(run: Run, where: Where, plan: LaunchPlan, comm, out: Console, started: float) -> threading.Timer:
+    """A timer of the suite's timeout_s for one launch run in this job: when it fires (a cell hangs,
+    no outer limit ended the job), the launch's cells without a row get ``timeout`` rows, the table
+    is written from what finished, and the job is aborted with exit code 3 (the other ranks may be
+    inside a collective that never completes)."""
+    def expire() -> None:
+        seen = {row["cell_key"] for row in read_parts(run.folder)}
+        error = (f"still running after the suite's timeout_s of {run.suite.timeout_s:g} s inside the job "
+                 "(--launcher none): the job was aborted")
+        append_rows(Path(plan.part), [{**row, "launch_id": plan.launch_id}
+                                      for row in missing_rows(plan.cells, seen, "timeout", error)])
+        results = finish(run, where.launcher, where, started)
+        out.print(f"[red]{plan.launch_id}: {error}[/red]", highlight=False, soft_wrap=True)
+        print_summary(results, run.folder, out)
+        sys.stdout.flush()
+        comm.Abort(EXIT_CELLS_FAILED)
+
+    timer = threading.Timer(run.suite.timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def _measure(run: Run, where: Where, launches: list, comm, out: Console) -> int:
     from bench.run.worker import run_plan
 
@@ -150,7 +177,11 @@ def _measure(run: Run, where: Where, launches: list, comm, out: Console) -> int:
             machine = {MACHINE_RANKS_VARIABLE: str(where.load(launch).ranks)}
             comm.bcast({"plan": plan.to_dict(), "env": machine}, root=0)
             os.environ.update(machine)
-            run_plan(plan, comm)
+            watchdog = _watchdog(run, where, plan, comm, out, started)
+            try:
+                run_plan(plan, comm)
+            finally:
+                watchdog.cancel()
             out.print(f"{launch.launch_id}: {len(todo)} cells", highlight=False)
     except KeyboardInterrupt:
         out.print("[yellow]interrupted: writing the table of the finished cells[/yellow]")
