@@ -250,12 +250,12 @@ def test_launcher_none_ends_a_hung_launch_at_the_suites_timeout(tmp_path: Path):
     """Under an outer mpiexec with no time limit, a rank that hangs at the launch's second cell: the
     suite's timeout_s ends the job (exit 3), the first cell's row kept, the others written as timeout
     rows, the table written."""
-    suite_path = write(tmp_path, ranks=[2], collectives=["allgather"], timeout_s=15)
+    suite_path = write(tmp_path, ranks=[2], collectives=["allgather"], timeout_s=8)
     outer = [find_mpiexec(), "-n", "2"]
     result = run_cli("run", "sweep", suite_path, "--launcher", "none", "--out", tmp_path / "run", prefix=outer,
                      env={"PCCL_BENCH_FAULT": "hang:rank=1:cell=1"}, timeout=90)
     assert result.returncode == 3, describe(result)
-    assert "timeout_s of 15 s" in result.stdout, describe(result)
+    assert "timeout_s of 8 s" in result.stdout, describe(result)
     frame = pd.read_parquet(tmp_path / "run" / "results.parquet")  # 2 implementations x 4 sizes
     assert len(frame) == 8 and (frame["status"] == "ok").sum() == 1, frame[["status", "error"]]
     assert (frame.loc[frame["status"] != "ok", "status"] == "timeout").all(), frame[["status", "error"]]
