@@ -15,12 +15,10 @@ import statistics
 import sys
 from pathlib import Path
 
+from bench.plan.sizes import format_size
+
 SMALL_BYTES = 4096
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
-
-
-def size_label(nbytes: int) -> str:
-    return f"{nbytes >> 10} KiB" if nbytes >= 1024 else f"{nbytes} B"
 
 
 def summary(measured: dict) -> list[str]:
@@ -45,9 +43,9 @@ def summary(measured: dict) -> list[str]:
             if not small or not large:
                 continue
             lowest, slowest_ring = min(small), min(ring_over_hier)
-            lines.append(f"| {link} | {collective} | {lowest[0]:.2f} ({size_label(lowest[1])}), "
+            lines.append(f"| {link} | {collective} | {lowest[0]:.2f} ({format_size(lowest[1])}), "
                          f"{statistics.median(value for value, _ in small):.2f} | {min(large):.2f} - {max(large):.2f} "
-                         f"| {slowest_ring[0]:.2f} ({size_label(slowest_ring[1])}) |")
+                         f"| {slowest_ring[0]:.2f} ({format_size(slowest_ring[1])}) |")
     return lines
 
 

@@ -26,6 +26,7 @@ from lab_arms import arm_samples, as_run, ratio_of
 from lab_hier import LINKS, link_bound_us
 
 from bench.lab import lab as lab_ops
+from bench.plan.sizes import format_size
 
 LAB = "turns"
 
@@ -51,11 +52,6 @@ def figures(run: Path, rate_gbit: float | None, pairs: list[tuple[str, str]]) ->
 
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})" if values else "-"
-
-
-def size_label(nbytes: int) -> str:
-    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 and not nbytes % (1 << 20) else \
-        f"{nbytes >> 10} KiB" if nbytes >= 1 << 10 and not nbytes % (1 << 10) else f"{nbytes} B"
 
 
 def main(suite: Path | None = None, pairs: str | None = None, links: str = "bridge,50 us + 1 Gbit/s",
@@ -103,7 +99,7 @@ def main(suite: Path | None = None, pairs: str | None = None, links: str = "brid
             def median_of(values: list[float]) -> str:
                 return f"{statistics.median(values):.0f}" if values else "-"
 
-            line = (f"| {key.split()[0]} | {size_label(int(key.split()[1]))} | "
+            line = (f"| {key.split()[0]} | {format_size(int(key.split()[1]))} | "
                     + " | ".join(median_of([c["median_us"][arm] for c in present if arm in c["median_us"]])
                                  for arm in arms) + " | "
                     + " | ".join(spread([c["ratios"][f"{s} / {f}"][0] for c in present
