@@ -7,7 +7,8 @@ PY := $(VENV)/bin/python
 SLURM ?= 1
 # Two workers, each test file on one (its module fixtures built once); TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+# --durations: the slowest tests in every log, to watch the 15-minute budget on 2 cores
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 STAMP := $(VENV)/.pccl-bench-installed
 
 .PHONY: setup sweep test lint bench clean

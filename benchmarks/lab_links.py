@@ -9,7 +9,10 @@ setting: the kernel bridge; the emulator with 1 us (its floor), 50 us and 200 us
 round trips, one way = half) gives the median one-way time of 8 B (300 round trips) and of 1 MiB
 (30), the rate of 1 MiB sent both ways at once (30 MPI_Sendrecv exchanges: both directions' bytes
 over the median exchange; what the link setting lets through in all, the lab model's fabric
-rate, benchmarks/lab_model.py), and the emulator's own figures: how late frames left against their
+rate, benchmarks/lab_model.py), the 8 B exchange of one pair of ranks across the hosts while a
+second pair waits and while it exchanges too (two ranks a host, ``pairs:1`` and ``pairs:2``: as busy
+as the lab's 4-rank cells; half the difference is what each further message in flight adds, the lab
+model's cost per message), and the emulator's own figures: how late frames left against their
 due time (p50 and p90, as the bound of its power-of-two histogram bucket) and the CPU it used per
 second of the run.
 Quoted: the median over rounds, and the range.
@@ -41,8 +44,9 @@ SETTINGS = {
 SMALL, LARGE = 8, 1 << 20
 
 
-def pingpong(size: int, repeats: int, mode: str = "pingpong") -> dict:
-    argv = [find_mpiexec() or "mpiexec", "-hosts", "h1:1,h2:1", "-n", "2", sys.executable,
+def pingpong(size: int, repeats: int, mode: str = "pingpong", per_host: int = 1) -> dict:
+    argv = [find_mpiexec() or "mpiexec", "-hosts", f"h1:{per_host},h2:{per_host}", "-n", str(2 * per_host),
+            sys.executable,
             str(ROOT / "tests" / "mpi_scripts" / "pingpong.py"), str(size), str(repeats), mode]
     result = on_login(LAB, argv, 300)
     if result.returncode != 0:
@@ -56,9 +60,11 @@ def measure(name: str, link: Link) -> dict:
     small = pingpong(SMALL, 300)
     large = pingpong(LARGE, 30)
     both = pingpong(LARGE, 30, "exchange")
+    # 4 busy ranks on 2 cores: which two run varies over tens of ms, so many more exchanges than the 2-rank probes
+    one_pair, two_pairs = (pingpong(SMALL, 2000, f"pairs:{active}", per_host=2) for active in (1, 2))
     wall = time.monotonic() - started
     figures = {"small_us": small["p50_us"], "small_min_us": small["min_us"], "large_gbps": large["gbps"],
-               "duplex_gbps": both["gbps"]}
+               "duplex_gbps": both["gbps"], "pair_us": one_pair["p50_us"], "two_pairs_us": two_pairs["p50_us"]}
     if link.emulated:
         lab = lab_ops.load(LAB)
         links.stop_emulator(lab)  # it writes its last figures as it ends
@@ -94,8 +100,9 @@ def summary(rounds: list[dict]) -> dict:
 def table(result: dict) -> str:
     base = result["bridge"]["small_us"]["median"]
     lines = ["| link | 8 B one way, us (range) | bridge + delay | 1 MiB, GB/s (range) | set rate, GB/s | "
-             "1 MiB both ways at once, GB/s in all (range) | frames late, p50 / p90 | emulator CPU |",
-             "|---|---|---|---|---|---|---|---|"]
+             "1 MiB both ways at once, GB/s in all (range) | 8 B exchange, 1 pair / 2 pairs at once, us | "
+             "frames late, p50 / p90 | emulator CPU |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, link in SETTINGS.items():
         row = result[name]
         small, large = row["small_us"], row["large_gbps"]
@@ -103,9 +110,11 @@ def table(result: dict) -> str:
                     f"{row['cpu_share']['median']:.0%}" if "cpu_share" in row else "- | -")
         rate = f"{link.rate_gbit / 8:.3f}" if link.rate_gbit else "-"
         both = row["duplex_gbps"]
+        pairs = (f"{row['pair_us']['median']:.1f} / {row['two_pairs_us']['median']:.1f}" if "pair_us" in row
+                 else "-")
         lines.append(f"| {name} | {small['median']:.1f} ({small['low']:.1f}-{small['high']:.1f}) | "
                      f"{base + link.delay_us:.1f} | {large['median']:.3f} ({large['low']:.3f}-{large['high']:.3f}) | "
-                     f"{rate} | {both['median']:.3f} ({both['low']:.3f}-{both['high']:.3f}) | {emulator} |")
+                     f"{rate} | {both['median']:.3f} ({both['low']:.3f}-{both['high']:.3f}) | {pairs} | {emulator} |")
     return "\n".join(lines)
 
 

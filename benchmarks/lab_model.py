@@ -2,7 +2,9 @@
 machine description made from the lab's own probes between two hosts (docs/lab/links.json: MPI
 ping-pong latency and bandwidth, and the rate of both directions at once, the description's fabric:
 every inter-host byte of a step shares it, since all the lab's links run through one machine's network
-stack and emulator; within a host, this machine's fitted shared memory, suites/machines/local.yaml),
+stack and emulator; where the probes have the pair exchanges, the cost of each further message in flight
+in a step, half of two pairs' 8 B exchange minus one pair's; within a host, this machine's fitted shared
+memory, suites/machines/local.yaml),
 then ``pccl-bench model fit`` from it on the 2-host cells alone (the fabric kept at the probe's rate)
 and ``pccl-bench model check`` of the fitted description on every 4-host cell, which the fit never saw.
 
@@ -15,7 +17,8 @@ RUNS holds lab_hier's ``--out-runs`` folders of both shapes: RUNS/2x2/<round>-<l
 RUNS/4x1/<round>-<link>/run. ``--from-errors DIR`` fits and checks again the cells of an earlier
 run's per-cell tables (DIR/lab-<link>.fit.csv and .check.csv: each cell's median over its rounds, as
 `model fit` took them) under the descriptions made from today's probes; ``--no-fabric`` leaves the
-fabric out (the model before it). Quoted per link, over the held-out cells'
+fabric out (the model before it), ``--message-us X`` sets the cost per message instead of the probes
+(0: the fabric's rate alone). Quoted per link, over the held-out cells'
 medians across rounds: the median and 90th-percentile error factor (max(model/measured,
 measured/model)) per implementation, the share of cells (collective, size) whose predicted fastest
 implementation is the measured fastest, and the share where the predicted one measured within 10%
@@ -45,7 +48,8 @@ PROBES = ROOT / "docs" / "lab" / "links.json"
 LINK_OF_FOLDER = {link_slug(name): name for name in ("bridge", "50 us", "200 us", "50 us + 1 Gbit/s")}
 
 
-def lab_machine(link: str, folder: Path, fabric: bool = True, probes: Path = PROBES) -> Path:
+def lab_machine(link: str, folder: Path, fabric: bool = True, probes: Path = PROBES,
+                message_us: float | None = None) -> Path:
     """local.yaml with the inter-host link of the probes (median over their rounds) and, with ``fabric``, the
     rate of both directions at once as the fabric's."""
     rounds = json.loads(probes.read_text())["rounds"]
@@ -55,16 +59,26 @@ def lab_machine(link: str, folder: Path, fabric: bool = True, probes: Path = PRO
 
     latency, bandwidth = median("small_us"), median("large_gbps")
     fabric_gbps = median("duplex_gbps") if fabric else None
+    from_probe = message_us is None and fabric and "two_pairs_us" in rounds[0][link]
+    if from_probe:  # the second pair's two messages, per message: what a message in flight adds to the others
+        message_us = max(0.0, float(pd.Series([(entry[link]["two_pairs_us"] - entry[link]["pair_us"]) / 2
+                                               for entry in rounds]).median()))
     slug = link_slug(link)
     local, _ = load_machine("local")
     inter = local.inter.model_copy(update={"latency_us": latency, "bandwidth_gbps": bandwidth})
     shared = f", all of them sharing {fabric_gbps:.3f} GB/s" if fabric else ""
+    if message_us is not None:
+        shared += f", each further message of a step {message_us:.1f} us"
     where = probes.relative_to(ROOT) if probes.is_relative_to(ROOT) else probes
     sources = {**local.sources, "inter": f"{where}, {link}: 8 B one way, 1 MiB GB/s (medians)"}
     if fabric:
         sources["fabric_gbps"] = f"{where}, {link}: 1 MiB both ways at once, GB/s in all (median)"
+    if message_us is not None:
+        sources["fabric_message_us"] = (f"{where}, {link}: 8 B exchange, two pairs at once minus one, per message "
+                                        "(median over rounds)" if from_probe else "given (--message-us)")
     machine = local.model_copy(update={
         "name": f"lab-{slug}", "inter": inter, "fit": None, "fabric_gbps": fabric_gbps,
+        "fabric_message_us": message_us,
         "description": f"the lab at {link}: 2-4 namespace hosts on this 2-core machine; between hosts the probes' "
                        f"{latency:.1f} us and {bandwidth:.3f} GB/s{shared}, within a host the local fit",
         "sources": sources})
@@ -163,6 +177,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("lab-model"))
     parser.add_argument("--from-errors", type=Path, help="refit the cells of an earlier run's per-cell tables")
     parser.add_argument("--no-fabric", action="store_true", help="descriptions without the probes' fabric rate")
+    parser.add_argument("--message-us", type=float, help="each inter-host message of a step beyond the first adds "
+                        "this (us) to the step, instead of the probes' figure (pairs:2 - pairs:1, per message)")
     parser.add_argument("--probes", type=Path, default=PROBES,
                         help="benchmarks/lab_links.py --json of the probes to describe the links by")
     args = parser.parse_args()
@@ -173,7 +189,7 @@ def main() -> None:
         summary = {}
         for slug, link in LINK_OF_FOLDER.items():
             if (args.from_errors / f"lab-{slug}.check.csv").exists():
-                base = lab_machine(link, args.out, not args.no_fabric, args.probes.resolve())
+                base = lab_machine(link, args.out, not args.no_fabric, args.probes.resolve(), args.message_us)
                 summary[link] = refit_errors(base, args.from_errors, args.out / base.stem)
                 print(f"{link}: {json.dumps(summary[link])}", flush=True)
         (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -188,7 +204,7 @@ def main() -> None:
         if set(shapes) != {2, 4}:
             print(f"{link}: runs of {sorted(shapes)} hosts only; skipped", file=sys.stderr)
             continue
-        base = lab_machine(link, args.out, not args.no_fabric, args.probes.resolve())
+        base = lab_machine(link, args.out, not args.no_fabric, args.probes.resolve(), args.message_us)
         summary[link] = fit_and_check(base, shapes[2], shapes[4], args.out / base.stem)
         print(f"{link}: {json.dumps(summary[link])}", flush=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

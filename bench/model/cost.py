@@ -43,6 +43,7 @@ def theta(machine: Machine, library: str) -> np.ndarray:
         lib.step_overhead_us, lib.call_overhead_us,
         inter.node_latency_us, inter.band_us, lib.call_us_per_node, inter.protocol_us,
         us_per_byte(machine.fabric_gbps) if machine.fabric_gbps else 0.0,
+        machine.fabric_message_us or 0.0,
     ])
 
 
@@ -68,7 +69,7 @@ def leg_setting(machine: Machine, library: str, nranks: int, nnodes: int) -> Leg
     band = tuple(inter_link.band_bytes) if inter_link.band_bytes else None
     return LegSetting(_threshold(intra_link), _threshold(inter_link), band, inter_link.protocol_bytes,
                       _reduce_param(machine, library), _reduce_param(machine, "mpi"), machine.off_core_share(nranks),
-                      nnodes, machine.fabric_gbps is not None)
+                      nnodes, machine.shared_fabric)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Every step of a profile (bench/model/steps.py) becomes, for each representative rank, an intra-node and
 an inter-node message leg (and, on a machine with a shared fabric, a fabric leg: the inter-node leg with the
-step's bytes of every rank over the fabric's rate in place of the rank's own over its link's) and a local
+step's bytes of every rank over the fabric's rate in place of the rank's own over its link's, and a cost per
+message of every rank beyond the first) and a local
 action, each a feature vector over PARAMS. The critical path takes the slowest leg of every rank (plus its
 action), the slowest rank of every step, and sums over steps. The
 legs depend only on the profile, the scale and a LegSetting, not on the priced terms, so a fit that
@@ -40,6 +41,8 @@ PARAMS = (
     "inter.protocol_us",
     # a fabric that every inter-node byte of a step shares (Machine.fabric_gbps): per byte of all ranks' step
     "fabric.us_per_byte",
+    # ... and per inter-node message of a step beyond the first, every rank's (Machine.fabric_message_us)
+    "fabric.us_per_message",
 )
 P = {name: index for index, name in enumerate(PARAMS)}
 #: bytes of legs (and of their stacks by shape) kept; the legs of a fit of ~1000 cells take ~20 MiB
@@ -98,6 +101,7 @@ def step_features(profile: Profile, scale: float, setting: LegSetting) -> tuple[
         fabric = inter.copy()
         fabric[..., P["inter.us_per_byte"]] = 0.0
         fabric[..., P["fabric.us_per_byte"]] = has_inter * profile.fabric_bytes * scale
+        fabric[..., P["fabric.us_per_message"]] = has_inter * np.maximum(profile.fabric_messages - 1, 0)
         legs.append(fabric)
     action = np.zeros_like(intra)
     action[..., P["copy.us_per_byte"]] = profile.copy_bytes * scale

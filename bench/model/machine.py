@@ -196,6 +196,9 @@ class Machine(Strict):
     #: the rate that all inter-node bytes of a step share, every node's flows together (a switch's capacity; in
     #: the lab, the one host's network stack and link emulator); none: each link carries its own at full rate
     fabric_gbps: Gbps | None = None
+    #: what each inter-node message of a step beyond the first adds to the step, every node's together (in the lab:
+    #: one machine's kernel and emulator handle every frame, on two cores); none: messages do not queue
+    fabric_message_us: float | None = Field(None, ge=0, le=1e6)
     price_per_gpu_hour_usd: Real | None = Field(None, ge=0, le=MAX_PRICE)
     libraries: dict[Annotated[str, Field(max_length=100)], Library] = Field(max_length=MAX_LIBRARIES)
     #: where each figure came from (free text per field)
@@ -224,6 +227,11 @@ class Machine(Strict):
         if self.nic_of_gpu is not None and ranks_per_node == self.gpus_per_node:
             return self.nic_of_gpu[local]
         return min(local * self.nics_per_node // ranks_per_node, self.nics_per_node - 1)
+
+    @property
+    def shared_fabric(self) -> bool:
+        """Whether the inter-node legs have a fabric leg beside them (a shared rate or per-message cost)."""
+        return self.fabric_gbps is not None or self.fabric_message_us is not None
 
     def off_core_share(self, nranks: int) -> float:
         """Share of ranks without a core at any moment, 1 - host_cores / ranks (0: not oversubscribed).

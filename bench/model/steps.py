@@ -33,7 +33,7 @@ from collectives.schedules.topology import Grid
 
 ALL_RANKS_UP_TO = 64
 FIELDS = ("intra_bytes", "inter_bytes", "send_inter", "recv_inter", "send_bytes_inter", "recv_bytes_inter",
-          "copy_bytes", "reduce_bytes", "mpi_reduce_bytes")
+          "send_messages_inter", "copy_bytes", "reduce_bytes", "mpi_reduce_bytes")
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class Profile:
     mpi_reduce_bytes: np.ndarray  # reductions inside MPI-library phases (``mpi`` phases of pccl-hier)
     #: the inter-node bytes every rank of the call sends in the step, the same in every column (a shared fabric's load)
     fabric_bytes: np.ndarray
+    #: the inter-node messages all ranks of the call send in the step, the same in every column (a shared fabric's
+    #: message load: in the lab, frames that one machine's kernel and emulator handle one after another)
+    fabric_messages: np.ndarray
     ranks: tuple[int, ...]
     #: the first of every distinct step (the same bytes on every rank: a ring repeats one step p - 1 times)
     distinct: np.ndarray | None = None
@@ -71,7 +74,7 @@ class Profile:
         return replace(self, intra_bytes=self.intra_bytes[pick], inter_bytes=self.inter_bytes[pick],
                        inter_shared_bytes=self.inter_shared_bytes[pick], copy_bytes=self.copy_bytes[pick],
                        reduce_bytes=self.reduce_bytes[pick], mpi_reduce_bytes=self.mpi_reduce_bytes[pick],
-                       fabric_bytes=self.fabric_bytes[pick])
+                       fabric_bytes=self.fabric_bytes[pick], fabric_messages=self.fabric_messages[pick])
 
 
 #: the elements of a block in the call the model walks: as many as a pipelined composition's most
@@ -118,6 +121,7 @@ def _plain_rows(steps: np.ndarray, grid: Grid, rank: int, itemsize: int) -> dict
         fields[f"{prefix}_inter"] = crosses
         fields[f"{prefix}_bytes_inter"] = np.where(crosses, moved, 0)
         fields[f"{prefix}_bytes_intra"] = np.where(crosses, 0, moved)
+    fields["send_messages_inter"] = fields["send_inter"].astype(np.int64)  # summed over a posted group, not or-ed
     action = steps[:, C["action"]]
     acted = steps[:, C["action_nblocks"]] * steps[:, C["action_count"]] * itemsize
     fields["copy_bytes"] = np.where(action == ACT_COPY, acted, 0)
@@ -216,14 +220,15 @@ def build_profile(variant: Variant, collective: str, grid: Grid, in_place: bool,
                           choices) for rank in ranks]
     fields = _stack(per_rank)
     arrays = (fields["intra_bytes"], fields["inter_bytes"], _nic_share(fields, ranks, grid, nics),
-              fields["copy_bytes"], fields["reduce_bytes"], fields["mpi_reduce_bytes"], _fabric_bytes(fields, grid))
+              fields["copy_bytes"], fields["reduce_bytes"], fields["mpi_reduce_bytes"],
+              _fabric_total(fields["send_bytes_inter"], grid), _fabric_total(fields["send_messages_inter"], grid))
     return Profile(unit, *arrays, tuple(ranks), *_distinct_steps(arrays))
 
 
-def _fabric_bytes(fields: dict[str, np.ndarray], grid: Grid) -> np.ndarray:
-    """Every rank's inter-node bytes of the step summed, in every column. Above ALL_RANKS_UP_TO ranks the
-    representatives' sum is scaled to the call's ranks (ranks of one role move the same bytes)."""
-    sent = fields["send_bytes_inter"].astype(np.float64)
+def _fabric_total(per_rank: np.ndarray, grid: Grid) -> np.ndarray:
+    """Every rank's inter-node bytes (or messages) of the step summed, in every column. Above ALL_RANKS_UP_TO
+    ranks the representatives' sum is scaled to the call's ranks (ranks of one role send the same)."""
+    sent = per_rank.astype(np.float64)
     total = sent.sum(axis=1, keepdims=True) * (grid.nranks / max(sent.shape[1], 1))
     return np.repeat(total, sent.shape[1], axis=1)
 

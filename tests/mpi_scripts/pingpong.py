@@ -2,8 +2,14 @@
 latency style (one barrier, then round trips back to back: a barrier per round trip would add
 its own skew across a slow link). ``exchange``: both ranks send SIZE to each other at once
 (MPI_Sendrecv, OSU's bidirectional bandwidth in one message), the time of each exchange.
+``pairs:K``: N ranks (N even) in N/2 pairs, rank r with rank r + N/2 (on two hosts of N/2 ranks each:
+every pair across them); the first K pairs exchange as ``exchange`` does, at once, while the others
+wait in a barrier; the time of each exchange of the first pair. Against ``pairs:1``, what the other
+pairs' messages add to one exchange: messages that queue for one network stack (the lab's hosts
+share one machine's kernel and link emulator).
 
     mpiexec -n 2 python pingpong.py SIZE[,SIZE...] [REPEATS] [exchange]
+    mpiexec -hosts h1:2,h2:2 -n 4 python pingpong.py SIZE [REPEATS] pairs:2
 
 Prints one JSON line from rank 0: {"SIZE": {"min_us", "p50_us", "gbps"}, ...} with the one-way
 time of each round trip (or the time of each exchange; min and median over REPEATS) and the
@@ -53,16 +59,42 @@ def exchange_us(comm: MPI.Comm, size: int, repeats: int) -> list[float]:
     return times
 
 
+def pairs_us(comm: MPI.Comm, size: int, repeats: int, active: int) -> list[float]:
+    half = comm.size // 2
+    if comm.size % 2 or not 1 <= active <= half:
+        raise SystemExit(f"pairs:{active} needs an even number of ranks and 1 to {half} pairs (ranks: {comm.size})")
+    pair = comm.rank % half
+    peer = comm.rank + half if comm.rank < half else comm.rank - half
+    send, recv = np.zeros(max(size, 1), dtype=np.uint8), np.zeros(max(size, 1), dtype=np.uint8)
+    times = []
+    comm.Barrier()
+    if pair < active:
+        for index in range(repeats + 3):
+            start = MPI.Wtime()
+            comm.Sendrecv(send, peer, 0, recv, peer, 0)
+            if index >= 3:
+                times.append((MPI.Wtime() - start) * 1e6)
+    comm.Barrier()
+    return times
+
+
 def main() -> None:
     sizes = [int(size) for size in sys.argv[1].split(",")]
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 50
     comm = MPI.COMM_WORLD
-    exchange = len(sys.argv) > 3 and sys.argv[3] == "exchange"
+    mode = sys.argv[3] if len(sys.argv) > 3 else "pingpong"
+    if mode not in ("pingpong", "exchange") and not mode.startswith("pairs:"):
+        raise SystemExit(f"mode {mode!r}: expected pingpong, exchange or pairs:K")
     figures = {}
     for size in sizes:
-        times = (exchange_us if exchange else one_way_us)(comm, size, repeats)
+        if mode.startswith("pairs:"):
+            times = pairs_us(comm, size, repeats, int(mode.partition(":")[2]))
+        else:
+            times = (exchange_us if mode == "exchange" else one_way_us)(comm, size, repeats)
+        if comm.rank != 0:
+            continue
         median = float(np.median(times))
-        moved = 2 * size if exchange else size
+        moved = size if mode == "pingpong" else 2 * size
         figures[str(size)] = {"min_us": min(times), "p50_us": median, "gbps": moved / median / 1e3}
     if comm.rank == 0:
         print(json.dumps(figures), flush=True)

@@ -81,6 +81,22 @@ def test_direct_exchange_is_one_step_of_all_its_messages() -> None:
     assert model("allgather", "pccl-flat:direct", 8, count=1) < 0.6 * model("allgather", "pccl-flat:rd", 8, count=1)
 
 
+def test_each_further_message_in_flight_on_a_shared_fabric_adds_its_cost() -> None:
+    message_us = 50.0  # above the per-byte cost of a B message, so the fabric leg is the slower
+    fabric = toy(fabric_message_us=message_us)
+
+    def on(nodes: int, variant: str) -> float:
+        return predict_us(Call("allgather", parse_variant(variant), 4, 4 // nodes, C, 4), fabric)
+
+    # 2 nodes x 2: one rank a node crosses per ring step, 2 messages in flight; 4 x 1: all 4 cross
+    assert on(2, "pccl-flat:ring") == pytest.approx(copy(B) + 3 * (ALPHA_INTER + 1 * message_us))
+    assert on(4, "pccl-flat:ring") == pytest.approx(copy(B) + 3 * (ALPHA_INTER + 3 * message_us))
+    # direct's posted group is one step of every rank's 3 messages: 12 in flight
+    assert on(4, "pccl-flat:direct") == pytest.approx(copy(B) + ALPHA_INTER + 11 * message_us)
+    # none without the term: the ring's steps are the link's
+    assert model("allgather", "pccl-flat:ring", 4) == pytest.approx(copy(B) + 3 * inter(B))
+
+
 def test_hierarchical_allgather_two_levels_on_eight_ranks() -> None:
     # 4 nodes of 2: rail rd over 4 nodes (blocks of 1 then 2 chunks, two rails on one NIC), then the
     # intra-node ring moves the node's 4 chunks of the other rank

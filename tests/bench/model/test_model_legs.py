@@ -41,7 +41,7 @@ def _step_by_step(call: Call, machine, params: np.ndarray, name: str) -> np.ndar
     profile, scale = call_profile(call, machine, name)
     nnodes = call.nranks // call.ranks_per_node
     legs, action = step_features(profile, scale, leg_setting(machine, library, call.nranks, nnodes))
-    assert len(legs) == (3 if machine.fabric_gbps else 2)
+    assert len(legs) == (3 if machine.shared_fabric else 2)
     slowest_leg = np.argmax(np.stack([leg @ params for leg in legs]), axis=0)  # ties: the first (intra)
     slower = np.choose(slowest_leg[..., None], legs) + action
     total = slower[np.arange(len(slower)), np.argmax(slower @ params, axis=1)].sum(axis=0)
@@ -50,12 +50,13 @@ def _step_by_step(call: Call, machine, params: np.ndarray, name: str) -> np.ndar
     return total
 
 
-@pytest.mark.parametrize(("machine_name", "fabric_gbps"), [("frontier-paper", None), ("perlmutter-paper", None),
-                                                           ("frontier-paper", 50.0)])
-def test_batched_merged_critical_path_is_the_step_by_step_one_bit_for_bit(machine_name: str,
-                                                                         fabric_gbps: float | None) -> None:
+@pytest.mark.parametrize(("machine_name", "fabric_gbps", "message_us"),
+                         [("frontier-paper", None, None), ("perlmutter-paper", None, None),
+                          ("frontier-paper", 50.0, None), ("frontier-paper", None, 3.0)])
+def test_batched_merged_critical_path_is_the_step_by_step_one_bit_for_bit(machine_name: str, fabric_gbps: float | None,
+                                                                         message_us: float | None) -> None:
     machine, _ = load_machine(machine_name)
-    machine = machine.model_copy(update={"fabric_gbps": fabric_gbps})
+    machine = machine.model_copy(update={"fabric_gbps": fabric_gbps, "fabric_message_us": message_us})
     rng = np.random.default_rng(3)
     checked = on_fabric = 0
     for variant in VARIANTS:
@@ -72,7 +73,7 @@ def test_batched_merged_critical_path_is_the_step_by_step_one_bit_for_bit(machin
                 assert name == reference_name, call
                 assert features.tobytes() == reference.tobytes(), (call, features - reference)
                 checked += 1
-                on_fabric += features[P["fabric.us_per_byte"]] > 0
+                on_fabric += features[P["fabric.us_per_byte"]] + features[P["fabric.us_per_message"]] > 0
     assert checked > 200
     # with a fabric, some steps are priced by it (and none without one)
-    assert (on_fabric > 20) if fabric_gbps else on_fabric == 0, on_fabric
+    assert (on_fabric > 20) if machine.shared_fabric else on_fabric == 0, on_fabric
