@@ -61,7 +61,8 @@ def lab_machine(link: str, folder: Path, fabric: bool = True, probes: Path = PRO
     fabric_gbps = median("duplex_gbps") if fabric else None
     from_probe = message_us is None and fabric and "two_pairs_us" in rounds[0][link]
     if from_probe:  # the second pair's two messages, per message: what a message in flight adds to the others
-        message_us = max(0.0, float(pd.Series([(entry[link]["two_pairs_us"] - entry[link]["pair_us"]) / 2
+        message_us = max(0.0, float(pd.Series([entry[link].get("message_us", (entry[link]["two_pairs_us"]
+                                                                              - entry[link]["pair_us"]) / 2)
                                                for entry in rounds]).median()))
     slug = link_slug(link)
     local, _ = load_machine("local")

@@ -6,10 +6,14 @@ its own skew across a slow link). ``exchange``: both ranks send SIZE to each oth
 every pair across them); the first K pairs exchange as ``exchange`` does, at once, while the others
 wait in a barrier; the time of each exchange of the first pair. Against ``pairs:1``, what the other
 pairs' messages add to one exchange: messages that queue for one network stack (the lab's hosts
-share one machine's kernel and link emulator).
+share one machine's kernel and link emulator). ``pairs``: the two in turns, in blocks (one pair, then two,
+the order swapped every block), so that both see the same moments of a busy machine; besides each one's
+median, ``message_us``: the median over blocks of (two pairs' median - one pair's) / 2, what each
+further message in flight adds.
 
     mpiexec -n 2 python pingpong.py SIZE[,SIZE...] [REPEATS] [exchange]
     mpiexec -hosts h1:2,h2:2 -n 4 python pingpong.py SIZE [REPEATS] pairs:2
+    mpiexec -hosts h1:2,h2:2 -n 4 python pingpong.py SIZE [REPEATS] pairs     # REPEATS per block and arm
 
 Prints one JSON line from rank 0: {"SIZE": {"min_us", "p50_us", "gbps"}, ...} with the one-way
 time of each round trip (or the time of each exchange; min and median over REPEATS) and the
@@ -78,15 +82,32 @@ def pairs_us(comm: MPI.Comm, size: int, repeats: int, active: int) -> list[float
     return times
 
 
+def pairs_in_turns(comm: MPI.Comm, size: int, repeats: int, blocks: int = 20) -> dict:
+    """One pair and two pairs at once in turns, ``repeats`` exchanges each per block (rank 0's figures)."""
+    one, two, differences = [], [], []
+    for block in range(blocks):
+        medians = {}
+        for active in ((1, 2) if block % 2 == 0 else (2, 1)):
+            times = pairs_us(comm, size, repeats, active)
+            (one if active == 1 else two).extend(times)
+            medians[active] = float(np.median(times)) if times else 0.0
+        differences.append((medians[2] - medians[1]) / 2)
+    return {"pair_us": float(np.median(one)) if one else 0.0, "two_pairs_us": float(np.median(two)) if two else 0.0,
+            "message_us": float(np.median(differences))}
+
+
 def main() -> None:
     sizes = [int(size) for size in sys.argv[1].split(",")]
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 50
     comm = MPI.COMM_WORLD
     mode = sys.argv[3] if len(sys.argv) > 3 else "pingpong"
-    if mode not in ("pingpong", "exchange") and not mode.startswith("pairs:"):
-        raise SystemExit(f"mode {mode!r}: expected pingpong, exchange or pairs:K")
+    if mode not in ("pingpong", "exchange", "pairs") and not mode.startswith("pairs:"):
+        raise SystemExit(f"mode {mode!r}: expected pingpong, exchange, pairs or pairs:K")
     figures = {}
     for size in sizes:
+        if mode == "pairs":
+            figures[str(size)] = pairs_in_turns(comm, size, repeats)
+            continue
         if mode.startswith("pairs:"):
             times = pairs_us(comm, size, repeats, int(mode.partition(":")[2]))
         else:

@@ -66,5 +66,10 @@ def test_the_lab_model_takes_half_the_second_pairs_cost_per_message(tmp_path: Pa
     assert load_machine(lab_model.lab_machine("50 us", tmp_path, probes=faster))[0].fabric_message_us == 0.0
     bare, _ = load_machine(lab_model.lab_machine("50 us", tmp_path, fabric=False, probes=probes))
     assert bare.fabric_message_us is None and bare.fabric_gbps is None
+    # the probe in turns gives its own paired figure per round (the median over blocks): taken before the medians'
+    paired = tmp_path / "paired.json"
+    paired.write_text(json.dumps({"rounds": [{"50 us": {**json.loads(probes.read_text())["rounds"][0]["50 us"],
+                                                        "message_us": value}} for value in (1.0, 3.0, 2.0)]}))
+    assert load_machine(lab_model.lab_machine("50 us", tmp_path, probes=paired))[0].fabric_message_us == 2.0
     given, _ = load_machine(lab_model.lab_machine("50 us", tmp_path, probes=probes, message_us=7.0))
     assert given.fabric_message_us == 7.0 and given.sources["fabric_message_us"] == "given (--message-us)"
