@@ -179,7 +179,7 @@ def main() -> None:
     parser.add_argument("--from-errors", type=Path, help="refit the cells of an earlier run's per-cell tables")
     parser.add_argument("--no-fabric", action="store_true", help="descriptions without the probes' fabric rate")
     parser.add_argument("--message-us", type=float, help="each inter-host message of a step beyond the first adds "
-                        "this (us) to the step, instead of the probes' figure (pairs:2 - pairs:1, per message)")
+                        "this (us) to the step, instead of the probes' figure (two pairs against one)")
     parser.add_argument("--probes", type=Path, default=PROBES,
                         help="benchmarks/lab_links.py --json of the probes to describe the links by")
     args = parser.parse_args()

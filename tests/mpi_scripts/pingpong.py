@@ -2,17 +2,14 @@
 latency style (one barrier, then round trips back to back: a barrier per round trip would add
 its own skew across a slow link). ``exchange``: both ranks send SIZE to each other at once
 (MPI_Sendrecv, OSU's bidirectional bandwidth in one message), the time of each exchange.
-``pairs:K``: N ranks (N even) in N/2 pairs, rank r with rank r + N/2 (on two hosts of N/2 ranks each:
-every pair across them); the first K pairs exchange as ``exchange`` does, at once, while the others
-wait in a barrier; the time of each exchange of the first pair. Against ``pairs:1``, what the other
-pairs' messages add to one exchange: messages that queue for one network stack (the lab's hosts
-share one machine's kernel and link emulator). ``pairs``: the two in turns, in blocks (one pair, then two,
-the order swapped every block), so that both see the same moments of a busy machine; besides each one's
-median, ``message_us``: the median over blocks of (two pairs' median - one pair's) / 2, what each
-further message in flight adds.
+``pairs``: N ranks (N even) in N/2 pairs, rank r with rank r + N/2 (on two hosts of N/2 ranks each:
+every pair across them); in blocks, the first pair exchanges as ``exchange`` does while the others wait
+in a barrier, then the first two pairs at once (the order swapped every block, so that both arms see the
+same moments of a busy machine); the first pair's times: each arm's median, and ``message_us``, the median
+over blocks of (two pairs' median - one pair's) / 2: what each further message in flight adds, messages
+queued for one network stack (the lab's hosts share one machine's kernel and link emulator).
 
     mpiexec -n 2 python pingpong.py SIZE[,SIZE...] [REPEATS] [exchange]
-    mpiexec -hosts h1:2,h2:2 -n 4 python pingpong.py SIZE [REPEATS] pairs:2
     mpiexec -hosts h1:2,h2:2 -n 4 python pingpong.py SIZE [REPEATS] pairs     # REPEATS per block and arm
 
 Prints one JSON line from rank 0: {"SIZE": {"min_us", "p50_us", "gbps"}, ...} with the one-way
@@ -50,11 +47,11 @@ def one_way_us(comm: MPI.Comm, size: int, repeats: int) -> list[float]:
     return times
 
 
-def exchange_us(comm: MPI.Comm, size: int, repeats: int) -> list[float]:
+def exchange_us(comm: MPI.Comm, size: int, repeats: int, peer: int | None = None) -> list[float]:
+    """The time of each of ``repeats`` SIZE exchanges with ``peer`` (default: the other of two ranks)."""
     send, recv = np.zeros(max(size, 1), dtype=np.uint8), np.zeros(max(size, 1), dtype=np.uint8)
-    peer = 1 - comm.rank
+    peer = 1 - comm.rank if peer is None else peer
     times = []
-    comm.Barrier()
     for index in range(repeats + 3):
         start = MPI.Wtime()
         comm.Sendrecv(send, peer, 0, recv, peer, 0)
@@ -64,20 +61,13 @@ def exchange_us(comm: MPI.Comm, size: int, repeats: int) -> list[float]:
 
 
 def pairs_us(comm: MPI.Comm, size: int, repeats: int, active: int) -> list[float]:
+    """The first ``active`` pairs' exchanges at once (rank r with r + N/2), the others waiting."""
     half = comm.size // 2
     if comm.size % 2 or not 1 <= active <= half:
-        raise SystemExit(f"pairs:{active} needs an even number of ranks and 1 to {half} pairs (ranks: {comm.size})")
-    pair = comm.rank % half
-    peer = comm.rank + half if comm.rank < half else comm.rank - half
-    send, recv = np.zeros(max(size, 1), dtype=np.uint8), np.zeros(max(size, 1), dtype=np.uint8)
-    times = []
+        raise SystemExit(f"pairs needs an even number of ranks and 1 to {half} pairs active (ranks: {comm.size})")
     comm.Barrier()
-    if pair < active:
-        for index in range(repeats + 3):
-            start = MPI.Wtime()
-            comm.Sendrecv(send, peer, 0, recv, peer, 0)
-            if index >= 3:
-                times.append((MPI.Wtime() - start) * 1e6)
+    times = (exchange_us(comm, size, repeats, (comm.rank + half) % comm.size) if comm.rank % half < active
+             else [])
     comm.Barrier()
     return times
 
@@ -101,17 +91,18 @@ def main() -> None:
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 50
     comm = MPI.COMM_WORLD
     mode = sys.argv[3] if len(sys.argv) > 3 else "pingpong"
-    if mode not in ("pingpong", "exchange", "pairs") and not mode.startswith("pairs:"):
-        raise SystemExit(f"mode {mode!r}: expected pingpong, exchange, pairs or pairs:K")
+    if mode not in ("pingpong", "exchange", "pairs"):
+        raise SystemExit(f"mode {mode!r}: expected pingpong, exchange or pairs")
     figures = {}
     for size in sizes:
         if mode == "pairs":
             figures[str(size)] = pairs_in_turns(comm, size, repeats)
             continue
-        if mode.startswith("pairs:"):
-            times = pairs_us(comm, size, repeats, int(mode.partition(":")[2]))
+        if mode == "exchange":
+            comm.Barrier()
+            times = exchange_us(comm, size, repeats)
         else:
-            times = (exchange_us if mode == "exchange" else one_way_us)(comm, size, repeats)
+            times = one_way_us(comm, size, repeats)
         if comm.rank != 0:
             continue
         median = float(np.median(times))
