@@ -1,6 +1,6 @@
 """The per-link summary of a benchmarks/lab_arms.py run (its --json), as docs/LAB.md quotes it.
 
-    python benchmarks/arms_summary.py docs/lab/arms-direct.json
+    python benchmarks/arms_summary.py benchmarks/data/lab/arms-direct.json
 
 Per link and collective: mpi / best pccl at <= 4 KiB (the lowest median over rounds, at which size,
 and the median over those sizes), its range over the sizes from 32 KiB up, and flat ring / hier auto

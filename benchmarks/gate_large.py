@@ -5,7 +5,7 @@ default) with every cell's samples repeated to N rows in all (a launch keeps its
 continue), the current times x1.25 on every other cell, then runs the gate in a subprocess and
 reports its wall time, peak RSS (ru_maxrss of the child) and verdict counts.
 
-    .venv/bin/python benchmarks/gate_large.py --rows 10000000 --json docs/inputs/gate-large.json
+    .venv/bin/python benchmarks/gate_large.py --rows 10000000 --json benchmarks/data/inputs/gate-large.json
     git archive HEAD~1 | tar -x -C /tmp/before && .venv/bin/python benchmarks/gate_large.py --tree /tmp/before
 """
 

@@ -1,6 +1,6 @@
 """Time and peak memory of ``pccl-bench import nccl-tests`` on a large, realistic log.
 
-    python benchmarks/import_large.py [--mb 200] [--json docs/inputs/import-large.json] [--keep DIR]
+    python benchmarks/import_large.py [--mb 200] [--json benchmarks/data/inputs/import-large.json] [--keep DIR]
 
 Generates a log of ``--mb`` MB in a temp folder, as a Slurm job writes it when it runs
 ``all_reduce_perf -b 8 -e 8G -f 2`` again and again: every run prints its full header (versions,

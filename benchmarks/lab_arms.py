@@ -3,7 +3,8 @@ library, pccl-flat ring, pccl-flat auto and pccl-hier auto as four arms of every
 at each link setting, in rounds (docs/LAB.md, "The comparisons in turns").
 
     python benchmarks/lab_arms.py [--rounds 3] [--links "50 us,200 us"] [--mode sync|window] [--queue-kib 512]
-                                  [--tuning docs/lab/tuning] [--json docs/lab/arms.json]   # as root
+                                  [--tuning benchmarks/data/lab/tuning]
+                                  [--json benchmarks/data/lab/arms.json]   # as root
 
 ``auto`` picks from ``--tuning``/<link>.json (PCCL_BENCH_TUNING of the sweep; ``pccl-bench tune`` of
 the lab's own lab-hier runs at that link, docs/LAB.md). Every ratio is taken turn by turn
@@ -166,7 +167,7 @@ def main() -> None:
     def options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--mode", choices=("sync", "window"), default="sync", help="timing.mode of the sweeps")
         parser.add_argument("--links", default=",".join(LINKS), help=f"link settings, of: {', '.join(LINKS)}")
-        parser.add_argument("--tuning", type=Path, default=ROOT / "docs" / "lab" / "tuning",
+        parser.add_argument("--tuning", type=Path, default=ROOT / "benchmarks" / "data" / "lab" / "tuning",
                             help="folder of the lab's tuning tables, <link slug>.json")
         parser.add_argument("--out-runs", type=Path, help="keep every sweep's result folder here")
         parser.add_argument("--queue-kib", type=int, default=Link().queue_bytes // 1024,

@@ -3,7 +3,8 @@ pccl-flat ring/rd/bruck/direct/rdfull, pccl-hier with ring/bruck/rdfull between 
 within) at every link setting, in rounds (docs/LAB.md, "The hierarchy across the lab").
 
     python benchmarks/lab_hier.py [--rounds 2] [--hosts 2] [--mode sync|window] [--links "50 us,200 us"]
-                                  [--set sizes.max=4KiB ...] [--out-runs DIR] [--json docs/lab/hier.json]   # as root
+                                  [--set sizes.max=4KiB ...] [--out-runs DIR]
+                                  [--json benchmarks/data/lab/hier.json]   # as root
 
 ``--hosts 4`` runs the suite on 4 hosts x 1 rank (the model's held-out shape); ``--out-runs DIR``
 keeps every sweep's result folder (DIR/<round>-<link>/run) for ``pccl-bench model fit/check``.

@@ -1,7 +1,7 @@
 """The lab's links as MPI sees them: 8 B one-way latency and 1 MiB bandwidth between two namespace
 hosts, for each link setting, interleaved round by round (docs/LAB.md, "Measured links").
 
-    python benchmarks/lab_links.py [--rounds 5] [--json docs/lab/links.json]   # as root
+    python benchmarks/lab_links.py [--rounds 5] [--json benchmarks/data/lab/links.json]   # as root
 
 Brings up a lab of its own (``links``: h1, h2), and in every round runs, in a rotated order, each
 setting: the kernel bridge; the emulator with 1 us (its floor), 50 us and 200 us of delay; 1 Gbit/s;

@@ -1,5 +1,5 @@
 """The model held against the lab (docs/LAB.md, "The model against the lab"): per link setting, a lab
-machine description made from the lab's own probes between two hosts (docs/lab/links.json: MPI
+machine description made from the lab's own probes between two hosts (benchmarks/data/lab/links.json: MPI
 ping-pong latency and bandwidth, and the rate of both directions at once, the description's fabric:
 every inter-host byte of a step shares it, since all the lab's links run through one machine's network
 stack and emulator; where the probes have the pair exchanges, the cost of each further message in flight
@@ -10,8 +10,8 @@ and ``pccl-bench model check`` of the fitted description on every 4-host cell, w
 
     python benchmarks/lab_hier.py --hosts 2 --out-runs RUNS/2x2   # as root, then
     python benchmarks/lab_hier.py --hosts 4 --out-runs RUNS/4x1
-    python benchmarks/lab_model.py RUNS [--out docs/lab/model] [--probes docs/lab/links.json]
-    python benchmarks/lab_model.py --from-errors docs/lab/model/sync --out OUT   # refit the stored cells
+    python benchmarks/lab_model.py RUNS [--out benchmarks/data/lab/model] [--probes benchmarks/data/lab/links.json]
+    python benchmarks/lab_model.py --from-errors benchmarks/data/lab/model/sync --out OUT   # refit the stored cells
 
 RUNS holds lab_hier's ``--out-runs`` folders of both shapes: RUNS/2x2/<round>-<link>/run and
 RUNS/4x1/<round>-<link>/run. ``--from-errors DIR`` fits and checks again the cells of an earlier
@@ -43,8 +43,8 @@ from bench.model.machine import dump_machine, load_machine
 from bench.results.labels import impl_label
 from collectives.dtypes import DTYPES
 
-PROBES = ROOT / "docs" / "lab" / "links.json"
-#: the link settings of docs/lab/links.json that lab_hier measures, by their folder names
+PROBES = ROOT / "benchmarks" / "data" / "lab" / "links.json"
+#: the link settings of benchmarks/data/lab/links.json that lab_hier measures, by their folder names
 LINK_OF_FOLDER = {link_slug(name): name for name in ("bridge", "50 us", "200 us", "50 us + 1 Gbit/s")}
 
 

@@ -5,7 +5,8 @@ with ``sync`` (a barrier before every call; clocks synchronised only to measure 
 ``window`` (every call started at the same time), for each link setting (docs/LAB.md, "Timing
 across a slow link").
 
-    python benchmarks/lab_skew.py [--rounds 2] [--links "50 us,200 us"] [--json docs/lab/skew.json]   # as root
+    python benchmarks/lab_skew.py [--rounds 2] [--links "50 us,200 us"]
+                                  [--json benchmarks/data/lab/skew.json]   # as root
 
 Each round runs every link setting, and for each the two modes in alternating order, as sweeps
 of their own on the lab's login host; within a sweep ring, rd and the MPI library are three arms of

@@ -1,7 +1,7 @@
 """Python start-up cost of one MPI rank, as a shared filesystem sees it (issue 29).
 
     .venv/bin/python benchmarks/worker_start.py [--repeats 5] [--tree before=/copy/of/a/checkout]
-        [--ranks-per-node 8] [--rate 50000] [--json docs/perf/startup.json]
+        [--ranks-per-node 8] [--rate 50000] [--json benchmarks/data/perf/startup.json]
 
 Every rank runs ``python -m bench.run.worker PLAN.json`` as bench/run/launch.py starts it (``command``,
 ``job_env``, its working directory). Here a 2-rank job of two small all-reduce cells (mpi, pccl-flat
