@@ -9,7 +9,7 @@ condition: the median over all that condition's launch pairs of the pair's ratio
 median time), with its 95% distribution-free interval (order statistics of the pairs' ratios), and the same
 per block, so a condition's spread between blocks is in view.
 
-    .venv/bin/python benchmarks/setting_effect.py --blocks 3 --pairs 10 \
+    .venv/bin/python benchmarks/setting_effect.py --blocks 3 --pairs 10
         --json benchmarks/data/gate-eval/setting-effect.json
 """
 
