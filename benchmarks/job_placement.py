@@ -21,8 +21,9 @@ from pathlib import Path
 from bench.plan.suite import parse_suite
 from bench.run import hostfacts, memory
 from bench.run.hostfacts import HostFacts
-from bench.run.launch import Launcher
-from bench.sweep.run import check_fits, job_command
+from bench.run.launchers import Launcher
+from bench.run.launchers.mpiexec import Mpiexec
+from bench.sweep.session import Sweep
 from bench.sweep.where import Where, host_plan
 
 SUITE = {"name": "job", "collectives": ["allreduce"], "implementations": ["mpi"],
@@ -36,17 +37,17 @@ def one_round(suite, raw: dict, launcher: Launcher, facts: dict[str, HostFacts])
     times["host_plan"] = time.perf_counter() - started
     where = Where(plan, launcher, facts)
     started = time.perf_counter()
-    launches = where.launches(suite)
+    sweep = Sweep.of(suite, where, document=raw)  # the launches, expanded once
     times["expand"] = time.perf_counter() - started
     started = time.perf_counter()
-    check_fits(suite, raw, where, launches, "suite")
+    sweep.check_fits()
     times["memory check"] = time.perf_counter() - started
     started = time.perf_counter()
-    memory.check_processes(launches, where.process_room, "suite")
+    memory.check_processes(sweep.launches, where.process_room, "suite")
     times["process check"] = time.perf_counter() - started
     started = time.perf_counter()
-    for launch in launches:
-        job_command(launch, suite, where, "plan.json")
+    for launch in sweep.launches:
+        sweep.job_command(launch, "plan.json")
     times["job_command"] = time.perf_counter() - started
     return times
 
@@ -69,7 +70,7 @@ def main() -> None:
         facts = {f"node{host:05d}": HostFacts(f"node{host:05d}", f"node{host:05d}", f"boot{host}", args.slots, free,
                                               "MemAvailable") for host in range(args.hosts)}
         hostfacts.local()  # warm: the first read of /proc is not the planning's cost
-        rounds = [one_round(suite, raw, Launcher("mpiexec", "mpich", "mpiexec"), facts) for _ in range(args.rounds)]
+        rounds = [one_round(suite, raw, Mpiexec.for_flavour("mpich", "mpiexec"), facts) for _ in range(args.rounds)]
     print(f"{args.hosts} hosts x {args.slots} slots = {args.hosts * args.slots} ranks, {args.rounds} rounds "
           "(median [min, max] ms)")
     for step in rounds[0]:

@@ -27,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.run.launch import BASE_ENV, find_mpiexec, mpi_flavour  # noqa: E402
+from bench.run.launchers import BASE_ENV, mpi_flavour  # noqa: E402
+from bench.run.launchers.mpiexec import find_mpiexec  # noqa: E402
 
 #: the timed job: prints one JSON line from rank 0
 JOB = r"""

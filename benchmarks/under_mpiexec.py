@@ -18,9 +18,10 @@ def is_child() -> bool:
 
 def rerun_under_mpiexec(script: str, nranks: int) -> int:
     """``script`` with this process's arguments on ``nranks`` ranks; its exit code."""
-    from bench.run.launch import Launcher, MachineLoad, find_mpiexec, mpi_flavour
+    from bench.run.launchers import MachineLoad, mpi_flavour
+    from bench.run.launchers.mpiexec import Mpiexec, find_mpiexec
 
-    job_env = Launcher("mpiexec", mpi_flavour()).job_env(MachineLoad.here(nranks), {})
+    job_env = Mpiexec.for_flavour(mpi_flavour()).job_env(MachineLoad.here(nranks), {})
     env = {**os.environ, **job_env, CHILD: "1", "PYTHONPATH": str(ROOT)}
     argv = [find_mpiexec() or "mpiexec", "-n", str(nranks), sys.executable, script, *sys.argv[1:]]
     return subprocess.run(argv, env=env).returncode

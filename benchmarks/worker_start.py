@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/worker_start.py [--repeats 5] [--tree before=/copy/of/a/checkout]
         [--ranks-per-node 8] [--rate 50000] [--json benchmarks/data/perf/startup.json]
 
-Every rank runs ``python -m bench.run.worker PLAN.json`` as bench/run/launch.py starts it (``command``,
+Every rank runs ``python -m bench.run.worker PLAN.json`` as bench/run/launchers/ starts it (``command``,
 ``job_env``, its working directory). Here a 2-rank job of two small all-reduce cells (mpi, pccl-flat
 ring) runs under mpiexec as MPMD with rank 0 alone under ``strace -f -y``, counted from exec to its
 first cell (its first ``{"event": "start"``) and to its exit. Metadata ops: every call that names a
@@ -167,10 +167,11 @@ def write_plan(folder: Path, nranks: int) -> Path:
 def job(variant: Variant, plan: Path, nranks: int, first_prefix: list[str], first_flags: list[str],
         folder: Path) -> tuple[list[str], dict[str, str], str]:
     """The mpiexec MPMD argv (rank 0: ``first_prefix`` + the worker with ``first_flags``), env, cwd."""
-    from bench.run.launch import PACKAGE_HOME, Launcher, MachineLoad, find_mpiexec, mpi_flavour
+    from bench.run.launchers import PACKAGE_HOME, MachineLoad, mpi_flavour, worker_program
+    from bench.run.launchers.mpiexec import Mpiexec, find_mpiexec
 
-    worker = Launcher("none", "other").command(nranks, {}, [str(plan)], None)
-    env = {**os.environ, **Launcher("mpiexec", mpi_flavour()).job_env(MachineLoad.here(nranks), {}), **variant.env}
+    worker = worker_program([str(plan)])
+    env = {**os.environ, **Mpiexec.for_flavour(mpi_flavour()).job_env(MachineLoad.here(nranks), {}), **variant.env}
     for name in variant.drop_env:
         env.pop(name, None)
     if variant.fresh_pycache:

@@ -122,7 +122,7 @@ def collect(out: Path, kind: str, rounds: int, install: str | None, budget_s: fl
         for ab, questions in QUESTIONS.items():
             meter = CpuMeter()
             path, raw = suites[ab]
-            outcome = measure_until_decided(path, raw, out / f"{name}-{ab}", list(questions.values()),
+            outcome = measure_until_decided(raw, str(path), out / f"{name}-{ab}", list(questions.values()),
                                             GateOptions(small_threshold=0.10), budget_s, 4, 1, console)
             others = meter.others_share()
             records[name][ab] = {

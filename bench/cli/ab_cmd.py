@@ -127,9 +127,8 @@ def ab_command(
                           allow_undecided=allow_undecided, normalise=normalise,
                           allow=load_allowlist(allow) if allow else [])
     question = Question(*arms)
-    first = out / "suite.yaml"
-    write_suite(raw, first)
-    outcome = measure_until_decided(first, raw, out, [question], options, budget, round_pairs, confirm, console)
+    write_suite(raw, out / "suite.yaml")
+    outcome = measure_until_decided(raw, str(path), out, [question], options, budget, round_pairs, confirm, console)
     result = outcome.results[question]
     for file, render in ((markdown_out, markdown), (junit_out, junit), (json_out, benchmark_json)):
         if file is not None:

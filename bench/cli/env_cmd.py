@@ -14,7 +14,8 @@ BUILD_RECORD = "cython_ext/_build_info.py (written by setup.py)"
 
 def _mpi_rows() -> list[tuple[str, str, str]]:
     from bench.errors import BadInput
-    from bench.run.launch import find_mpiexec, mpi_flavour
+    from bench.run.launchers import mpi_flavour
+    from bench.run.launchers.mpiexec import find_mpiexec
     from collectives.transports.mpi.library import build_info, extension_mpi_mismatch, mpi_library, mpi_library_text
 
     flavour = mpi_flavour()  # imports mpi4py without initialising MPI

@@ -128,6 +128,6 @@ def point(
     if algorithm:
         raw["implementations"] = [name if name == "mpi" else {"impl": name, "algorithms": [algorithm]}
                                   for name in raw["implementations"]]
-    options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_raw=raw, wait=wait,
+    options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_document=raw, wait=wait,
                            slurm_flags=_slurm_flags(partition, account, time), hosts=hosts, hostfile=hostfile)
     raise typer.Exit(run_sweep(options, _console()))

@@ -33,7 +33,7 @@ from mpi4py import MPI
 from bench import __version__
 from bench.files import PACKAGE_ROOT
 from bench.results.table import SCHEMA_VERSION
-from bench.run.launch import mpi_flavour
+from bench.run.launchers.base import mpi_flavour
 from bench.run.provenance import git_sha
 facts = {"home": str(PACKAGE_ROOT), "version": __version__, "git_sha": git_sha(),
          "schema_version": SCHEMA_VERSION, "flavour": mpi_flavour(),

@@ -37,7 +37,7 @@ def _human(nbytes: int) -> str:
 
 
 def check_memory(launches: list[Launch], room: Callable[[Launch], tuple[int, tuple[int, str] | None, str]],
-                 raw_max: object, where: str) -> None:
+                 max_size: str, where: str) -> None:
     """BadInput naming sizes.max, the memory the ranks of one machine need and the memory it has.
 
     ``room(launch)``: (the ranks that share the memory of the launch's machine with the least memory a
@@ -52,7 +52,7 @@ def check_memory(launches: list[Launch], room: Callable[[Launch], tuple[int, tup
         ranks, there, machine = room(launch)
         if there is None or per_rank * ranks <= there[0]:
             continue
-        raise BadInput(where, f"sizes.max: {raw_max!r} needs {_human(per_rank)} of buffers per rank "
+        raise BadInput(where, f"sizes.max: {max_size} needs {_human(per_rank)} of buffers per rank "
                        f"({cell.collective}, {cell.dtype}, {launch.nranks} ranks) x {ranks} ranks on {machine} = "
                        f"{_human(per_rank * ranks)}; {machine} has {_human(there[0])} available ({there[1]})")
 

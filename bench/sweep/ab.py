@@ -18,14 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 from rich.console import Console
 
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_OK
 from bench.judge.arms import split_arms
 from bench.judge.gate import CellVerdict, GateOptions, GateResult, gate
-from bench.results.runset import RunSet, load_runs, pool
-from bench.sweep import SweepOptions, run_sweep
+from bench.results.runset import RunSet, pool
+from bench.sweep import jobs
+from bench.sweep.options import SweepOptions
 
 #: the columns of a cell that its re-measurement selects; the implementation fields only where no arm
 #: sets them (an arm's impl is not the suite entry's that ``select:`` matches)
@@ -82,20 +82,22 @@ def _plain(value: object) -> int | str:
     return int(value) if isinstance(value, int | np.integer) else str(value)
 
 
-def round_suite(raw: dict, cells: list[CellVerdict], arms: list[str], pairs: int, path: Path) -> Path:
-    """The suite restricted to ``cells`` and ``arms``, ``pairs`` launch repeats, written to ``path``."""
+def round_suite(raw: dict, cells: list[CellVerdict], arms: list[str], pairs: int) -> dict:
+    """The suite restricted to ``cells`` and ``arms``, ``pairs`` launch repeats."""
     wanted = sorted(_wanted(raw, cells))
     select = [{**before, **dict(entry)} for before in (raw.get("select") or [{}]) for entry in wanted]
     kept = [arm for arm in raw.get("arms") or [] if arm.get("name") in arms]
-    path.write_text(yaml.safe_dump({**raw, "select": select, "arms": kept, "repeats": pairs}, sort_keys=False))
-    return path
+    return {**raw, "select": select, "arms": kept, "repeats": pairs}
 
 
-def _measure(path: Path, out: Path, overrides: list[str], console: Console, installs: dict[str, dict]) -> None:
-    code = run_sweep(SweepOptions(path, out=out, overrides=overrides, summary=False, known_installs=installs),
-                     console)
+def _measure(document: dict, label: str, out: Path, console: Console, installs: dict[str, dict]) -> RunSet:
+    """One round: a sweep of ``document`` into ``out``, its tables taken as the sweep built them."""
+    options = SweepOptions(Path(label), out=out, suite_document=document, suite_where=label, summary=False,
+                           known_installs=installs)
+    code, tables = jobs.run_with_tables(options, console)
     if code not in (EXIT_OK, EXIT_CHECK_FAILED, EXIT_CELLS_FAILED):
         raise SystemExit(code)  # interrupted (130): ab ends as its sweep did
+    return RunSet(tables.results, tables.samples, [tables.meta], [str(out)])
 
 
 #: an undecided cell whose interval lies within this factor of 1 + threshold on both sides stays
@@ -159,17 +161,17 @@ class _Decisions:
         return replace(latest, cells=cells)
 
 
-def measure_until_decided(path: Path, raw: dict, out: Path, questions: list[Question], options: GateOptions,
-                          budget_s: float, round_pairs: int, confirm: int, console: Console,
-                          overrides: list[str] | None = None) -> Outcome:
-    """Measure the suite at ``path`` (its ``raw`` form after ``overrides``) into ``out/run-1``, then
-    rounds of ``round_pairs`` launch repeats of the cells some question has not decided, until none
-    is left or the next round would end after ``budget_s`` seconds."""
+def measure_until_decided(raw: dict, label: str, out: Path, questions: list[Question], options: GateOptions,
+                          budget_s: float, round_pairs: int, confirm: int, console: Console) -> Outcome:
+    """Measure the suite ``raw`` (as given: its file with --set applied; ``label`` names it in a bad-input
+    line) into ``out/run-1``, then rounds of ``round_pairs`` launch repeats of the cells some question
+    has not decided, until none is left or the next round would end after ``budget_s`` seconds. Every
+    round is a sweep run in this process, its tables taken in memory."""
     started = time.monotonic()
     decisions = _Decisions(questions, confirm)
     arms = sorted({name for q in questions for name in (q.baseline, q.candidate)})
     rounds: list[Round] = []
-    suite_path, round_overrides, pairs = path, list(overrides or []), int(raw.get("repeats") or 1)
+    document, pairs = raw, int(raw.get("repeats") or 1)
     budget_spent = False
     installs: dict[str, dict] = {}
     measured: list[RunSet] = []
@@ -177,8 +179,7 @@ def measure_until_decided(path: Path, raw: dict, out: Path, questions: list[Ques
     while True:
         run = out / f"run-{len(rounds) + 1}"
         begun = time.monotonic()
-        _measure(suite_path, run, round_overrides, console, installs)
-        measured.append(load_runs([run]))
+        measured.append(_measure(document, label, run, console, installs))
         installs = measured[-1].metas[0].get("installs") or {}  # asked once, in the first round
         rounds.append(Round(run, int(measured[-1].metas[0].get("cells_written", 0)), pairs,
                             time.monotonic() - begun))
@@ -194,9 +195,7 @@ def measure_until_decided(path: Path, raw: dict, out: Path, questions: list[Ques
             break
         console.print(f"round {len(rounds) + 1}: {len(open_cells)} cells not decided yet, {round_pairs} more launch "
                       f"repeats ({time.monotonic() - started:.0f} s of {budget_s:.0f} s)", highlight=False)
-        suite_path = round_suite(raw, list(open_cells.values()), arms, round_pairs,
-                                 out / f"round-{len(rounds) + 1}.yaml")
-        round_overrides, pairs = [], round_pairs
+        document, pairs = round_suite(raw, list(open_cells.values()), arms, round_pairs), round_pairs
     runs = pool(measured)  # every cell once more, for the whole list and the shift across the board
     results = {q: decisions.result(q, judge(runs, q, options), budget_spent) for q in questions}
     return Outcome(results, rounds, time.monotonic() - started, budget_spent)

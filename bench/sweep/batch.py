@@ -1,4 +1,5 @@
-"""``--launcher sbatch``: the sweep submitted as one batch job that runs it with srun inside."""
+"""Launchers whose ``sweep_driver`` is ``batch`` (sbatch): the sweep submitted as one batch job that
+runs it with srun inside (bench/run/slurm.py writes the script)."""
 
 from __future__ import annotations
 
@@ -10,37 +11,41 @@ import pandas as pd
 from rich.console import Console
 
 from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from bench.plan.cells import expand
-from bench.plan.hosts import HostPlan, suite_host_plan
 from bench.run import slurm
-from bench.run.launch import find_slurm_tool
-from bench.sweep.options import SweepOptions, lock_folder, open_run, start_folder
-from bench.sweep.run import exit_code, print_summary
+from bench.run.launchers.srun import find_slurm_tool
+from bench.sweep.options import SweepOptions, lock_folder
+from bench.sweep.session import Sweep, Tables, exit_code, print_summary
 
 
-def submit_sweep(options: SweepOptions, out: Console) -> int:
-    """Submit the sweep as one batch job; with --wait, wait for it and print its summary."""
-    run = open_run(options)
-    suite, folder = run.suite, run.folder
-    # The allocation asked for: the suite's hosts by name, else whole nodes as srun takes them.
-    hosts = suite_host_plan(suite)
-    launches = expand(suite, hosts if hosts.hosts else HostPlan(source="sbatch", launcher_nodes=True))
-    script = folder / slurm.BATCH_SCRIPT
+def _script(sweep: Sweep) -> tuple[Path, str]:
     # Made before anything is written: a value the script cannot hold is bad input, the folder untouched.
-    text = slurm.batch_script(run.run_id, suite.slurm, launches, folder)
-    if options.dry_run:
-        out.print(f"# {shlex.quote(str(script))}", highlight=False, markup=False)
-        out.print(text, highlight=False, soft_wrap=True, end="", markup=False)
-        out.print(shlex.join(slurm.sbatch_argv("sbatch", script, options.wait)), highlight=False, soft_wrap=True,
-                  markup=False)
-        return EXIT_OK
+    return sweep.folder / slurm.BATCH_SCRIPT, slurm.batch_script(sweep.run_id, sweep.suite.slurm, sweep.launches,
+                                                                 sweep.folder)
+
+
+def dry_run(options: SweepOptions, out: Console) -> int:
+    """The batch script and the sbatch command, nothing submitted or written."""
+    sweep = Sweep.open(options)
+    script, text = _script(sweep)
+    out.print(f"# {shlex.quote(str(script))}", highlight=False, markup=False)
+    out.print(text, highlight=False, soft_wrap=True, end="", markup=False)
+    out.print(shlex.join(slurm.sbatch_argv("sbatch", script, options.wait)), highlight=False, soft_wrap=True,
+              markup=False)
+    return EXIT_OK
+
+
+def run(options: SweepOptions, out: Console) -> int:
+    """Submit the sweep as one batch job; with --wait, wait for it and print its summary."""
+    sweep = Sweep.open(options)
+    script, text = _script(sweep)
+    folder = sweep.folder
     sbatch = find_slurm_tool("sbatch")
     created = not folder.exists()
     # Locked while the folder is set up; released before submitting, because the batch job's
     # own sweep (--resume) locks it, and the job record now refuses a second new run here.
     lock = lock_folder(options, folder, out)
     try:
-        start_folder(folder, run.raw, run.run_id, "--out" if options.out else "results")
+        sweep.start()
         script.write_text(text)
         script.chmod(0o755)
         argv = slurm.sbatch_argv(sbatch, script, options.wait)
@@ -52,7 +57,7 @@ def submit_sweep(options: SweepOptions, out: Console) -> int:
     def submitted(job_id: str) -> None:
         slurm.write_record(folder, {**record, "job_id": job_id})
         waiting = "; waiting for it" if options.wait else ""
-        out.print(f"submitted batch job {job_id}: run {run.run_id} -> {folder}{waiting}", highlight=False,
+        out.print(f"submitted batch job {job_id}: run {sweep.run_id} -> {folder}{waiting}", highlight=False,
                   soft_wrap=True)
 
     outcome = slurm.submit(argv, submitted)
@@ -81,6 +86,9 @@ def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: 
         for line in tail:
             out.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
         return EXIT_CELLS_FAILED
-    results = pd.read_parquet(path)
-    print_summary(results, folder, out)
-    return exit_code(results, outcome.returncode == EXIT_INTERRUPTED)
+    # the batch job's own process wrote the tables: read them back here
+    samples_path = folder / "samples.parquet"
+    tables = Tables(pd.read_parquet(path), pd.read_parquet(samples_path) if samples_path.exists() else pd.DataFrame(),
+                    {})
+    print_summary(tables, folder, out)
+    return exit_code(tables.results, outcome.returncode == EXIT_INTERRUPTED)

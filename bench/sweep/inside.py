@@ -1,4 +1,4 @@
-"""``--launcher none``: the sweep runs in the processes it was started in.
+"""Launchers whose ``sweep_driver`` is ``inside`` (none): the sweep runs in the processes it was started in.
 
 Started by the user's own launcher (``mpiexec -hosts h1,h2 -n 4 pccl-bench run sweep S
 --launcher none``, ``srun -N 2 pccl-bench ...``), every process runs this: rank 0 reads the suite,
@@ -15,24 +15,27 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 import traceback
-from pathlib import Path
 
 from rich.console import Console
 
 from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, BadInput
-from bench.plan.cells import LaunchPlan
+from bench.plan.cells import Launch, LaunchPlan
 from bench.plan.hosts import Host, HostPlan
 from bench.run import hostfacts
-from bench.run.launch import BASE_ENV, MACHINE_RANKS_VARIABLE, Launcher, mpi_flavour
-from bench.run.parts import append_rows, read_parts
+from bench.run.job import follow_part
+from bench.run.launchers import BASE_ENV, MachineLoad, choose_launcher
 from bench.run.provenance import recorded_env
-from bench.sweep.options import Run, SweepOptions, lock_folder, open_run, start_folder, where_of
-from bench.sweep.run import FINISHED, check_fits, exit_code, finish, launch_plan, missing_rows, print_summary
+from bench.sweep import jobs
+from bench.sweep.options import SweepOptions, lock_folder
+from bench.sweep.session import Sweep, exit_code, print_summary
 from bench.sweep.where import Where
+from collectives.envsettings import MACHINE_RANKS_VARIABLE
 
 THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
+
+#: the argv of every launch is the job the user started: the dry run shows what each would run
+dry_run = jobs.dry_run
 
 
 def _init_mpi():
@@ -46,14 +49,15 @@ def _init_mpi():
     return MPI
 
 
-def run_inside(options: SweepOptions, out: Console) -> int:
-    launcher = Launcher("none", mpi_flavour(), requested="none")
+def run(options: SweepOptions, out: Console) -> int:
+    launcher = choose_launcher(options.launcher)
     mpi = _init_mpi()
     comm = mpi.COMM_WORLD
     try:
         facts = comm.gather(hostfacts.local(), root=0)
         if comm.rank == 0:
-            return _lead(options, out, comm, launcher, facts)
+            return _lead(options, out, comm, Where(job_hosts(comm, facts), launcher,
+                                                   {host.hostname: host for host in facts}))
         return _follow(comm)
     finally:
         mpi.Finalize()
@@ -89,40 +93,44 @@ def job_hosts(comm, facts: list[hostfacts.HostFacts]) -> HostPlan:
     return HostPlan(tuple(Host(name) for name in names), f"the job around it ({comm.size} ranks)")
 
 
-def _lead(options: SweepOptions, out: Console, comm, launcher: Launcher, facts: list) -> int:
+def _check_job(sweep: Sweep, size: int) -> None:
+    """The suite's launches must be this job as it is: its ranks, its hosts, no launch of its own."""
+    hosts = sweep.where.plan.hosts
+    wrong = sorted({launch.nranks for launch in sweep.launches if launch.nranks != size})
+    if wrong:
+        ranks = f"{size} rank{'s' if size > 1 else ''}"
+        raise BadInput("--launcher none", f"this job has {ranks}; the suite asks for {wrong} as well or instead "
+                       f"(--set ranks=[{size}] runs the suite in it)")
+    for launch in sweep.launches:
+        if launch.where.nhosts != len(hosts):
+            raise BadInput("--launcher none", f"{launch.launch_id} puts its nodes on {launch.where.nhosts} hosts; "
+                           f"the job spans {len(hosts)} ({','.join(h.name for h in hosts)})")
+    for index, arm in enumerate(sweep.suite.arms):
+        if arm.env or arm.install:
+            raise BadInput(f"{sweep.label}: arms.{index}", f"{arm.name}: sets env or install, which need "
+                           "launches of their own; --launcher none runs every arm in the job you started")
+
+
+def _lead(options: SweepOptions, out: Console, comm, where: Where) -> int:
     try:
-        run = open_run(options)
-        plan = job_hosts(comm, facts)
-        where = Where(plan, launcher, {host.hostname: host for host in facts})
-        launches = where.launches(run.suite)
-        wrong = sorted({launch.nranks for launch in launches if launch.nranks != comm.size})
-        if wrong:
-            ranks = f"{comm.size} rank{'s' if comm.size > 1 else ''}"
-            raise BadInput("--launcher none", f"this job has {ranks}; the suite asks for {wrong} as well or instead "
-                           f"(--set ranks=[{comm.size}] runs the suite in it)")
-        for launch in launches:
-            if launch.where.nhosts != len(plan.hosts):
-                raise BadInput("--launcher none", f"{launch.launch_id} puts its nodes on {launch.where.nhosts} hosts; "
-                               f"the job spans {len(plan.hosts)} ({','.join(h.name for h in plan.hosts)})")
-        for index, arm in enumerate(run.suite.arms):
-            if arm.env or arm.install:
-                raise BadInput(f"{where_of(options)}: arms.{index}", f"{arm.name}: sets env or install, which need "
-                               "launches of their own; --launcher none runs every arm in the job you started")
-        check_fits(run.suite, run.raw, where, launches, where_of(options))
-        lock = lock_folder(options, run.folder, out)
+        sweep = Sweep.open(options, where)
+        _check_job(sweep, comm.size)
+        sweep.check_fits()
+        lock = lock_folder(options, sweep.folder, out)
     except BadInput:
         comm.bcast({"exit": EXIT_BAD_INPUT}, root=0)
         raise
     try:
-        return _measure(run, where, launches, comm, out)
+        return _measure(sweep, comm, out)
     finally:
         lock.release()
 
 
-def _warn_if_unthrottled(launches: list, where: Where, env: dict[str, str], out: Console) -> None:
+def _warn_if_unthrottled(sweep: Sweep, env: dict[str, str], out: Console) -> None:
     """The job's environment was set before MPI started: say what an oversubscribed job lacks."""
-    wanted = {name: value for launch in launches if where.load(launch).oversubscribed
-              for name, value in where.launcher.job_env(where.load(launch), {}).items()
+    loads = [sweep.where.load(launch) for launch in sweep.launches]
+    wanted = {name: value for load in loads if load.oversubscribed
+              for name, value in sweep.launcher.job_env(load, {}).items()
               if name not in BASE_ENV and name != MACHINE_RANKS_VARIABLE}
     missing = {name: value for name, value in wanted.items() if name not in env}
     if missing:
@@ -132,63 +140,66 @@ def _warn_if_unthrottled(launches: list, where: Where, env: dict[str, str], out:
                   f"export them (srun)[/yellow]", highlight=False, soft_wrap=True)
 
 
-def _watchdog(run: Run, where: Where, plan: LaunchPlan, comm, out: Console, started: float) -> threading.Timer:
+def _watchdog(sweep: Sweep, launch: Launch, plan: LaunchPlan, start: int, comm, out: Console) -> threading.Timer:
     """A timer of the suite's timeout_s for one launch run in this job: when it fires (a cell hangs,
     no outer limit ended the job), the launch's cells without a row get ``timeout`` rows, the table
     is written from what finished, and the job is aborted with exit code 3 (the other ranks may be
     inside a collective that never completes)."""
     def expire() -> None:
-        seen = {row["cell_key"] for row in read_parts(run.folder)}
-        error = (f"still running after the suite's timeout_s of {run.suite.timeout_s:g} s inside the job "
+        arrived: set[str] = set()
+        follow_part(sweep.part(launch), start, lambda row: (arrived.add(row["cell_key"]), sweep.take(row)))
+        error = (f"still running after the suite's timeout_s of {sweep.suite.timeout_s:g} s inside the job "
                  "(--launcher none): the job was aborted")
-        append_rows(Path(plan.part), [{**row, "launch_id": plan.launch_id}
-                                      for row in missing_rows(plan.cells, seen, "timeout", error)])
-        results = finish(run, where.launcher, where, started)
+        sweep.close_launch(launch, plan.cells, arrived, "timeout", error)
+        tables = sweep.finish()
         out.print(f"[red]{plan.launch_id}: {error}[/red]", highlight=False, soft_wrap=True)
-        print_summary(results, run.folder, out)
+        print_summary(tables, sweep.folder, out)
         sys.stdout.flush()
         comm.Abort(EXIT_CELLS_FAILED)
 
-    timer = threading.Timer(run.suite.timeout_s, expire)
+    timer = threading.Timer(sweep.suite.timeout_s, expire)
     timer.daemon = True
     timer.start()
     return timer
 
 
-def _measure(run: Run, where: Where, launches: list, comm, out: Console) -> int:
+def _measure(sweep: Sweep, comm, out: Console) -> int:
     from bench.run.worker import run_plan
 
-    start_folder(run.folder, run.raw, run.run_id, "--out")
-    started = time.time()
-    done = {row["cell_key"] for row in read_parts(run.folder) if row["status"] in FINISHED}
-    out.print(f"run [bold]{run.run_id}[/bold] -> {run.folder}  (inside this job: {comm.size} ranks on "
-              f"{','.join(h.name for h in where.plan.hosts)}; {len(done)} cells already done)", highlight=False,
-              soft_wrap=True)
+    sweep.start()
+    done = sweep.done()
+    hosts = ",".join(h.name for h in sweep.where.plan.hosts)
+    out.print(f"run [bold]{sweep.run_id}[/bold] -> {sweep.folder}  (inside this job: {comm.size} ranks on {hosts}; "
+              f"{len(done)} cells already done)", highlight=False, soft_wrap=True)
     env = recorded_env(dict(os.environ))
-    _warn_if_unthrottled(launches, where, env, out)
+    _warn_if_unthrottled(sweep, env, out)
     try:
-        for launch in launches:
-            todo = [cell for cell in launch.cells if cell.key not in done]
+        for launch in sweep.launches:
+            todo = sweep.todo(launch, done)
             if not todo:
                 continue
-            plan = launch_plan(launch, todo, run.suite, where, run, list(sys.argv), env)
-            plan.write(run.folder / "plans" / f"{launch.launch_id}.json")
+            plan = sweep.launch_plan(launch, todo, list(sys.argv), env)
+            sweep.write_plan(plan)
             # what the launcher would have set: shm and rdma yield when the machine is oversubscribed
-            machine = {MACHINE_RANKS_VARIABLE: str(where.load(launch).ranks)}
+            load: MachineLoad = sweep.where.load(launch)
+            machine = {MACHINE_RANKS_VARIABLE: str(load.ranks)}
             comm.bcast({"plan": plan.to_dict(), "env": machine}, root=0)
             os.environ.update(machine)
-            watchdog = _watchdog(run, where, plan, comm, out, started)
+            part = sweep.part(launch)
+            start = part.stat().st_size if part.exists() else 0
+            watchdog = _watchdog(sweep, launch, plan, start, comm, out)
             try:
                 run_plan(plan, comm)
             finally:
                 watchdog.cancel()
+            follow_part(part, start, sweep.take)  # the launch's rows, as rank 0 appended them
             out.print(f"{launch.launch_id}: {len(todo)} cells", highlight=False)
     except KeyboardInterrupt:
         out.print("[yellow]interrupted: writing the table of the finished cells[/yellow]")
-        finish(run, where.launcher, where, started)
+        sweep.finish()
         comm.Abort(EXIT_INTERRUPTED)  # the other ranks may be inside a collective
-    results = finish(run, where.launcher, where, started)
-    print_summary(results, run.folder, out)
-    code = exit_code(results, False)
+    tables = sweep.finish()
+    print_summary(tables, sweep.folder, out)
+    code = exit_code(tables.results, False)
     comm.bcast({"exit": code}, root=0)
     return code

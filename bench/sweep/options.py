@@ -16,7 +16,6 @@ from rich.console import Console
 
 from bench.errors import BadInput
 from bench.files import output_folder
-from bench.plan.cells import expand
 from bench.plan.hosts import host_list, split_flag
 from bench.plan.slurm_options import Slurm
 from bench.plan.suite import Suite, parse_suite
@@ -35,7 +34,7 @@ class SweepOptions:
     dry_run: bool = False
     overrides: list[str] = field(default_factory=list)
     #: an in-memory suite (``run point``) instead of a file
-    suite_raw: dict | None = None
+    suite_document: dict | None = None
     suite_where: str = "run point"
     #: ``--launcher sbatch``: wait for the batch job and print its summary
     wait: bool = False
@@ -57,12 +56,14 @@ class SweepOptions:
 
 @dataclass
 class Run:
-    """The suite of a sweep and its folder."""
+    """The suite of a sweep (validated, and as given), its folder and the rows already there."""
 
     suite: Suite
-    raw: dict
+    document: dict
     folder: Path
     run_id: str
+    #: the rows of the folder's part files (a resumed run's), read and checked once
+    rows: list[dict] = field(default_factory=list)
 
 
 def _new_run_id(suite_name: str) -> str:
@@ -81,9 +82,9 @@ def prepare_folder(folder: Path, where: str) -> None:
         raise BadInput(where, f"cannot write results to {folder}: {error.strerror or error}") from None
 
 
-def start_folder(folder: Path, raw: dict, run_id: str, where: str) -> None:
+def start_folder(folder: Path, document: dict, run_id: str, where: str) -> None:
     prepare_folder(folder, where)
-    (folder / "suite.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    (folder / "suite.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     (folder / "run.json").write_text(json.dumps({"run_id": run_id}))
 
 
@@ -136,22 +137,20 @@ def check_folder_flags(options: SweepOptions) -> None:
 def load_for(options: SweepOptions) -> tuple[Suite, dict]:
     """The suite of a new run: the file (or ``run point``'s mapping) with --set, the host flags and
     the Slurm flags applied."""
-    if options.suite_raw is not None:
-        raw, where = copy.deepcopy(options.suite_raw), options.suite_where
+    if options.suite_document is not None:
+        raw, where = copy.deepcopy(options.suite_document), options.suite_where
     else:
         where = str(options.suite_path)
         raw = read_yaml(options.suite_path)
         if isinstance(raw, dict):
             raw = apply_overrides(raw, list(options.overrides), where)
     raw = _with_host_flags(_with_slurm_flags(raw, options.slurm_flags), options)
-    suite = parse_suite(raw, where)
-    if suite.select and not expand(suite):
-        raise BadInput(where, f"select: {raw.get('select')!r} matches no cell of the suite")
-    return suite, raw
+    return parse_suite(raw, where), raw
 
 
 def open_run(options: SweepOptions) -> Run:
-    """The suite, its raw form, the run folder and the run id (new or resumed)."""
+    """The suite, as validated and as given, the run folder, the run id (new or resumed) and the rows
+    already in the folder."""
     if options.resume is not None and options.overrides:
         raise BadInput("--set", "a resumed run keeps the suite it started with; --set cannot change it")
     check_folder_flags(options)
@@ -173,13 +172,13 @@ def open_run(options: SweepOptions) -> Run:
         run = Run(suite, raw, folder, run_id)
     # Rows already in the folder are read before anything is written there: a line that is no row
     # is bad input naming the file and line, and the folder stays as it was.
-    read_parts(folder, check_cells=True)
+    run.rows = read_parts(folder, check_cells=True)
     return run
 
 
 def _refuse_other_suite(options: SweepOptions, saved: Suite) -> None:
     """``run sweep ci --resume <a smoke run>``: the named suite is not the one the run measures."""
-    if not options.suite_named or options.suite_raw is not None:
+    if not options.suite_named or options.suite_document is not None:
         return
     named = read_yaml(options.suite_path)
     name = named.get("name") if isinstance(named, dict) else None
@@ -218,7 +217,7 @@ def where_of(options: SweepOptions) -> str:
     """What to name in a bad-input line about the suite."""
     if options.resume is not None:
         return str(options.resume / "suite.yaml")
-    return options.suite_where if options.suite_raw is not None else str(options.suite_path)
+    return options.suite_where if options.suite_document is not None else str(options.suite_path)
 
 
 def lock_folder(options: SweepOptions, folder: Path, out: Console) -> RunLock:

@@ -65,22 +65,17 @@ def test_the_library_never_imports_the_harness():
 
 
 def _module_imports(path: Path, modules: set[str]) -> set[str]:
-    """The project modules ``path`` imports at module level (``if``/``try`` blocks included, so
-    TYPE_CHECKING imports count; imports inside functions do not)."""
+    """The project modules ``path`` imports anywhere: at module level (``if``/``try`` blocks and
+    TYPE_CHECKING included) and inside functions (an import deferred to call time still makes the two
+    modules depend on each other)."""
     found: set[str] = set()
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names if alias.name in modules)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for alias in node.names:
-                    full = f"{node.module}.{alias.name}"
-                    found.update([full] if full in modules else [node.module] if node.module in modules else [])
-            elif isinstance(node, (ast.If, ast.Try)):
-                visit(node.body)
-
-    visit(ast.parse(path.read_text()).body)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in modules)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.update([full] if full in modules else [node.module] if node.module in modules else [])
     return found - {module_name(path)}
 
 
@@ -127,7 +122,8 @@ def _known_cycle(component: list[str]) -> bool:
 
 def test_no_import_circle_outside_a_registry():
     """A registry package and its plug-ins import each other (the package imports them to register,
-    they import ``register``); any other circle of module-level imports is a layering mistake."""
+    they import ``register``); any other circle of imports, at module level or inside a function, is a
+    layering mistake."""
     paths = {module_name(path): path for path in [*ROOT.glob("bench/**/*.py"), *ROOT.glob("collectives/**/*.py")]}
     graph = {name: _module_imports(path, set(paths)) for name, path in paths.items()}
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the finder finds
@@ -244,3 +240,28 @@ def test_a_test_imports_test_modules_of_its_own_folder_only():
                 if not (path.parent / f"{node.module}.py").exists():
                     strays.append(f"{path.relative_to(tests)}: from {node.module} import ...")
     assert not strays, strays
+
+
+def _launcher_switches(source: str) -> list[str]:
+    """Comparisons that ask which launcher it is: ``<...launcher...>.kind == ...``, ``.name`` of a
+    launcher, or ``options.launcher == "sbatch"``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in (node.left, *node.comparators):
+            if not isinstance(side, ast.Attribute):
+                continue
+            owner = ast.unparse(side.value)
+            if (side.attr in ("kind", "name") and "launcher" in owner.lower()) or side.attr == "launcher":
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_launcher_switch_outside_the_launcher_classes():
+    """What differs between launchers is said by their classes (bench/run/launchers/): argv, hosts,
+    installs, how the sweep drives them; nothing else asks which one it is."""
+    assert len(_launcher_switches("x = launcher.kind == 'srun'\ny = options.launcher != 'sbatch'")) == 2
+    switches = {str(path.relative_to(ROOT)): found for path in ROOT.glob("bench/**/*.py")
+                if "launchers" not in path.parts and (found := _launcher_switches(path.read_text()))}
+    assert not switches, switches

@@ -19,6 +19,8 @@ differs from the repository in the named files only.
 from __future__ import annotations
 
 import filecmp
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -27,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, describe, subprocess_env
+from conftest import ROOT, describe, find_mpiexec, subprocess_env
 
 ALGORITHM = '''"""``pairwise``: all-gather by direct exchange, p - 1 steps, step k to rank + k (a recipe's example)."""
 
@@ -214,6 +216,56 @@ def open_mmap(topo, device: str) -> HostContext:
     return MMAP
 '''
 
+LAUNCHER = '''"""``--launcher flux``: one ``flux run`` per launch, inside a Flux instance (a recipe's example)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from typing import ClassVar
+
+from bench.errors import BadInput
+from bench.run.launchers import register
+from bench.run.launchers.base import Launcher
+
+
+@register
+@dataclass(frozen=True)
+class Flux(Launcher):
+    name: ClassVar[str] = "flux"
+
+    @classmethod
+    def make(cls, flavour, requested, slurm):
+        flux = shutil.which("flux")
+        if flux is None:
+            raise BadInput("--launcher", "flux: not found on PATH")
+        return cls(flavour, flux, requested)
+
+    @classmethod
+    def is_here(cls):
+        return bool(os.environ.get("FLUX_URI"))  # inside a Flux instance
+
+    def argv(self, nranks, env, placement, timeout_s, oversubscribed):
+        return [self.program, "run", f"-N{placement.nhosts}", f"-n{nranks}",
+                *(f"--env={key}={value}" for key, value in env.items())]
+'''
+
+#: a stand-in for Flux on a machine without it: ``flux run -N -n --env=K=V PROGRAM`` as an mpiexec job
+FAKE_FLUX = '''#!{python}
+import os, sys
+args = sys.argv[2:]
+nranks = 1
+while args and args[0].startswith("-"):
+    flag = args.pop(0)
+    if flag.startswith("-n"):
+        nranks = int(flag[2:])
+    elif flag.startswith("--env="):
+        key, _, value = flag[6:].partition("=")
+        os.environ[key] = value
+os.execv({mpiexec!r}, [{mpiexec!r}, "-n", str(nranks), *args])
+'''
+
 # (registry package, module name, source): the one file and the one import line of each recipe
 RECIPES = [("collectives/schedules/algorithms", "pairwise", ALGORITHM),
            ("collectives/transports", "mpi_nb", TRANSPORT),
@@ -221,6 +273,7 @@ RECIPES = [("collectives/schedules/algorithms", "pairwise", ALGORITHM),
 COLLECTIVE_RECIPES = [("collectives/spec", "broadcast", COLLECTIVE),
                       ("collectives/schedules/algorithms", "binomial", BROADCAST_ALGORITHM)]
 MEMORY_RECIPE = [("collectives/memory", "mmap_host", MEMORY_KIND)]
+LAUNCHER_RECIPE = [("bench/run/launchers", "flux", LAUNCHER)]
 
 TIMING = {"mode": "sync", "warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0}
 SUITE = {
@@ -356,3 +409,36 @@ def test_a_memory_kind_is_a_backend_a_context_module_and_one_line(tmp_path: Path
     table = _sweep(copy, tmp_path, MEMORY_SUITE)
     assert set(table["device"]) == {"host-mmap"} and (table["status"] == "ok").all()
     assert set(table["impl"]) == {"mpi", "pccl-flat", "pccl-hier", "shm"} and len(table) == 4 * 3 * 2 * 3
+
+
+@pytest.mark.mpi
+def test_a_launcher_is_one_file_and_one_line(tmp_path: Path):
+    """Flux: its argv and when ``auto`` takes it, in one class; a real sweep then runs through it (a
+    stand-in ``flux`` on PATH that starts the same job with mpiexec), every cell checked, and the
+    run records the launcher and the exact ``flux run`` command."""
+    copy = tmp_path / "project"
+    _copy_of_the_project(copy)
+    assert _differing(copy) == set()
+    assert _differing(copy) | _follow(copy, LAUNCHER_RECIPE) == _differing(copy) == {
+        "bench/run/launchers/flux.py", "bench/run/launchers/__init__.py"}
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    flux = tools / "flux"
+    flux.write_text(FAKE_FLUX.format(python=sys.executable, mpiexec=find_mpiexec()))
+    flux.chmod(0o755)
+    suite = {**SUITE, "name": "flux", "implementations": ["mpi", {"impl": "pccl-flat", "algorithms": ["ring"]}],
+             "ranks": [2], "ranks_per_node": None}
+    path, out = tmp_path / "flux.yaml", tmp_path / "out-flux"
+    path.write_text(yaml.safe_dump({name: value for name, value in suite.items() if value is not None}))
+    env = subprocess_env(2, {"PYTHONPATH": str(copy), "PATH": f"{tools}:{os.environ['PATH']}"})
+    dry = subprocess.run([sys.executable, "-m", "bench", "run", "sweep", str(path), "--launcher", "flux", "--dry-run"],
+                         cwd=copy, env=env, capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0 and f"{flux} run -N1 -n2 --env=" in dry.stdout, describe(dry)
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "sweep", str(path), "--launcher", "flux", "--out",
+                           str(out)], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, describe(done)
+    table = pd.read_parquet(out / "results.parquet")
+    assert set(table["status"]) == {"ok"} and (table["n_wrong"] == 0).all() and len(table) == 36
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["launcher"] == "flux"
+    assert all(record["argv"][:4] == [str(flux), "run", "-N1", "-n2"] for record in meta["launches"].values())

@@ -19,7 +19,8 @@ from bench.plan.hosts import Host, HostPlan, Placement, host_list, parse_host, p
 from bench.plan.suite import parse_suite
 from bench.run import hostfacts
 from bench.run.hostfacts import HostFacts, busiest_machine, placement_problem
-from bench.run.launch import Launcher, MachineLoad, mpi_flavour
+from bench.run.launchers import MachineLoad, mpi_flavour
+from bench.run.launchers.mpiexec import Mpiexec
 from collectives.schedules.topology import Grid, Topology
 from collectives.transports.shm import ops as shm
 
@@ -140,16 +141,16 @@ def test_suite_hosts_and_hostfile(tmp_path: Path):
 
 def test_mpiexec_is_told_every_host_and_its_ranks():
     placement = Placement(2, 2, ("h1", "h2"))
-    mpich = Launcher("mpiexec", "mpich", "mpiexec").command(4, {"A": "1"}, WORKER, placement)
+    mpich = Mpiexec.for_flavour("mpich", "mpiexec").command(4, {"A": "1"}, WORKER, placement)
     assert mpich[:3] == ["mpiexec", "-hosts", "h1:2,h2:2"] and mpich[-6:-4] == ["-n", "4"]
-    openmpi = Launcher("mpiexec", "openmpi", "mpirun").command(4, {}, WORKER, placement, oversubscribed=True)
+    openmpi = Mpiexec.for_flavour("openmpi", "mpirun").command(4, {}, WORKER, placement, oversubscribed=True)
     assert openmpi[openmpi.index("--host") + 1] == "h1:2,h2:2" and "--oversubscribe" in openmpi
-    alone = Launcher("mpiexec", "mpich", "mpiexec").command(2, {}, WORKER, Placement(1, 2))
+    alone = Mpiexec.for_flavour("mpich", "mpiexec").command(2, {}, WORKER, Placement(1, 2))
     assert "-hosts" not in alone
 
 
 def test_oversubscription_settings_follow_the_machine():
-    launcher = Launcher("mpiexec", "mpich")
+    launcher = Mpiexec.for_flavour("mpich")
     busy = launcher.job_env(MachineLoad(4, 2), {})
     assert busy["MPIR_CVAR_CH4_PROGRESS_THROTTLE"] == "1" and busy["PCCL_BENCH_MACHINE_RANKS"] == "4"
     quiet = launcher.job_env(MachineLoad(2, 2), {"X": 1})

@@ -18,9 +18,10 @@ from bench.plan.hosts import Host
 from bench.plan.suite import parse_suite
 from bench.run import hostfacts, memory
 from bench.run.hostfacts import HostFacts, placement_problem
-from bench.run.launch import Launcher, mpi_flavour
-from bench.sweep.options import Run
-from bench.sweep.run import check_fits, job_command, launch_plan
+from bench.run.launchers import Launcher, mpi_flavour
+from bench.run.launchers.mpiexec import Mpiexec
+from bench.run.launchers.srun import Srun
+from bench.sweep.session import Sweep
 from bench.sweep.where import Where, host_plan
 from collectives.schedules.topology import Grid, Topology
 
@@ -35,8 +36,8 @@ SUITE = {
 GIB = 1 << 30
 JOB_VARIABLES = ("HYDRA_HOST_FILE", "OMPI_MCA_orte_default_hostfile", "PRTE_MCA_prte_default_hostfile",
                  "PBS_NODEFILE", "LSB_DJOB_HOSTFILE", "LSB_MCPU_HOSTS")
-MPICH = Launcher("mpiexec", "mpich", "mpiexec")
-OPEN_MPI = Launcher("mpiexec", "openmpi", "mpirun")
+MPICH = Mpiexec.for_flavour("mpich", "mpiexec")
+OPEN_MPI = Mpiexec.for_flavour("openmpi", "mpirun")
 THROTTLE = "MPIR_CVAR_CH4_PROGRESS_THROTTLE"
 
 
@@ -84,13 +85,13 @@ def test_pbs_nodefile_is_the_hosts_and_their_slots(tmp_path: Path, outside_any_j
         assert plan.hosts == tuple(Host(f"n{i}", 64) for i in range(1, 5)) and plan.source == f"PBS_NODEFILE={path}"
     where, launches = where_of()
     assert [launch.launch_id for launch in launches] == ["n256-rpn64-h4x64-host"]
-    argv, _ = job_command(launches[0], parse_suite(SUITE, "s"), where, "plan.json")
+    argv, _ = Sweep.of(parse_suite(SUITE, "s"), where).job_command(launches[0], "plan.json")
     assert argv[argv.index("-hosts") + 1] == "n1:64,n2:64,n3:64,n4:64"  # the launcher told exactly
     with pytest.raises(BadInput, match="512 ranks need 128 on each of 4 hosts; n1 has 64 slots"):
         where_of(ranks=[512])
     # the suite's own hosts come first; srun never reads PBS's file
     assert host_plan(parse_suite({**SUITE, "hosts": ["a", "b"]}, "s"), MPICH).source == "hosts"
-    assert host_plan(parse_suite(SUITE, "s"), Launcher("srun", "mpich")).launcher_nodes
+    assert host_plan(parse_suite(SUITE, "s"), Srun("mpich")).launcher_nodes
 
 
 def test_the_probe_asks_each_job_host_once(tmp_path: Path, outside_any_job):
@@ -177,35 +178,34 @@ def test_memory_check_counts_each_hosts_ranks(tmp_path: Path, outside_any_job, t
     suite = parse_suite(SUITE, "suite.yaml")
     where, launches = where_of(facts={f"n{i}": node(f"n{i}") for i in range(1, 5)})
     assert where.memory_room(launches[0]) == (64, (GIB, "MemAvailable on n1"), "n1")
-    check_fits(suite, SUITE, where, launches, "suite.yaml")  # 512 MiB a host
+    Sweep.of(suite, where, label="suite.yaml").check_fits()  # 512 MiB a host
     with pytest.raises(BadInput, match="x 256 ranks on this host = 2.0 GiB"):  # as all on this host
         memory.check_memory(launches, lambda launch: (256, (GIB, "MemAvailable"), "this host"), "4MiB", "s")
     # one host short of memory is still refused, by name
     where.facts["n3"] = node("n3", memory_bytes=GIB // 4)
     with pytest.raises(BadInput, match=r"x 64 ranks on n3 = 512\.0 MiB; n3 has 256\.0 MiB available"):
-        check_fits(suite, SUITE, where, launches, "suite.yaml")
+        Sweep.of(suite, where, label="suite.yaml").check_fits()
     # not probed (a dry run): this host's figures stand in for each host, holding its share
     unprobed, _ = where_of()
     assert unprobed.memory_room(launches[0]) == (64, (GIB, "MemAvailable here, standing in for n1 (not probed)"),
                                                  "n1")
-    check_fits(suite, SUITE, unprobed, launches, "suite.yaml")
+    Sweep.of(suite, unprobed, label="suite.yaml").check_fits()
 
 
 def test_oversubscription_follows_each_hosts_cores(tmp_path: Path, outside_any_job, this_host):
     pbs_job(tmp_path, outside_any_job)
     suite = parse_suite(SUITE, "suite.yaml")
-    run = Run(suite, SUITE, tmp_path / "run", "job-1")
     where, launches = where_of(facts={f"n{i}": node(f"n{i}") for i in range(1, 5)})
-    argv, env = job_command(launches[0], suite, where, "plan.json")
+    argv, env = Sweep.of(suite, where).job_command(launches[0], "plan.json")
     assert not where.load(launches[0]).oversubscribed and env["PCCL_BENCH_MACHINE_RANKS"] == "64"
     assert THROTTLE not in env and THROTTLE not in argv
     open_mpi, _ = where_of(OPEN_MPI, dict(where.facts))
-    assert "--oversubscribe" not in job_command(launches[0], suite, open_mpi, "plan.json")[0]
-    assert not launch_plan(launches[0], launches[0].cells, suite, where, run, argv, env).row_extra["oversubscribed"]
+    assert "--oversubscribe" not in Sweep.of(suite, open_mpi).job_command(launches[0], "plan.json")[0]
+    assert not Sweep.of(suite, where, tmp_path / "run", "job-1").launch_plan(launches[0], launches[0].cells, argv, env).row_extra["oversubscribed"]
     where.facts["n2"] = node("n2", cores=32)  # one host over: the settings and the flag for the launch
-    argv, env = job_command(launches[0], suite, where, "plan.json")
+    argv, env = Sweep.of(suite, where).job_command(launches[0], "plan.json")
     assert env[THROTTLE] == "1" and THROTTLE in argv
-    assert launch_plan(launches[0], launches[0].cells, suite, where, run, argv, env).row_extra["oversubscribed"]
+    assert Sweep.of(suite, where, tmp_path / "run", "job-1").launch_plan(launches[0], launches[0].cells, argv, env).row_extra["oversubscribed"]
 
 
 def test_process_check_counts_each_hosts_ranks(tmp_path: Path, outside_any_job, this_host):
@@ -230,16 +230,16 @@ def test_process_check_counts_each_hosts_ranks(tmp_path: Path, outside_any_job, 
 
 
 def srun_launcher() -> Launcher:
-    return Launcher("srun", "mpich", "/usr/bin/srun", "srun", "pmi2")
+    return Srun("mpich", "/usr/bin/srun", "srun", "pmi2")
 
 
 def test_srun_without_ranks_per_node_lets_slurm_choose_the_nodes(tmp_path: Path, outside_any_job, this_host):
     suite = parse_suite({**SUITE, "ranks": [8]}, "suite.yaml")
     where, launches = where_of(srun_launcher(), ranks=[8])
-    argv, env = job_command(launches[0], suite, where, "plan.json")
+    argv, env = Sweep.of(suite, where).job_command(launches[0], "plan.json")
     assert "--ntasks=8" in argv and not any(arg.startswith(("--nodes", "--ntasks-per-node")) for arg in argv)
     assert not where.load(launches[0]).oversubscribed and "PCCL_BENCH_MACHINE_RANKS" not in env
-    plan = launch_plan(launches[0], launches[0].cells, suite, where, Run(suite, SUITE, tmp_path, "r"), argv, env)
+    plan = Sweep.of(suite, where, tmp_path, "r").launch_plan(launches[0], launches[0].cells, argv, env)
     assert plan.ranks_per_host == 0 and plan.row_extra == {"oversubscribed": False}
     spread = Topology(None, None, None, Grid(8, 4), False, ("c1", "c2"), 4)  # where Slurm put them
     assert placement_problem(plan, spread) is None
@@ -250,11 +250,11 @@ def test_srun_with_ranks_per_node_asks_for_those_nodes(tmp_path: Path, outside_a
     outside_any_job.setattr(hostfacts, "local", lambda name="": node("login", cores=1))  # a small login node
     suite = parse_suite({**SUITE, "ranks": [8], "ranks_per_node": 2}, "suite.yaml")
     where, launches = where_of(srun_launcher(), ranks=[8], ranks_per_node=2)
-    argv, env = job_command(launches[0], suite, where, "plan.json")
+    argv, env = Sweep.of(suite, where).job_command(launches[0], "plan.json")
     assert {"--nodes=4", "--ntasks=8", "--ntasks-per-node=2"} <= set(argv)
     # this host's cores are not the nodes': Slurm gives every task a CPU of its own
     assert not where.load(launches[0]).oversubscribed and env["PCCL_BENCH_MACHINE_RANKS"] == "2"
-    plan = launch_plan(launches[0], launches[0].cells, suite, where, Run(suite, SUITE, tmp_path, "r"), argv, env)
+    plan = Sweep.of(suite, where, tmp_path, "r").launch_plan(launches[0], launches[0].cells, argv, env)
     assert plan.ranks_per_host == 2
     assert placement_problem(LaunchPlan("r", "l", 8, 2, 2, "/p", TimingPlan(), True, [], ranks_per_host=2),
                              Topology(None, None, None, Grid(8, 4), False, ("c1", "c2"), 4))

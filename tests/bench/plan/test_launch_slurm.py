@@ -21,7 +21,8 @@ from bench.plan.hosts import HostPlan, Placement
 from bench.plan.slurm_options import Slurm
 from bench.plan.suite import parse_suite
 from bench.run import slurm
-from bench.run.launch import PMI_PLUGIN, Launcher, choose_launcher, mpi_flavour, pmi_plugin
+from bench.run.launchers import Launcher, choose_launcher, mpi_flavour
+from bench.run.launchers.srun import PMI_PLUGIN, Srun, pmi_plugin
 
 BASE = {
     "name": "tiny",
@@ -48,7 +49,7 @@ def suite_of(**changes):
 
 
 def srun(flavour: str = "mpich", srun_args: tuple[str, ...] = (), **where) -> Launcher:
-    return Launcher("srun", flavour, "/usr/bin/srun", "srun", PMI_PLUGIN.get(flavour), srun_args, **where)
+    return Srun(flavour, "/usr/bin/srun", "srun", PMI_PLUGIN.get(flavour), srun_args, **where)
 
 
 def options_before(argv: list[str], marker: str = "-m") -> list[str]:

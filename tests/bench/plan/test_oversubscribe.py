@@ -11,7 +11,8 @@ import pytest
 
 from bench.plan.hosts import Placement
 from bench.run import hostfacts
-from bench.run.launch import Launcher, MachineLoad
+from bench.run.launchers import MachineLoad
+from bench.run.launchers.mpiexec import Mpiexec
 from collectives import envsettings
 from collectives.envsettings import physical_cores
 
@@ -64,11 +65,11 @@ def test_ranks_between_cores_and_threads_oversubscribe(smt_node: Path) -> None:
     load = MachineLoad.here(6)
     assert load.cores == 4 and load.oversubscribed
     assert not MachineLoad.here(4).oversubscribed
-    launcher = Launcher("mpiexec", "openmpi", "mpiexec")
+    launcher = Mpiexec.for_flavour("openmpi", "mpiexec")
     argv = launcher.command(6, {}, ["plan.json"], Placement(1, 6), oversubscribed=load.oversubscribed)
     assert "--oversubscribe" in argv
     assert launcher.job_env(load, {})["OMPI_MCA_mpi_yield_when_idle"] == "1"
-    mpich = Launcher("mpiexec", "mpich", "mpiexec").job_env(load, {})
+    mpich = Mpiexec.for_flavour("mpich", "mpiexec").job_env(load, {})
     assert mpich["MPIR_CVAR_CH4_PROGRESS_THROTTLE"] == "1"
 
 

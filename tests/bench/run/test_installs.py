@@ -82,8 +82,8 @@ def test_an_install_arm_runs_its_own_worker_in_launches_of_its_own(tmp_path):
 def test_an_install_asked_in_an_earlier_round_is_not_asked_again(tmp_path):
     """ab's later rounds take the first round's record (meta.json ``installs``): no second probe."""
     from bench.plan.suite_files import load_suite
-    from bench.run.launch import choose_launcher
-    from bench.sweep.run import check_installs
+    from bench.run.launchers import choose_launcher
+    from bench.sweep.session import Sweep
     from bench.sweep.where import Where
 
     never = _fake_install(tmp_path / "other", "exit 7")  # would be refused if it were asked
@@ -91,7 +91,7 @@ def test_an_install_asked_in_an_earlier_round_is_not_asked_again(tmp_path):
     where = Where.of(suite, choose_launcher("mpiexec"))
     record = {**{k: v for k, v in FACTS.items() if k != "plan"}, "given": str(never),
               "python": str(never / "bin" / "python")}
-    check_installs(suite, where, where.launches(suite), "suite.yaml", {str(never): record})
+    Sweep.of(suite, where, label="suite.yaml").check_installs({str(never): record})
     launcher, install = where.job(where.launches(suite)[1])
     assert install is not None and install.python == record["python"] and install.home == "/nowhere"
     assert launcher.program == where.launcher.program  # no mpiexec beside that Python: this one

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from rich.console import Console
 
 from bench.judge.gate import GateOptions
 from bench.judge.gate_output import headline, junit, markdown
 from bench.plan.cells import expand
-from bench.plan.suite_files import load_suite
+from bench.plan.suite import parse_suite
+from bench.results.runset import RunSet
 from bench.results.table import build_tables, write_run
 from bench.sweep import ab
 from bench.sweep.ab import Question, measure_until_decided, round_suite
@@ -45,8 +45,8 @@ class FakeMeasure:
     def monotonic(self) -> float:
         return self.now
 
-    def __call__(self, path: Path, out: Path, overrides: list[str], console, installs: dict) -> None:
-        suite, _ = load_suite(path, overrides)
+    def __call__(self, document: dict, label: str, out: Path, console, installs: dict) -> RunSet:
+        suite = parse_suite(document, label)
         rows, seen = [], set()
         stamp = 1.8e9 + self.now
         for launch in expand(suite):
@@ -63,9 +63,11 @@ class FakeMeasure:
         out.mkdir(parents=True)
         run_id = f"loop-{len(self.measured)}"
         identity = {"run_id": run_id, "suite": "loop", "tool_version": "test", "git_sha": "", "schema_version": 1}
-        write_run(out, *build_tables(rows, identity), {"schema_version": 1, "run_id": run_id, "suite": "loop",
-                                                        "cells_written": len(rows)})
+        meta = {"schema_version": 1, "run_id": run_id, "suite": "loop", "cells_written": len(rows)}
+        results, samples = build_tables(rows, identity)
+        write_run(out, results, samples, meta)
         self.now += self.seconds
+        return RunSet(results, samples, [meta], [str(out)])
 
 
 def _loop(tmp_path, fake: FakeMeasure, monkeypatch, budget: float = 600.0, scale: float = 1.0, confirm: int = 1,
@@ -73,10 +75,8 @@ def _loop(tmp_path, fake: FakeMeasure, monkeypatch, budget: float = 600.0, scale
     monkeypatch.setattr(ab, "_measure", fake)
     monkeypatch.setattr(ab.time, "monotonic", fake.monotonic)
     tmp_path.mkdir(exist_ok=True)
-    path = tmp_path / "suite.yaml"
-    path.write_text(yaml.safe_dump(SUITE))
     question = Question("base", "cand", scale)
-    outcome = measure_until_decided(path, dict(SUITE), tmp_path / "ab", [question], GateOptions(
+    outcome = measure_until_decided(dict(SUITE), "suite.yaml", tmp_path / "ab", [question], GateOptions(
         small_threshold=0.10, **options), budget, 4, confirm, Console(quiet=True))
     return outcome, outcome.results[question]
 
@@ -139,14 +139,13 @@ def test_round_suite_keeps_the_open_cells_and_the_asked_arms(tmp_path, monkeypat
     _, result = _loop(tmp_path, FakeMeasure(ratio={("mpi", 64): 1.3}), monkeypatch, confirm=0)
     regressed = [cell for cell in result.cells if cell.verdict == "regressed"]
     raw = {**SUITE, "arms": [*SUITE["arms"], {"name": "other", "env": {"X": "1"}}]}
-    path = round_suite(raw, regressed, ["base", "cand"], 6, tmp_path / "round.yaml")
-    again, _ = load_suite(path)
+    again = parse_suite(round_suite(raw, regressed, ["base", "cand"], 6), "round")
     cells = [cell for launch in expand(again) for cell in launch.cells]
     assert {(c.impl, c.bytes_total, c.arm) for c in cells} == {("mpi", 64, "base"), ("mpi", 64, "cand")}
     assert again.repeats == 6 and [arm.name for arm in again.arms] == ["base", "cand"]
     # an arm that sets the implementation: every implementation of the open cells' sizes
     raw["arms"][1] = {"name": "cand", "impl": "pccl-flat", "algorithm": "ring"}
-    again, _ = load_suite(round_suite(raw, regressed, ["base", "cand"], 2, tmp_path / "r2.yaml"))
+    again = parse_suite(round_suite(raw, regressed, ["base", "cand"], 2), "round")
     assert {c.bytes_total for launch in expand(again) for c in launch.cells} == {64}
     assert {c.impl for launch in expand(again) for c in launch.cells if c.arm == "base"} == {"mpi", "pccl-flat"}
 

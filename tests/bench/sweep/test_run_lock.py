@@ -161,7 +161,7 @@ def test_memory_check_names_both_figures():
     with pytest.raises(BadInput) as info:
         memory.check_memory(expand(suite), room(10), "4MiB", "s.yaml")
     # all-gather of 4 MiB total on 4 ranks: 1 MiB send + 4 MiB receive per rank, 4 ranks here
-    assert str(info.value) == ("s.yaml: sizes.max: '4MiB' needs 5.0 MiB of buffers per rank (allgather, float32, "
+    assert str(info.value) == ("s.yaml: sizes.max: 4 MiB needs 5.0 MiB of buffers per rank (allgather, float32, "
                                "4 ranks) x 4 ranks on this host = 20.0 MiB; this host has 10.0 MiB available "
                                "(MemAvailable)")
     memory.check_memory(expand(suite), room(21), "4MiB", "s.yaml")

@@ -429,19 +429,20 @@ def test_process_rule_lets_an_oversubscribed_test_run():
 def test_process_rule_counts_the_ranks_of_one_host(monkeypatch):
     """Several hosts: each holds ranks / hosts (10000 on 100 hosts of 2 cores: 100 each, fine)."""
     from bench.run.hostfacts import HostFacts
-    from bench.run.launch import Launcher
+    from bench.run.launchers.mpiexec import Mpiexec
+    from bench.run.launchers.srun import Srun
     from bench.sweep.where import Where
 
     launches = launches_of([10000], hosts=100)
     facts = {f"h{i}": HostFacts(f"h{i}", f"h{i}", f"boot{i}", 2, None) for i in range(100)}
-    where = Where(HostPlan(), Launcher("mpiexec", "mpich"), facts)
+    where = Where(HostPlan(), Mpiexec.for_flavour("mpich"), facts)
     assert where.process_room(launches[0]) == (100, 2, "h0", False)
     memory.check_processes(launches, where.process_room, "suite.yaml")
     one_machine = {name: HostFacts(name, name, "one-boot", 2, None) for name in facts}
-    crowded = Where(HostPlan(), Launcher("mpiexec", "mpich"), one_machine)
+    crowded = Where(HostPlan(), Mpiexec.for_flavour("mpich"), one_machine)
     with pytest.raises(BadInput, match="10000 ranks on the machine of h0"):
         memory.check_processes(launches, crowded.process_room, "suite.yaml")
-    srun_nodes = Where(HostPlan(source="srun", launcher_nodes=True), Launcher("srun", "mpich"))
+    srun_nodes = Where(HostPlan(source="srun", launcher_nodes=True), Srun("mpich"))
     assert srun_nodes.process_room(launches_of([10000])[0]) is None  # Slurm sizes its own nodes
 
 
@@ -457,13 +458,14 @@ def test_process_rule_on_this_host_keeps_to_its_process_limits(monkeypatch):
 
 def test_an_oversubscribed_run_here_passes_the_check():
     """The rule's own example on this host, as run_sweep checks it: 8 ranks pass whatever the cores."""
-    from bench.run.launch import choose_launcher
-    from bench.sweep.run import check_fits
+    from bench.run.launchers import choose_launcher
+    from bench.sweep.session import Sweep
     from bench.sweep.where import Where
 
     suite = parse_suite({**SUITE, "ranks": [8]}, "test")
     where = Where.of(suite, choose_launcher("mpiexec"))
-    launches = where.launches(suite)
-    check_fits(suite, {**SUITE, "ranks": [8]}, where, launches, "test")
+    sweep = Sweep.of(suite, where, label="test")
+    launches = sweep.launches
+    sweep.check_fits()
     memory.check_processes(launches, where.process_room, "test")
     assert where.process_room(launches[0])[0] == 8

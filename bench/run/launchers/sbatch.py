@@ -1,0 +1,36 @@
+"""``--launcher sbatch``: the whole sweep submitted as one batch job (bench/run/slurm.py writes its
+script), which runs it with srun inside; planned here on whole nodes as srun takes them."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from bench.plan.hosts import HostPlan
+from bench.run.launchers import register
+from bench.run.launchers.srun import Srun
+
+if TYPE_CHECKING:
+    from bench.plan.slurm_options import Slurm
+    from bench.run.launchers.base import Launcher
+
+
+@register
+@dataclass(frozen=True)
+class Sbatch(Srun):
+    name: ClassVar[str] = "sbatch"
+    sweep_driver: ClassVar[str] = "batch"
+    probes_hosts: ClassVar[bool] = False
+
+    @classmethod
+    def make(cls, flavour: str, requested: str, slurm: Slurm | None) -> Launcher:
+        # the batch job runs the sweep with srun; here only sbatch must exist (its driver looks for it)
+        extra = {"srun_args": tuple(slurm.srun_args), "partition": slurm.partition,
+                 "account": slurm.account} if slurm else {}
+        return cls(flavour, shutil.which("srun"), requested, **extra)
+
+    def job_hosts(self) -> HostPlan:
+        """The allocation asked for: the suite's hosts by name (taken before this), else whole nodes as
+        srun takes them."""
+        return HostPlan(source="sbatch", launcher_nodes=True)

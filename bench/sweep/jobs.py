@@ -1,0 +1,125 @@
+"""Launchers whose ``sweep_driver`` is ``jobs`` (mpiexec, srun): one MPI job per launch, started and
+followed here, its rows taken as rank 0 appends them; a job that ends early gives its cells left a
+``failed`` or ``timeout`` row; an interrupt still writes the table of what finished."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+from rich.console import Console
+
+from bench.errors import BadInput
+from bench.plan.cells import Cell, Launch
+from bench.plan.sizes import format_size
+from bench.present import console as screen
+from bench.results.labels import impl_label
+from bench.run.job import run_job
+from bench.run.launchers import BASE_ENV, PACKAGE_HOME
+from bench.run.provenance import recorded_env
+from bench.sweep.options import SweepOptions, lock_folder
+from bench.sweep.session import Sweep, Tables, exit_code, print_summary
+from collectives.transports.mpi.library import extension_mpi_mismatch
+
+
+def run(options: SweepOptions, out: Console) -> int:
+    return run_with_tables(options, out)[0]
+
+
+def run_with_tables(options: SweepOptions, out: Console) -> tuple[int, Tables]:
+    """The sweep, checked, measured and written: its exit code and its tables in memory."""
+    # Before anything is written: extensions built for another MPI fail every cell.
+    mismatch = extension_mpi_mismatch()
+    if mismatch:
+        raise BadInput("", mismatch)
+    sweep = Sweep.open(options)
+    sweep.check(options.known_installs)
+    lock = lock_folder(options, sweep.folder, out)
+    try:
+        return measure(sweep, out, options.summary)
+    finally:
+        lock.release()
+
+
+def dry_run(options: SweepOptions, out: Console) -> int:
+    """The exact argv of every launch, nothing started or written."""
+    sweep = Sweep.open(options)
+    sweep.check_installs(options.known_installs)
+    plan = sweep.where.plan
+    if plan.hosts:
+        out.print(f"# hosts ({plan.source}): {', '.join(map(str, plan.hosts))}; not probed in a dry run, so each is "
+                  "taken for a machine of its own", highlight=False, soft_wrap=True)
+    for launch in sweep.launches:
+        argv, _ = sweep.job_command(launch, f"<run>/plans/{launch.launch_id}.json")
+        out.print(f"# {launch.launch_id}: {len(launch.cells)} cells, timeout {sweep.suite.timeout_s:g} s",
+                  highlight=False)
+        out.print(sweep.launcher.dry_run_text(argv), highlight=False, soft_wrap=True, markup=False)
+    return 0
+
+
+def measure(sweep: Sweep, out: Console, summary: bool = True) -> tuple[int, Tables]:
+    """The sweep proper, in its locked folder: (exit code, its Tables)."""
+    sweep.start()
+    done = sweep.done()
+    launcher = sweep.launcher
+    plan = sweep.where.plan
+    hosts = f"; hosts {','.join(h.name for h in plan.hosts)} ({plan.source})" if plan.hosts else ""
+    env = recorded_env({**BASE_ENV, **sweep.suite.env})
+    out.print(f"run [bold]{sweep.run_id}[/bold] -> {sweep.folder}  ({sweep.cells} cells, {len(done)} already done; "
+              f"launcher {launcher.kind}, {launcher.flavour}{hosts}; env {env})", highlight=False, soft_wrap=True)
+    interrupted = False
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with screen.progress_bar(out) as bar:
+            task = bar.add_task("sweep", total=sweep.cells, completed=len(done), current="")
+            for launch in sweep.launches:
+                todo = sweep.todo(launch, done)
+                if not todo:
+                    continue
+                bar.update(task, description=launch.launch_id)
+                names = {cell.key: f"{cell.collective} {impl_label(cell)} {format_size(cell.bytes_total)}"
+                         for cell in todo}
+                run_launch(sweep, launch, todo, on_row=lambda row: bar.advance(task),
+                           on_start=lambda key, names=names: bar.update(task, current=names.get(key, "")))
+    except KeyboardInterrupt:
+        interrupted = True
+        out.print("[yellow]interrupted: writing the table of the finished cells[/yellow]")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    tables = sweep.finish()
+    if summary:
+        print_summary(tables, sweep.folder, out)
+    else:
+        out.print(f"{screen.status_line(tables.results)} -> {sweep.folder}", highlight=False)
+    return exit_code(tables.results, interrupted), tables
+
+
+def run_launch(sweep: Sweep, launch: Launch, todo: list[Cell], on_row: Callable[[dict], None],
+               on_start: Callable[[str], None]) -> None:
+    """One launch's MPI job on the cells ``todo``, to its end; its rows taken as they arrive."""
+    plan_path = sweep.folder / "plans" / f"{launch.launch_id}.json"
+    argv, env = sweep.job_command(launch, str(plan_path.resolve()))
+    _, install = sweep.where.job(launch)
+    sweep.write_plan(sweep.launch_plan(launch, todo, argv, env))
+    arrived: set[str] = set()
+
+    def take(row: dict) -> None:
+        arrived.add(row["cell_key"])
+        sweep.take(row)
+        on_row(row)
+
+    timeout_s = sweep.suite.timeout_s
+    outcome = run_job(argv, env, sweep.part(launch), sweep.folder / "logs" / f"{launch.launch_id}.log", timeout_s,
+                      take, on_start, install.home if install else PACKAGE_HOME)
+    if len(arrived) < len(todo):
+        tail = " | ".join(line for line in outcome.output_tail[-6:] if line.strip())[-600:]
+        if outcome.timed_out:
+            status, error = "timeout", f"MPI job killed after {timeout_s:g} s. {tail}"
+        else:
+            status, error = "failed", f"MPI job exited with {outcome.returncode} before this cell. {tail}"
+        for row in sweep.close_launch(launch, todo, arrived, status, error):
+            on_row(row)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt

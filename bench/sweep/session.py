@@ -1,0 +1,271 @@
+"""One sweep, held once: the validated suite, its launches (expanded once), the hosts and the
+launcher, the run folder, and every row of the run as it arrives. The table and meta.json are built
+from what the session holds; the part files are read once, when the session opens (a resumed run's
+rows, checked), and then only followed as the jobs append to them.
+
+The drivers (jobs.py, batch.py, inside.py) run a session the way its launcher asks; ``pccl-bench ab``
+runs its rounds as sessions of suites it builds in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from bench.plan.cells import Cell, Launch, LaunchPlan, TimingPlan
+from bench.plan.sizes import format_size
+from bench.plan.suite import Suite
+from bench.present import console as screen
+from bench.results.speedup import median_intervals
+from bench.results.table import SCHEMA_VERSION, build_tables, write_run
+from bench.run import memory, slurm
+from bench.run.installs import Install, probe_install
+from bench.run.launchers import Launcher, choose_launcher
+from bench.run.parts import append_rows
+from bench.run.provenance import provenance
+from bench.sweep.options import SweepOptions, folder_flag, open_run, start_folder, where_of
+from bench.sweep.where import Where
+
+#: statuses that a resumed sweep keeps; the rest are measured again
+FINISHED = ("ok", "wrong", "unsupported", "skipped")
+
+
+@dataclass
+class Tables:
+    """A finished run in memory: what results.parquet, samples.parquet and meta.json hold."""
+
+    results: pd.DataFrame
+    samples: pd.DataFrame
+    meta: dict
+
+
+@dataclass
+class Sweep:
+    suite: Suite
+    #: the suite as given (its file with --set and the flags applied), saved as the run's suite.yaml
+    document: dict
+    folder: Path
+    run_id: str
+    where: Where
+    #: the suite's launches on these hosts, expanded once
+    launches: list[Launch]
+    #: what bad-input lines about the suite name (its file, or the resumed run's suite.yaml)
+    label: str
+    #: the flag that named the run folder, for a bad-input line about it
+    folder_flag: str = "--out"
+    #: the latest row of every cell: the part files' when the session opened, then each row as it arrives
+    rows: dict[str, dict] = field(default_factory=dict)
+    #: per launch: the exact command, environment and hosts of its MPI job (meta.json ``launches``)
+    records: dict[str, dict] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+
+    @classmethod
+    def open(cls, options: SweepOptions, where: Where | None = None) -> Sweep:
+        """The sweep ``options`` ask for, nothing written yet: a new run, or the resumed one with its
+        rows. ``where``: the hosts and launcher when they are known already (a job started around
+        this process); else the launcher ``--launcher`` names, on the hosts it finds."""
+        run = open_run(options)
+        if where is None:
+            where = Where.of(run.suite, choose_launcher(options.launcher, run.suite.slurm))
+        launches = where.launches(run.suite)  # a rank count the hosts cannot hold: bad input, before the probe
+        if run.suite.select and not any(launch.cells for launch in launches):
+            raise BadInput(where_of(options), f"select: {run.document.get('select')!r} matches no cell of the suite")
+        sweep = cls(run.suite, run.document, run.folder, run.run_id, where, launches, where_of(options),
+                    folder_flag(options), {row["cell_key"]: row for row in run.rows})
+        if options.resume is not None:
+            sweep.records = earlier_launches(run.folder)
+        return sweep
+
+    @classmethod
+    def of(cls, suite: Suite, where: Where, folder: Path = Path("."), run_id: str = "plan", label: str = "suite",
+           document: dict | None = None) -> Sweep:
+        """A session of ``suite`` on ``where`` without a folder of its own (planning, tests, benchmarks)."""
+        return cls(suite, document or {}, folder, run_id, where, where.launches(suite), label)
+
+    @property
+    def launcher(self) -> Launcher:
+        return self.where.launcher
+
+    @property
+    def cells(self) -> int:
+        return sum(len(launch.cells) for launch in self.launches)
+
+    def done(self) -> set[str]:
+        """The cells a resumed run keeps."""
+        return {key for key, row in self.rows.items() if row["status"] in FINISHED}
+
+    def todo(self, launch: Launch, done: set[str]) -> list[Cell]:
+        """The cells of ``launch`` still to measure."""
+        return [cell for cell in launch.cells if cell.key not in done]
+
+    # ------------------------------------------------------------------ before anything is written
+
+    def check(self, known_installs: dict[str, dict] | None = None) -> None:
+        """BadInput, before anything is written, where the sweep cannot run: a named host that does
+        not answer, another install that cannot read this one's plans, buffers or processes that do
+        not fit the machines."""
+        self.where.probe(self.suite)
+        self.check_installs(known_installs)
+        self.check_fits()
+        memory.check_processes(self.launches, self.where.process_room, self.label)
+
+    def check_fits(self) -> None:
+        """Refuse sizes whose buffers exceed a machine's memory (the machines of named hosts as probed;
+        srun's own nodes cannot be seen from here)."""
+        memory.check_memory(self.launches, self.where.memory_room, format_size(self.suite.sizes.max), self.label)
+
+    def check_installs(self, known: dict[str, dict] | None = None) -> None:
+        """Every other install an arm names, asked once what it is and whether it reads this install's
+        plans (its first launch's, written to a scratch folder). ``known``: installs an earlier round
+        of the same ab asked (their records), taken as they are."""
+        for index, arm in enumerate(self.suite.arms):
+            where = f"{self.label}: arms.{index}.install"
+            if arm.install is None or arm.install in self.where.installs:
+                continue
+            if arm.install in (known or {}):
+                self.where.add_install(Install(**known[arm.install]), where)
+                continue
+            launch = next(launch for launch in self.launches if launch.install == arm.install)
+            with tempfile.TemporaryDirectory(prefix="pccl-plan-check-") as scratch:
+                plan_path = Path(scratch) / "plan.json"
+                self.launch_plan(launch, launch.cells, [], {}, part=Path(scratch) / "part.jsonl").write(plan_path)
+                install = probe_install(arm.install, where, SCHEMA_VERSION, plan_path)
+            self.where.add_install(install, where)
+
+    # ------------------------------------------------------------------ launches
+
+    def job_command(self, launch: Launch, plan_path: str) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment of one launch's MPI job (another install's worker for an arm that
+        names one)."""
+        load = self.where.load(launch)
+        launcher, install = self.where.job(launch)
+        env = launcher.job_env(load, {**self.suite.env, **launch.env})
+        program = None
+        if install is not None:
+            env.update(install.job_env())
+            program = [install.python, "-m", "bench.run.worker", plan_path]
+        argv = launcher.command(launch.nranks, env, [plan_path], launch.where, self.suite.timeout_s,
+                                load.oversubscribed, program)
+        return argv, env
+
+    def launch_plan(self, launch: Launch, todo: list[Cell], argv: list[str], env: dict[str, str],
+                    part: Path | None = None) -> LaunchPlan:
+        """What the workers of one launch run (``part``: where rank 0 appends the rows)."""
+        part = part or self.part(launch)
+        spread = launch.where
+        return LaunchPlan(run_id=self.run_id, launch_id=launch.launch_id, nranks=launch.nranks,
+                          ranks_per_node=launch.ranks_per_node,
+                          requested_ranks_per_node=launch.requested_ranks_per_node, part=str(part.resolve()),
+                          timing=TimingPlan(**self.suite.timing.model_dump()), check=self.suite.check, cells=todo,
+                          row_extra={"oversubscribed": self.where.load(launch).oversubscribed}, argv=argv, env=env,
+                          hosts=list(spread.names),
+                          # 0 where Slurm chooses the nodes: no planned placement for the worker to hold it to
+                          ranks_per_host=0 if spread.launcher_spreads else spread.ranks_per_host)
+
+    def part(self, launch: Launch) -> Path:
+        return self.folder / "parts" / f"{launch.launch_id}.jsonl"
+
+    def write_plan(self, plan: LaunchPlan) -> Path:
+        """plans/<launch>.json for the workers, and the launch's record for meta.json."""
+        path = self.folder / "plans" / f"{plan.launch_id}.json"
+        plan.write(path)
+        self.records[plan.launch_id] = {"argv": plan.argv, "env": plan.env, "nranks": plan.nranks,
+                                        "hosts": plan.hosts, "ranks_per_host": plan.ranks_per_host}
+        return path
+
+    def take(self, row: dict) -> None:
+        """A row as it arrives (the last row of a cell wins, as in the part files)."""
+        self.rows[row["cell_key"]] = row
+
+    def close_launch(self, launch: Launch, todo: list[Cell], arrived: set[str], status: str,
+                     error: str) -> list[dict]:
+        """The cells of ``todo`` a launch ended without (none in ``arrived``): a row each of ``status``
+        with ``error``, appended to the launch's part file and taken."""
+        rows = [{**cell.to_dict(), "status": status, "error": error, "n_wrong": 0, "iters": 0, "samples_us": [],
+                 "timestamp": time.time(), "launch_id": launch.launch_id} for cell in todo if cell.key not in arrived]
+        append_rows(self.part(launch), rows)
+        for row in rows:
+            self.take(row)
+        return rows
+
+    # ------------------------------------------------------------------ the table
+
+    def start(self) -> None:
+        """The run folder made (suite.yaml, run.json): the sweep's first write."""
+        start_folder(self.folder, self.document, self.run_id, self.folder_flag)
+        self.started = time.time()
+
+    def finish(self) -> Tables:
+        """The run's tables and meta.json, written, from the rows of the cells the suite plans on these
+        hosts, in the order of the plan."""
+        rows = [self.rows[cell.key] for launch in self.launches for cell in launch.cells if cell.key in self.rows]
+        launcher = self.launcher
+        meta = {
+            "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "suite": self.suite.name,
+            "suite_definition": self.suite.model_dump(), "launcher": launcher.kind,
+            "launcher_requested": launcher.requested, "slurm": slurm.job_facts(self.folder),
+            "mpi_flavour": launcher.flavour, "started": self.started, "finished": time.time(),
+            "cells_planned": self.cells, "cells_written": len(rows), "hosts": self.where.record(),
+            "installs": {given: install.record() for given, install in self.where.installs.items()},
+            "launches": self.launch_records(), **provenance(),
+        }
+        identity = {"run_id": self.run_id, "suite": self.suite.name, "tool_version": meta["tool_version"],
+                    "git_sha": meta["git_sha"], "schema_version": SCHEMA_VERSION}
+        results, samples = build_tables(rows, identity)
+        write_run(self.folder, results, samples, meta)
+        return Tables(results, samples, meta)
+
+    def launch_records(self) -> dict:
+        """Every MPI job of the run, with where its ranks ran (the worker's placement file)."""
+        records = {}
+        for launch_id, record in sorted(self.records.items()):
+            placed = self.folder / "parts" / f"{launch_id}.placement.json"
+            if placed.exists():
+                try:
+                    record = {**record, "placement": json.loads(placed.read_text())}
+                except ValueError:
+                    pass
+            records[launch_id] = record
+        return records
+
+
+def earlier_launches(folder: Path) -> dict[str, dict]:
+    """The launch records of a resumed run's earlier sweeps (their plans), read once when it opens."""
+    records = {}
+    for path in sorted((folder / "plans").glob("*.json")):
+        try:
+            plan = LaunchPlan.read(path)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a plan cut by a crash: its launch runs again and writes a new one
+        records[plan.launch_id] = {"argv": plan.argv, "env": plan.env, "nranks": plan.nranks, "hosts": plan.hosts,
+                                   "ranks_per_host": plan.ranks_per_host}
+    return records
+
+
+def exit_code(results: pd.DataFrame, interrupted: bool) -> int:
+    if interrupted:
+        return EXIT_INTERRUPTED
+    statuses = set(results["status"]) if len(results) else set()
+    if "wrong" in statuses:
+        return EXIT_CHECK_FAILED
+    if statuses & {"failed", "timeout"}:
+        return EXIT_CELLS_FAILED
+    return EXIT_OK
+
+
+def print_summary(tables: Tables, folder: Path, out: Console) -> None:
+    results = tables.results
+    intervals = median_intervals(tables.samples if len(tables.samples) else None)  # the bootstrap once for both
+    for table in screen.summary_tables(results, intervals=intervals) + screen.verdict_tables(results,
+                                                                                           intervals=intervals):
+        out.print(table)
+    for reason in screen.reasons(results):
+        out.print(reason, highlight=False, markup=False)
+    out.print(f"{screen.status_line(results)} -> {folder}/results.parquet", highlight=False)
