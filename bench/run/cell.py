@@ -16,42 +16,49 @@ from bench.run import faults
 from collectives import memory, spec
 from collectives.call import CallSpec
 from collectives.impls import get
+from collectives.schedules.resources import resources_of
+from collectives.schedules.topology import Topology
 from collectives.timing_plan import MAX_TURNS
 
-_CONTEXTS: dict[tuple[int, str], object] = {}
-_CLOCKS: dict[int, object] = {}
 #: a synthetic clock skew per rank, for tests on machines whose ranks share one clock
 FAKE_CLOCK_VARIABLE = "PCCL_BENCH_FAKE_CLOCK"
 #: the fields an arm may set, blanked to compare two arms' cells
 ARM_BLANK = dict.fromkeys(ARM_FIELDS, "")
 
 
-def context_for(topo, device: str):
+def context_for(topo: Topology | None, device: str):
     """The job's context for the memory kind ``device`` (collectives/memory: for GPUs collective over the
-    topology's communicator), opened on first use and kept until close_contexts."""
-    key = (id(topo), device)
-    if key not in _CONTEXTS:
-        _CONTEXTS[key] = memory.get(device).open(topo, device)
-    return _CONTEXTS[key]
+    topology's communicator), opened on first use and kept on the topology until close_contexts.
+    ``topo`` None (no job: a look at a memory kind) opens one that nothing keeps."""
+    if topo is None:
+        return memory.get(device).open(topo, device)
+    return topo.resources.open(f"context:{device}", lambda: memory.get(device).open(topo, device))
 
 
-def clock_for(topo, timing: TimingPlan):
-    """The rank's synchronised clock for window mode (or ``clock_sync``): one per job, so the
-    drift is fitted over its cells; None where the cell needs none."""
+def clock_for(topo: Topology, timing: TimingPlan):
+    """The rank's synchronised clock for window mode (or ``clock_sync``): one per job, kept on its
+    topology, so the drift is fitted over its cells; None where the cell needs none."""
     if timing.mode != "window" and not timing.clock_sync:
         return None
-    if id(topo) not in _CLOCKS:
+
+    def start():
         from cython_ext.clock import SyncedClock, fake_skew
 
-        _CLOCKS[id(topo)] = SyncedClock(*fake_skew(os.environ.get(FAKE_CLOCK_VARIABLE, ""), topo.comm.rank))
-    return _CLOCKS[id(topo)]
+        return SyncedClock(*fake_skew(os.environ.get(FAKE_CLOCK_VARIABLE, ""), topo.comm.rank))
+
+    return topo.resources.open("clock", start)
 
 
-def close_contexts() -> None:
-    """End of a job: what the contexts hold (NCCL/RCCL communicators), before MPI finalizes."""
-    while _CONTEXTS:
-        _, context = _CONTEXTS.popitem()
-        context.close()
+def close_contexts(topo: Topology | None) -> None:
+    """End of a job, before MPI finalizes: what it opened, each once: on its topology (the memory
+    contexts' NCCL/RCCL communicators, the clock; the transports' state on the node and rail
+    communicators), then on its communicator (shm segment, UCX endpoints). None (the launch made no
+    topology): nothing is open."""
+    if topo is None:
+        return
+    topo.close()
+    if topo.comm is not None:
+        resources_of(topo.comm).close()
 
 
 def call_of(cell: Cell) -> CallSpec:

@@ -113,7 +113,7 @@ def run_plan(plan: LaunchPlan, comm: MPI.Comm) -> None:
         index += len(cells)
     if comm.rank == 0:
         sync_file(part)
-    close_contexts()  # NCCL/RCCL communicators of GPU cells, before MPI finalizes
+    close_contexts(topo)  # NCCL/RCCL communicators of GPU cells, shm and UCX state, before MPI finalizes
 
 
 def main(plan_path: str) -> int:

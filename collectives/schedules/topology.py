@@ -9,8 +9,10 @@ hierarchical path runs on a laptop or in CI.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 
+from collectives.schedules.resources import Resources, resources_of
 from collectives.schedules.rows import COMM_INTER, COMM_INTRA, COMM_WORLD
 
 
@@ -61,18 +63,53 @@ class Topology:
     hosts: tuple[str, ...]
     #: ranks on each real node (the shared-memory split), whatever the virtual nodes
     ranks_per_host: int = 0
+    #: the job's own state on this topology (the harness's memory contexts and clock), closed with it
+    resources: Resources = field(default_factory=Resources, compare=False, repr=False)
 
     @property
     def comms(self) -> list:
         """In the order of the schedule's comm column."""
         return [self.comm, self.node_comm, self.rail_comm]
 
+    def close(self) -> None:
+        """Release what is open on this topology, before MPI finalizes: the job's own resources first
+        (memory contexts: their NCCL/RCCL communicators), then the transports' state on the rail and
+        node communicators it made (shm segment, UCX endpoints). The communicators stay (MPI frees
+        them at finalize); what is used again opens again. ``comm`` is not its own: the caller closes
+        ``resources_of(comm)``, which other topologies of it share. Each resource once."""
+        self.resources.close()
+        for sub in (self.rail_comm, self.node_comm):
+            if sub is not None:
+                resources_of(sub).close()
 
-_CACHE: dict[tuple[int, int | None], Topology] = {}
+
+class _Topologies(dict):
+    """The topologies made of one communicator, by ranks_per_node: its ``topologies`` resource."""
+
+    def close(self) -> None:
+        while self:
+            _, made = self.popitem()
+            made.close()
+
+
+#: The topologies this process made, while something holds them (their communicator does): what a
+#: question asked without a communicator consults (shm's reason for a whole communicator, decided
+#: from the call alone). An index of the objects that hold the state, holding none itself.
+_MADE: list[weakref.ref[Topology]] = []
+
+
+def made_topologies() -> list[Topology]:
+    """The topologies ``topology()`` made in this process that are still held, oldest first."""
+    return [made for made in (ref() for ref in _MADE) if made is not None]
+
+
+def _remember(made: Topology) -> None:
+    _MADE[:] = [*(ref for ref in _MADE if ref() is not None), weakref.ref(made)]
 
 
 def topology(comm, ranks_per_node: int | None = None) -> Topology:
-    """The (cached) topology of ``comm``. A collective call on first use for a shape.
+    """The topology of ``comm``, kept on ``comm`` (its ``topologies`` resource). A collective call on
+    first use for a shape.
 
     ``ranks_per_node=None`` takes the real placement (shared-memory split). Otherwise
     each real node is cut into virtual nodes of that many ranks; a shape that does
@@ -81,9 +118,9 @@ def topology(comm, ranks_per_node: int | None = None) -> Topology:
     """
     from mpi4py import MPI
 
-    key = (MPI._handleof(comm), ranks_per_node)
-    if key in _CACHE:
-        return _CACHE[key]
+    made = resources_of(comm).open("topologies", _Topologies)
+    if ranks_per_node in made:
+        return made[ranks_per_node]
     shared = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
     real_size, real_local = shared.Get_size(), shared.Get_rank()
     shared.Free()
@@ -96,7 +133,8 @@ def topology(comm, ranks_per_node: int | None = None) -> Topology:
     node_comm = comm.Split(grid.node(rank), rank)
     rail_comm = comm.Split(grid.local(rank), rank)
     result = Topology(comm, node_comm, rail_comm, grid, per_node < real, hosts, real)
-    _CACHE[key] = result
+    made[ranks_per_node] = result
+    _remember(result)
     return result
 
 

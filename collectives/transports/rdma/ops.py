@@ -2,7 +2,8 @@
 
 * process: one UCP context and worker (``worker()``), created on first use;
 * communicator: an endpoint to every rank (``endpoints(comm)``), worker addresses exchanged
-  with one MPI allgather, cached per communicator;
+  with one MPI allgather, kept on the communicator (its ``rdma`` resource:
+  collectives/schedules/resources.py);
 * buffer set: ``build``/``build_at`` map the receive buffer, a landing buffer and the flag
   words (ucp_mem_map), pack their rkeys, exchange them with one MPI allgather and unpack
   them once per peer, then return a cython_ext.rdma op whose calls do puts and flags only.
@@ -27,6 +28,7 @@ import numpy as np
 
 from collectives.dtypes import dtype_code, itemsize, op_code
 from collectives.envsettings import env_number, machine_ranks, physical_cores
+from collectives.schedules.resources import resources_of
 from collectives.spec import even_blocks
 
 ENV_TIMEOUT = "PCCL_RDMA_TIMEOUT_S"  # bound on every wait for a peer (default 30 s)
@@ -116,8 +118,14 @@ def unsupported_reason(collective: str, algorithm: str, nranks: int, count: int,
 # -- process and communicator state ------------------------------------------------------------
 
 _WORKER = None
-_ENDPOINTS: dict[int, object] = {}
-_TRANSPORTS: dict[int, str] = {}
+
+
+@dataclass(frozen=True)
+class UcxState:
+    """UCX's state on one communicator: its ``rdma`` resource, kept on the communicator."""
+
+    endpoints: object  # cython_ext.ucx.Endpoints: this rank's endpoint to every rank
+    transport: str  # what UCX moves the puts with over them (``ucx:cma``), agreed by every rank
 
 
 def worker():
@@ -141,33 +149,31 @@ def _oversubscribed(comm) -> bool:
 
 
 def endpoints(comm):
-    """Endpoints from this rank to every rank of ``comm`` (collective on first use, then cached)."""
-    from mpi4py import MPI
+    """Endpoints from this rank to every rank of ``comm`` (collective on first use, then kept on ``comm``)."""
+    return resources_of(comm).open("rdma", lambda: _connect(comm)).endpoints
 
+
+def _connect(comm) -> UcxState:
+    """Endpoints to every rank of ``comm``, wired up, and the transport UCX chose (collective)."""
     from cython_ext import ucx, ucx_region
 
-    key = MPI._handleof(comm)
-    if key not in _ENDPOINTS:
-        mode = settings().yield_mode
-        spin_yield = _oversubscribed(comm) if mode == "auto" else mode == "1"
-        try:
-            mine, error = worker(), ""
-        except ucx.UcxError as failure:  # UCX did not start here: every rank raises, none waits
-            mine, error = None, f"UCX did not start: {failure}"
-        ucx._agree(comm, error)
-        found = ucx.Endpoints(mine, comm)
-        found.worker.yield_when_idle = found.worker.yield_when_idle or spin_yield
-        ucx_region.wire_up(found, comm)
-        _ENDPOINTS[key] = found
-        _TRANSPORTS[key] = _agreed_transport(comm, found)
-    return _ENDPOINTS[key]
+    mode = settings().yield_mode
+    spin_yield = _oversubscribed(comm) if mode == "auto" else mode == "1"
+    try:
+        mine, error = worker(), ""
+    except ucx.UcxError as failure:  # UCX did not start here: every rank raises, none waits
+        mine, error = None, f"UCX did not start: {failure}"
+    ucx._agree(comm, error)
+    found = ucx.Endpoints(mine, comm)
+    found.worker.yield_when_idle = found.worker.yield_when_idle or spin_yield
+    ucx_region.wire_up(found, comm)
+    return UcxState(found, _agreed_transport(comm, found))
 
 
 def transport_of(comm) -> str:
     """What UCX moves ``comm``'s puts with (``ucx:cma``), once its endpoints exist; else ''."""
-    from mpi4py import MPI
-
-    return _TRANSPORTS.get(MPI._handleof(comm), "")
+    state = resources_of(comm).get("rdma")
+    return "" if state is None else state.transport
 
 
 _USES = re.compile(r"^(am|am_bw|rma|rma_bw|amo|tag|wireup|keepalive)(#\d+)?$")

@@ -1,7 +1,8 @@
 """Setup of the shared-memory collectives (cython_ext/shm.pyx): once per communicator and op.
 
 * communicator: one shared window (``MPI_Win_allocate_shared``, MPICH / Open MPI / Cray-MPICH, no
-  other dependency) holding every rank's region, made on first use and cached; its ranks must
+  other dependency) holding every rank's region, made on first use and kept on the communicator
+  (its ``shm`` resource: collectives/schedules/resources.py); its ranks must
   share memory (a real node, or a virtual node, which is always inside one). Cross-memory
   attach (process_vm_readv) is probed there once: every rank reads every peer's probe word,
   and the single-copy path is used only if all of them could.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from collectives.dtypes import dtype_code, itemsize, op_code
 from collectives.envsettings import env_choice, env_number, machine_ranks, physical_cores
 from collectives.memory.backends import host_address
+from collectives.schedules.resources import resources_of
 from collectives.schedules.rows import COMM_WORLD
 from collectives.spec import even_blocks
 
@@ -119,10 +121,11 @@ def path_for(collective: str, nranks: int, count: int, item: int, cma: bool, cho
 
 
 def _multi_host_reason(nranks: int) -> str | None:
-    """From the topology the job already made (collectives.schedules.topology caches it): ranks on several hosts."""
-    from collectives.schedules import topology
+    """From the topology the job already made (asked without a communicator, so of the topologies this
+    process holds): ranks on several hosts."""
+    from collectives.schedules.topology import made_topologies
 
-    for topo in topology._CACHE.values():
+    for topo in made_topologies():
         if topo.grid.nranks == nranks and len(topo.hosts) > 1:
             return (f"the {nranks} ranks are on {len(topo.hosts)} hosts ({', '.join(topo.hosts)}) and share no "
                     f"memory; shm runs on one node (as pccl-hier's intra phase on more)")
@@ -149,8 +152,13 @@ def unsupported_reason(call, context, comm_index: int = COMM_WORLD) -> str | Non
 
 # -- communicator state --------------------------------------------------------------------------
 
-_SEGMENTS: dict[int, object] = {}
-_CMA_REASONS: dict[int, str] = {}
+
+@dataclass(frozen=True)
+class ShmState:
+    """shm's state on one communicator: its ``shm`` resource, kept on the communicator."""
+
+    segment: object  # cython_ext.shm.Segment: every rank's region in one shared window
+    cma_reason: str  # why the single-copy path is off ('' when it is on)
 
 
 def _oversubscribed(node_size: int, env=os.environ) -> bool:
@@ -159,14 +167,16 @@ def _oversubscribed(node_size: int, env=os.environ) -> bool:
 
 
 def segment(comm):
-    """The shared segment of ``comm`` (collective on first use, then cached)."""
+    """The shared segment of ``comm`` (collective on first use, then kept on ``comm``)."""
+    return resources_of(comm).open("shm", lambda: _open(comm)).segment
+
+
+def _open(comm) -> ShmState:
+    """Allocate, zero and probe ``comm``'s segment (collective)."""
     from mpi4py import MPI
 
     from cython_ext import shm
 
-    key = MPI._handleof(comm)
-    if key in _SEGMENTS:
-        return _SEGMENTS[key]
     chosen = settings()
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     shares, node_size = node.Get_size() == comm.Get_size(), node.Get_size()
@@ -190,16 +200,13 @@ def segment(comm):
         why = next((text for text in comm.allgather(found.probe_cma()) if text), "")
     found.cma = not why
     comm.Barrier()  # every region zeroed before anyone publishes a step
-    _SEGMENTS[key] = found
-    _CMA_REASONS[key] = why
-    return found
+    return ShmState(found, why)
 
 
 def cma_reason(comm) -> str:
     """Why the single-copy path is off on ``comm`` ('' when it is on), once its segment exists."""
-    from mpi4py import MPI
-
-    return _CMA_REASONS.get(MPI._handleof(comm), "")
+    state = resources_of(comm).get("shm")
+    return "" if state is None else state.cma_reason
 
 
 def build(comm, collective: str, send, recv, count: int, dtype: str, op: str, path: str | None = None,

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from conftest import ROOT
 
-# Module state in the library is caches keyed by what they describe (a communicator's segment,
-# endpoints); a name set with ``global`` is one value for the whole process: each one listed, with why.
+# What the library keeps per communicator lives on the communicator (a segment, endpoints:
+# collectives/schedules/resources.py), not in modules; a name set with ``global`` is one value for
+# the whole process: each one listed, with why.
 ALLOWED_GLOBALS = {("collectives/transports/rdma/ops.py", "_WORKER"): "one UCP worker per process, made on first use"}
 
 TWO_OPS = textwrap.dedent('''

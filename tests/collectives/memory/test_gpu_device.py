@@ -11,6 +11,7 @@ import pytest
 from collectives.memory import backends as devices
 from collectives.memory import gpu_aware
 from collectives.memory.device_context import DeviceContext
+from collectives.schedules.topology import Grid, Topology
 from collectives.transports.xccl import communicators as xccl
 
 
@@ -247,8 +248,13 @@ def test_communicators_and_contexts_are_closed_before_mpi_finalizes():
     with_nccl = DeviceContext("cuda", "", gpu_aware.GpuAwareness(False, ""), xccl.XcclInfo("NCCL"),
                               communicators=communicators)
     without = DeviceContext("cuda", "no GPU", gpu_aware.GpuAwareness(False, ""), xccl.XcclInfo("NCCL"))
-    cell._CONTEXTS.update({(1, "cuda"): with_nccl, (2, "cuda"): without})
-    cell.close_contexts()
-    assert sorted(destroyed) == ["intra", "world"] and not cell._CONTEXTS and not communicators._cache
-    cell.close_contexts()  # nothing left: nothing destroyed twice
+    job = Topology(None, None, None, Grid(2, 1), False, ("h1",))
+    other = Topology(None, None, None, Grid(2, 2), False, ("h1",))  # another job: its contexts are its own
+    job.resources.open("context:cuda", lambda: with_nccl)
+    other.resources.open("context:cuda", lambda: without)
+    cell.close_contexts(job)
+    assert sorted(destroyed) == ["intra", "world"] and not job.resources.names() and not communicators._cache
+    assert other.resources.get("context:cuda") is without
+    cell.close_contexts(other)  # a context without NCCL: nothing to destroy
+    cell.close_contexts(job)  # nothing left: nothing destroyed twice
     assert len(destroyed) == 2
