@@ -146,7 +146,7 @@ def test_size_beyond_the_memory_is_refused_before_anything_is_written(tmp_path: 
     assert result.returncode == 2, describe(result)
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("pccl-bench: error:"), describe(result)
-    for needle in (str(suite), "sizes.max", "'1024GiB'", "per rank", "x 2 ranks on this host", "available"):
+    for needle in (str(suite), "sizes.max: 1024 GiB", "per rank", "x 2 ranks on this host", "available"):
         assert needle in lines[0], describe(result)
     assert not out.exists(), "nothing may be created"
 
@@ -159,7 +159,7 @@ def room(mebibytes: int, ranks: int | None = None):
 def test_memory_check_names_both_figures():
     suite = parse_suite({**GATHER_4MIB, "ranks": [4]}, "s.yaml")
     with pytest.raises(BadInput) as info:
-        memory.check_memory(expand(suite), room(10), "4MiB", "s.yaml")
+        memory.check_memory(expand(suite), room(10), "4 MiB", "s.yaml")
     # all-gather of 4 MiB total on 4 ranks: 1 MiB send + 4 MiB receive per rank, 4 ranks here
     assert str(info.value) == ("s.yaml: sizes.max: 4 MiB needs 5.0 MiB of buffers per rank (allgather, float32, "
                                "4 ranks) x 4 ranks on this host = 20.0 MiB; this host has 10.0 MiB available "
