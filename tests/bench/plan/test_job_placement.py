@@ -201,11 +201,12 @@ def test_oversubscription_follows_each_hosts_cores(tmp_path: Path, outside_any_j
     assert THROTTLE not in env and THROTTLE not in argv
     open_mpi, _ = where_of(OPEN_MPI, dict(where.facts))
     assert "--oversubscribe" not in Sweep.of(suite, open_mpi).job_command(launches[0], "plan.json")[0]
-    assert not Sweep.of(suite, where, tmp_path / "run", "job-1").launch_plan(launches[0], launches[0].cells, argv, env).row_extra["oversubscribed"]
+    sweep = Sweep.of(suite, where, tmp_path / "run", "job-1")
+    assert not sweep.launch_plan(launches[0], launches[0].cells, argv, env).row_extra["oversubscribed"]
     where.facts["n2"] = node("n2", cores=32)  # one host over: the settings and the flag for the launch
     argv, env = Sweep.of(suite, where).job_command(launches[0], "plan.json")
     assert env[THROTTLE] == "1" and THROTTLE in argv
-    assert Sweep.of(suite, where, tmp_path / "run", "job-1").launch_plan(launches[0], launches[0].cells, argv, env).row_extra["oversubscribed"]
+    assert sweep.launch_plan(launches[0], launches[0].cells, argv, env).row_extra["oversubscribed"]
 
 
 def test_process_check_counts_each_hosts_ranks(tmp_path: Path, outside_any_job, this_host):
