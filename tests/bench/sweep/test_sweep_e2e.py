@@ -452,3 +452,42 @@ def test_interrupt_keeps_the_finished_cells(interrupted_run):
 
 def test_interrupt_exits_130(interrupted_run):
     assert interrupted_run["returncode"] == 130
+
+
+def test_a_sweep_expands_its_suite_once_and_reads_each_part_file_once(sweep, tmp_path, monkeypatch):
+    """The session holds the run: the suite expanded once, each part file read once when the session
+    opens (a resumed run's rows), the launches' rows taken as they stream in, the tables written from
+    memory and never read back."""
+    from hostile import run_in_process
+
+    import bench.sweep.where
+    from bench.run import parts
+
+    calls = {"expand": 0, "parts": [], "parquet": 0}
+    expand_before, rows_before, parquet_before = bench.sweep.where.expand, parts._rows, pd.read_parquet
+
+    def counted_expand(*args, **kwargs):
+        calls["expand"] += 1
+        return expand_before(*args, **kwargs)
+
+    def counted_rows(part, *args):
+        calls["parts"].append(part.name)
+        return rows_before(part, *args)
+
+    def counted_parquet(*args, **kwargs):
+        calls["parquet"] += 1
+        return parquet_before(*args, **kwargs)
+
+    folder = tmp_path / "run"
+    _interrupt(sweep, folder, 5)
+    monkeypatch.setattr(bench.sweep.where, "expand", counted_expand)
+    monkeypatch.setattr(parts, "_rows", counted_rows)
+    monkeypatch.setattr(pd, "read_parquet", counted_parquet)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    code, out, err = run_in_process("run", "sweep", "--resume", folder)
+    assert code == 0, err + out
+    assert calls["expand"] == 1
+    assert sorted(calls["parts"]) == sorted(path.name for path in (sweep["out"] / "parts").glob("*.jsonl"))
+    assert calls["parquet"] == 0
+    monkeypatch.undo()
+    assert len(pd.read_parquet(folder / "results.parquet")) == PLANNED
