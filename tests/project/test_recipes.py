@@ -13,7 +13,9 @@ differs from the repository in the named files only.
   tree: the algorithm recipe again), by pccl-flat; every other implementation declines it by name;
 - a memory kind (host buffers each on pages of its own: a backend in collectives/memory/backends.py,
   one module in collectives/memory/ with its context and ``@register``, and its import line), which a
-  suite's ``device:`` selects, run by every host implementation.
+  suite's ``device:`` selects, run by every host implementation;
+- a launcher (Flux: one module in bench/run/launchers/ and its import line), swept through a stand-in
+  ``flux`` that starts the same job with mpiexec.
 """
 
 from __future__ import annotations
