@@ -26,7 +26,7 @@ from bench.plan.cells import LaunchPlan
 from bench.plan.hosts import Host, HostPlan
 from bench.run import hostfacts
 from bench.run.launch import BASE_ENV, MACHINE_RANKS_VARIABLE, Launcher, mpi_flavour
-from bench.run.parts import append_rows, read_parts
+from bench.run.parts import append_rows, finished_keys, read_parts
 from bench.run.provenance import recorded_env
 from bench.sweep.options import Run, SweepOptions, lock_folder, open_run, start_folder, where_of
 from bench.sweep.run import FINISHED, check_fits, exit_code, finish, launch_plan, missing_rows, print_summary
@@ -160,7 +160,7 @@ def _measure(run: Run, where: Where, launches: list, comm, out: Console) -> int:
 
     start_folder(run.folder, run.raw, run.run_id, "--out")
     started = time.time()
-    done = {row["cell_key"] for row in read_parts(run.folder) if row["status"] in FINISHED}
+    done = finished_keys(read_parts(run.folder), [cell for launch in launches for cell in launch.cells], FINISHED)
     out.print(f"run [bold]{run.run_id}[/bold] -> {run.folder}  (inside this job: {comm.size} ranks on "
               f"{','.join(h.name for h in where.plan.hosts)}; {len(done)} cells already done)", highlight=False,
               soft_wrap=True)

@@ -27,7 +27,8 @@ from bench.results.table import SCHEMA_VERSION, build_tables, write_run
 from bench.run import memory, slurm
 from bench.run.installs import Install, probe_install
 from bench.run.launch import BASE_ENV, LAUNCHERS, PACKAGE_HOME, Launcher, choose_launcher, run_job
-from bench.run.parts import append_rows, read_parts
+from bench.run.outcome import CellOutcome, part_row
+from bench.run.parts import append_rows, finished_keys, read_parts, rows_of_cells
 from bench.run.provenance import provenance, recorded_env
 from bench.sweep.options import (
     Run,
@@ -55,8 +56,7 @@ def check_fits(suite: Suite, raw: dict, where: Where, launches: list[Launch], pl
 
 
 def missing_rows(cells: list[Cell], seen: set[str], status: str, error: str) -> list[dict]:
-    return [{**cell.to_dict(), "status": status, "error": error, "n_wrong": 0, "iters": 0, "samples_us": [],
-             "timestamp": time.time()} for cell in cells if cell.key not in seen]
+    return [part_row(cell, CellOutcome.not_run(status, error), time.time()) for cell in cells if cell.key not in seen]
 
 
 def launch_plan(launch: Launch, todo: list[Cell], suite: Suite, where: Where, run: Run,
@@ -154,14 +154,15 @@ def dry_run_commands(options: SweepOptions, out: Console) -> int:
 def finish(run: Run, launcher: Launcher | None, where: Where, started: float) -> pd.DataFrame:
     """The run's tables and meta.json from its part files (the cells the suite plans, on these hosts)."""
     suite, folder = run.suite, run.folder
-    wanted = {cell.key for launch in where.launches(suite) for cell in launch.cells}
-    rows = [row for row in read_parts(folder) if row["cell_key"] in wanted]
+    planned = [cell for launch in where.launches(suite) for cell in launch.cells]
+    # a folder begun with schema 1 keeps its rows under their keys of then (bench.run.parts.cell_rows)
+    rows = rows_of_cells(read_parts(folder), planned)
     meta = {
         "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "suite": suite.name,
         "suite_definition": suite.model_dump(), "launcher": launcher.kind if launcher else None,
         "launcher_requested": launcher.requested if launcher else None, "slurm": slurm.job_facts(folder),
         "mpi_flavour": launcher.flavour if launcher else None, "started": started, "finished": time.time(),
-        "cells_planned": len(wanted), "cells_written": len(rows), "hosts": where.record(),
+        "cells_planned": len(planned), "cells_written": len(rows), "hosts": where.record(),
         "installs": {given: install.record() for given, install in where.installs.items()},
         "launches": launch_records(folder), **provenance(),
     }
@@ -243,8 +244,8 @@ def _sweep(options: SweepOptions, run: Run, where: Where, out: Console) -> int:
     """The sweep proper, in a locked run folder."""
     start_folder(run.folder, run.raw, run.run_id, "--out" if options.out else "results")
     started = time.time()
-    done = {row["cell_key"] for row in read_parts(run.folder) if row["status"] in FINISHED}
     launches = where.launches(run.suite)
+    done = finished_keys(read_parts(run.folder), [cell for launch in launches for cell in launch.cells], FINISHED)
     total = sum(len(launch.cells) for launch in launches)
     interrupted = False
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
