@@ -153,7 +153,7 @@ class ImportTable:
     def __init__(self, emit: Callable[[pa.RecordBatch, memoryview, pa.RecordBatch | None], None],
                  chunk_rows: int = CHUNK_ROWS) -> None:
         self._emit = emit
-        #: (cell key prefix id, count) -> repeats so far: one entry per distinct cell of the import
+        #: (cell id, count) -> repeats so far: one entry per distinct cell of the import (wherever it ran)
         self._repeats: dict[tuple[int, int], int] = {}
         self._key_ids: dict[tuple, int] = {}
         self._context: dict | None = None
