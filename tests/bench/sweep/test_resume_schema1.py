@@ -52,6 +52,8 @@ def test_resume_of_a_schema_1_run_redoes_only_the_missing_cells(tmp_path):
     old_keys = {json.loads(line)["cell_key"] for line in kept}
     assert len(table) == planned and set(table.status) == {"ok"}
     assert set(table[table.schema_version == 1].cell_key) == old_keys, "finished cells keep their schema-1 keys"
-    assert (table[table.schema_version == 2].planned_nnodes == 1).all()
+    new = table[table.schema_version == 2]
+    assert (new.planned_nnodes == new.nnodes).all() and (new.planned_nnodes == 1).all()
+    assert (new.planned_hosts_digest == "").all() and new.hosts.str.len().gt(0).all(), "measured: this host"
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["cells_written"] == meta["cells_planned"] == planned
