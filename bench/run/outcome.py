@@ -46,7 +46,7 @@ class CellOutcome:
     """What running one cell gave (bench/run/cell.py), rank 0's view: its status and why, its samples,
     and the columns the implementation, the memory context, the timing loop and the probe report."""
 
-    #: ok, wrong, failed, unsupported, timeout (bench.results.table.STATUSES)
+    #: ok, wrong, failed, unsupported, timeout (bench.results.table.STATUSES); "" while it is prepared
     status: str
     error: str = ""
     #: wrong elements over all ranks (the check)
@@ -72,9 +72,9 @@ class CellOutcome:
         return len(self.samples_us)
 
     @classmethod
-    def not_run(cls, status: str, error: str, stop_reason: str | None = None, **known) -> CellOutcome:
-        """A cell that was not timed: ``status`` and why."""
-        return cls(status=status, error=error, stop_reason=stop_reason, **known)
+    def not_run(cls, status: str, error: str) -> CellOutcome:
+        """A cell that never reached its run (its launch failed, the job died before it): ``status`` and why."""
+        return cls(status=status, error=error)
 
     def columns(self) -> dict:
         """The outcome's row columns (``samples_us`` among them: the table's statistics come from it)."""
