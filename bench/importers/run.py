@@ -129,8 +129,7 @@ def import_files(kind: str, paths: list[Path], options: ImportOptions) -> tuple[
     writes a large import without holding it)."""
     if kind in WHOLE_IMPORTERS:  # its tables are already frames
         preflight(kind, paths)
-        results, meta, samples = WHOLE_IMPORTERS[kind](paths, options)
-        return results, meta, samples
+        return WHOLE_IMPORTERS[kind](paths, options)
     results: list[pa.RecordBatch] = []
     samples: list[pa.RecordBatch] = []
 
