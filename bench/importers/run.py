@@ -5,7 +5,8 @@ file.json``: ``<placement>_per_iter.times_us``); every other cell has none, as b
 
 Before anything is parsed, every input must be a regular file that does not look like another
 tool's output, and ``--out`` a folder that holds no run. The rows then stream from the parsers
-through ``bench.importers.writer.ImportTable`` into temp files that are renamed into place only
+through ``bench.importers.writer.ImportTable`` (a tool read whole, the pccl-reproducer: its tables
+in one chunk) into ``bench.results.writer.RunFolderWriter``'s temp files, renamed into place only
 when every file parsed: a bad line anywhere leaves nothing behind.
 """
 
