@@ -8,11 +8,12 @@ from typing import Annotated
 import typer
 
 from bench.errors import BadInput
-from bench.importers.pccl_reproducer import import_reproducer
+from bench.importers import tools
 from bench.importers.rows import ImportOptions
-from bench.importers.run import MAX_RANKS, check_out_folder, import_to_folder, preflight, write_import
+from bench.importers.run import MAX_RANKS, check_out_folder, import_to_folder, preflight
 from collectives.spec import COLLECTIVES
 
+#: the registered tools (bench/importers/__init__.py), in the order the help names them
 TOOLS = ("nccl-tests", "rccl-tests", "osu", "pccl-reproducer")
 #: the longest name flag (--impl, --library, --library-version) a table cell takes
 MAX_NAME = 200
@@ -63,7 +64,7 @@ def import_results(
     pccl-bench runs. Only nccl-tests/rccl-tests JSON written with -I 1 -J FILE.json carries
     per-iteration samples (times_us), which `pccl-bench gate` judges; the cells of text output,
     OSU and JSON without -I have none, and the gate marks them insufficient."""
-    if tool not in TOOLS:
+    if tool not in tools():
         raise BadInput("import", f"unknown tool {tool!r}; expected one of {', '.join(TOOLS)}")
     if collective not in (None, *COLLECTIVES):
         raise BadInput("--collective", f"{collective!r}: expected allgather, reduce_scatter or allreduce")
@@ -78,17 +79,17 @@ def import_results(
     # before a line is parsed: where the run goes, and that every input is a file of this tool
     check_out_folder(out)
     preflight(tool, files)
-    if tool == "pccl-reproducer":
-        results, meta, samples = import_reproducer(files, machine, dirs)
-        write_import(out, results, meta, samples)
-        shapes = ", ".join(f"{c}: {sorted(set(g['nranks']))} GPUs" for c, g in results.groupby("collective"))
-        print(f"{len(results)} cells ({meta['machine']['name']}; {shapes}) -> {out}/results.parquet")
-        return
     options = ImportOptions(nranks=nranks, nnodes=nnodes, collective=collective, impl=impl, device=device,
-                            library=library, library_version=library_version)
+                            library=library, library_version=library_version,
+                            extra={"machine": machine, "dirs": dirs} if tool == "pccl-reproducer" else {})
     meta, table = import_to_folder(tool, files, options, out)
+    if meta["machine"].get("name"):  # the pccl-reproducer's rows are of one machine
+        shapes = ", ".join(f"{name}: {sorted(ranks for c, ranks in table.shapes if c == name)} GPUs"
+                           for name in sorted({c for c, _ in table.shapes}))
+        print(f"{table.cells} cells ({meta['machine']['name']}; {shapes}) -> {out}/results.parquet")
+        return
     for entry in meta["imported_from"]:
-        if entry["inferred"]:  # what the headers told, so a wrong guess is seen (flags override it)
+        if entry.get("inferred"):  # what the headers told, so a wrong guess is seen (flags override it)
             typer.echo(f"{entry['path']}: inferred {'; '.join(entry['inferred'])}", err=True)
     shapes = ", ".join(sorted(f"{collective} on {ranks} ranks" for collective, ranks in table.shapes))
     print(f"{table.cells} cells ({shapes}), {table.cells_with_samples} with per-iteration samples "

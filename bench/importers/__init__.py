@@ -4,6 +4,11 @@ One module per tool registers a parser with ``@importer("name")``; a parser take
 and the options and returns (context, measurements): the file's facts (ranks, hosts, library ...),
 complete before the first measurement is read, and its measurements (``bench.importers.rows.Measurement``)
 as an iterable that may read the file as it goes (a large log is never held whole).
+
+A tool whose rows depend on all its files at once registers with ``@importer("name", whole=True)``
+a reader that takes every path and the options and returns (results, meta, samples): the
+pccl-reproducer (one machine chosen over all files, each job a repeat of its cells, a method per
+row). Both kinds are run by bench/importers/run.py and written by the one run-folder writer.
 """
 
 from __future__ import annotations
@@ -12,13 +17,20 @@ from collections.abc import Callable
 
 #: tool name -> parser(path, options) -> (context dict, iterable of Measurement)
 IMPORTERS: dict[str, Callable] = {}
+#: tool name -> reader(paths, options) -> (results DataFrame, meta, samples DataFrame)
+WHOLE_IMPORTERS: dict[str, Callable] = {}
 
 
-def importer(name: str) -> Callable:
+def importer(name: str, whole: bool = False) -> Callable:
     def register(parse: Callable) -> Callable:
-        IMPORTERS[name] = parse
+        (WHOLE_IMPORTERS if whole else IMPORTERS)[name] = parse
         return parse
     return register
 
 
-from bench.importers import nccl_tests, osu  # noqa: E402,F401  (registers)
+def tools() -> list[str]:
+    """Every registered tool's name."""
+    return sorted({*IMPORTERS, *WHOLE_IMPORTERS})
+
+
+from bench.importers import nccl_tests, osu, pccl_reproducer  # noqa: E402,F401  (registers)

@@ -43,9 +43,10 @@ import pandas as pd
 
 from bench import __version__
 from bench.errors import BadInput
+from bench.importers import importer
 from bench.importers.inputs import INT64_MAX, REPRODUCER_CSV, REPRODUCER_LOG, check_input, head, hint_of, lines
 from bench.importers.inputs import count as whole
-from bench.importers.rows import Measurement, make_row
+from bench.importers.rows import ImportOptions, Measurement, make_row
 from bench.plan.cells import Cell
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
 
@@ -305,3 +306,9 @@ def import_reproducer(paths: list[Path], machine: str | None = None,
             "versions": {}, "note": ("imported: no per-iteration samples; time_us_p50 = time_us_mean = rank 0's "
                                      "mean over the timed calls; bytes_total = the announced buffer (MiB x 2**20)")}
     return results, meta, pd.DataFrame(columns=SAMPLE_COLUMNS)
+
+
+@importer("pccl-reproducer", whole=True)
+def read_reproducer(paths: list[Path], options: ImportOptions) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """The registry's reader: ``options.extra`` may hold ``machine`` and ``dirs`` (--machine, --dir)."""
+    return import_reproducer(paths, options.extra.get("machine"), options.extra.get("dirs"))

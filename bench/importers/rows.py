@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from bench.plan.cells import Cell
+from bench.plan.hosts import hosts_digest
 from bench.results.table import SAMPLE_COLUMNS, SCHEMA_VERSION, timing_stats
 from bench.results.table import make_row as table_row
 from collectives.spec import busbw_factor
@@ -57,7 +58,8 @@ SAMPLE_STATS = ("time_us_min", "time_us_p50", "time_us_p95", "time_us_p99", "tim
 
 def make_row(m: Measurement, context: dict, repeat: int = 0) -> dict:
     """A full row: ``context`` holds run_id, suite, launch_id, timestamp, impl, device, nranks, nnodes,
-    hosts, library, library_version, transport, tool_version, warmup. ``repeat`` numbers the
+    hosts, library, library_version, transport, tool_version, warmup. The placement the file says
+    ran is the cell's (planned: an import has no plan of its own), its hosts' digest in the key. ``repeat`` numbers the
     occurrences of one cell in an import (several files, nccl-tests ``-N`` cycles).
 
     With samples, min/p50/p95/p99/max/std are pccl-bench's own statistics of them
@@ -65,13 +67,15 @@ def make_row(m: Measurement, context: dict, repeat: int = 0) -> dict:
     measured row, so ``time_us_p50`` is the median the gate compares; the mean and the bandwidths stay
     the tool's reported time."""
     nranks, nnodes = int(context["nranks"]), int(context["nnodes"])
+    hosts = context.get("hosts") or ""
     total_count = m.count_per_rank if m.collective == "allreduce" else m.count_per_rank * nranks
     bytes_total = total_count * ITEMSIZE[m.dtype]
     cell = Cell(collective=m.collective, impl=context["impl"], algorithm="native", intra="", inter="",
                 device=context["device"], nranks=nranks, nnodes=nnodes, ranks_per_node=max(nranks // nnodes, 1),
                 virtual_nodes=False, dtype=m.dtype, op=m.op, placement=m.placement,
                 count_per_rank=m.count_per_rank, bytes_per_rank=m.count_per_rank * ITEMSIZE[m.dtype],
-                bytes_total=bytes_total, timing_mode="sync", repeat=repeat)
+                bytes_total=bytes_total, timing_mode="sync", repeat=repeat,
+                hosts_digest=hosts_digest(hosts.split(",")) if hosts else "")
     # recomputed from the tool's mean time, as the tools compute theirs (they print two decimals;
     # the formulas are nccl-tests' own), not from a per-iteration median
     algbw = bytes_total / m.time_us / 1e3 if m.time_us > 0 else None

@@ -5,7 +5,8 @@ file.json``: ``<placement>_per_iter.times_us``); every other cell has none, as b
 
 Before anything is parsed, every input must be a regular file that does not look like another
 tool's output, and ``--out`` a folder that holds no run. The rows then stream from the parsers
-through ``bench.importers.writer.ImportTable`` into temp files that are renamed into place only
+through ``bench.importers.writer.ImportTable`` (a tool read whole, the pccl-reproducer: its tables
+in one chunk) into ``bench.results.writer.RunFolderWriter``'s temp files, renamed into place only
 when every file parsed: a bad line anywhere leaves nothing behind.
 """
 
@@ -23,11 +24,12 @@ import pyarrow as pa
 from bench import __version__
 from bench.errors import BadInput
 from bench.files import output_folder
-from bench.importers import IMPORTERS
+from bench.importers import IMPORTERS, WHOLE_IMPORTERS, tools
 from bench.importers.inputs import FORMATS, check_input, head, not_this_format
 from bench.importers.rows import ImportOptions
-from bench.importers.writer import RESULT_SCHEMA, RUN_FILES, SAMPLE_SCHEMA, ImportTable, RunFolderWriter
+from bench.importers.writer import RESULT_SCHEMA, SAMPLE_SCHEMA, ImportCounts, ImportTable
 from bench.results.table import SCHEMA_VERSION, write_run
+from bench.results.writer import RUN_FILES, RunFolderWriter
 
 #: what a sweep leaves in its run folder before the table exists
 SWEEP_FILES = ("parts", "plans", ".sweep.lock")
@@ -76,17 +78,31 @@ def _context(parsed: dict, options: ImportOptions, path: Path, run_id: str, kind
             "library_version": options.library_version or parsed.get("library_version", "")}
 
 
-Emit = Callable[[pa.RecordBatch, memoryview, "pa.RecordBatch | None"], None]
+Emit = Callable[["pa.RecordBatch | pa.Table", "memoryview | bytes", "pa.RecordBatch | pa.Table | None"], None]
 
 
-def import_rows(kind: str, paths: list[Path], options: ImportOptions, emit: Emit) -> tuple[dict, ImportTable]:
+def _import_whole(kind: str, paths: list[Path], options: ImportOptions, emit: Emit) -> tuple[dict, ImportCounts]:
+    """A tool read whole (WHOLE_IMPORTERS): its tables as one chunk, as pandas writes them."""
+    results, meta, samples = WHOLE_IMPORTERS[kind](paths, options)
+    emit(pa.Table.from_pandas(results, preserve_index=False), results.to_csv(index=False, header=False).encode(),
+         pa.Table.from_pandas(samples, preserve_index=False))
+    sampled = samples["cell_key"].nunique() if len(samples) else 0
+    shapes = {(str(collective), int(nranks)) for collective, nranks in zip(results["collective"], results["nranks"],
+                                                                             strict=True)}
+    return meta, ImportCounts(len(results), sampled, shapes)
+
+
+def import_rows(kind: str, paths: list[Path], options: ImportOptions,
+                emit: Emit) -> tuple[dict, ImportTable | ImportCounts]:
     """Every measurement of ``paths`` as result rows, chunk by chunk to ``emit``; (meta, the table's
     counts). A cell that occurs more than once (the same test in several files, nccl-tests ``-N``
     cycles, a log of many runs) gets ``repeat`` 0, 1, ... as pccl-bench's own repeats do, so every
     row has its own cell_key; its launch is the file it came from (``launch_id``)."""
-    if kind not in IMPORTERS:
-        raise BadInput(kind, f"unknown tool; expected one of {', '.join(sorted(IMPORTERS))}")
+    if kind not in tools():
+        raise BadInput(kind, f"unknown tool; expected one of {', '.join(tools())}")
     preflight(kind, paths)
+    if kind in WHOLE_IMPORTERS:
+        return _import_whole(kind, paths, options, emit)
     run_id = f"import-{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     started = time.time()
     table = ImportTable(emit)
@@ -112,6 +128,9 @@ def import_rows(kind: str, paths: list[Path], options: ImportOptions, emit: Emit
 def import_files(kind: str, paths: list[Path], options: ImportOptions) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
     """(results, meta, samples) for every measurement in ``paths``, in memory (``import_to_folder``
     writes a large import without holding it)."""
+    if kind in WHOLE_IMPORTERS:  # its tables are already frames
+        preflight(kind, paths)
+        return WHOLE_IMPORTERS[kind](paths, options)
     results: list[pa.RecordBatch] = []
     samples: list[pa.RecordBatch] = []
 
@@ -125,12 +144,14 @@ def import_files(kind: str, paths: list[Path], options: ImportOptions) -> tuple[
             pa.Table.from_batches(samples, SAMPLE_SCHEMA).to_pandas())
 
 
-def import_to_folder(kind: str, paths: list[Path], options: ImportOptions, folder: Path) -> tuple[dict, ImportTable]:
+def import_to_folder(kind: str, paths: list[Path], options: ImportOptions,
+                     folder: Path) -> tuple[dict, ImportTable | ImportCounts]:
     """Import ``paths`` into the run folder ``folder`` chunk by chunk (memory bounded whatever the
     files' size); (meta, the table's counts). Nothing is left in ``folder`` when a file is bad."""
     check_out_folder(folder)
     preflight(kind, paths)
-    with RunFolderWriter(folder) as writer:
+    with RunFolderWriter(folder, RESULT_SCHEMA if kind in IMPORTERS else None,
+                         SAMPLE_SCHEMA if kind in IMPORTERS else None) as writer:
         meta, table = import_rows(kind, paths, options, writer.write)
         writer.commit(meta)
     return meta, table

@@ -8,30 +8,26 @@ and write it: ~0.4 ms and ~4 KiB a cell, 111 s and 1.3 GiB for 20 MB, linear, so
 list; what a file's cells share is stored once; every ``CHUNK_ROWS`` cells become one Arrow record
 batch (a row group of results.parquet) and one block of results.csv, formatted by Arrow compute, so
 memory does not grow with the file. The values are those ``make_row`` gives and the CSV text is
-what pandas' ``to_csv`` wrote (checked by the tests), the cell keys those of
-``bench.plan.cells.Cell.key`` (checked here, once per group of cells).
+what pandas' ``to_csv`` wrote (checked by the tests), the cell keys
+``bench.plan.cells.cell_keys``' (the one definition, its shared part written once per group of cells).
+The tables go to ``bench.results.writer.RunFolderWriter``, the writer of every run folder.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from hashlib import sha1
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from bench.errors import BadInput
 from bench.importers.inputs import INT64_MAX
 from bench.importers.rows import ITEMSIZE, SAMPLE_STATS, Measurement
-from bench.plan.cells import CELL_KEY, Cell
+from bench.plan.cells import cell_keys
+from bench.plan.hosts import hosts_digest
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION, timing_stats
 from collectives.spec import busbw_factor
 
@@ -39,8 +35,6 @@ from collectives.spec import busbw_factor
 CHUNK_ROWS = 1 << 14
 #: and at most this many samples (nccl-tests -I 1 JSON: one per iteration of each cell)
 SAMPLE_CHUNK = 1 << 18
-#: the files of a run folder an import writes (results.parquet last: it makes the folder a run)
-RUN_FILES = ("samples.parquet", "results.csv", "meta.json", "results.parquet")
 
 _STRING, _INT, _FLOAT, _BOOL = pa.large_string(), pa.int64(), pa.float64(), pa.bool_()
 #: the Arrow type of every column an import fills (what pandas wrote for them before); the others
@@ -49,12 +43,14 @@ TYPES = {
     **dict.fromkeys(("run_id", "suite", "launch_id", "cell_key", "collective", "impl", "algorithm", "intra", "inter",
                      "resolved_algorithm", "transport", "library", "library_version", "device", "hosts", "dtype",
                      "op", "placement", "timing_mode", "status", "error", "mpi_thread_level", "tool_version",
-                     "git_sha", "arm"), _STRING),
+                     "git_sha", "arm", "planned_hosts_digest"), _STRING),
     **dict.fromkeys(("nranks", "nnodes", "ranks_per_node", "count_per_rank", "bytes_per_rank", "bytes_total",
-                     "repeat", "warmup", "iters", "n_wrong", "schema_version"), _INT),
+                     "repeat", "warmup", "iters", "n_wrong", "schema_version", "planned_nnodes",
+                     "planned_ranks_per_node"), _INT),
     **dict.fromkeys(("time_us_min", "time_us_p50", "time_us_mean", "time_us_p95", "time_us_p99", "time_us_max",
                      "time_us_std", "algbw_gbps", "busbw_gbps"), _FLOAT),
-    "virtual_nodes": _BOOL, "oversubscribed": _BOOL, "timestamp": pa.timestamp("ns", tz="UTC"),
+    "virtual_nodes": _BOOL, "planned_virtual_nodes": _BOOL, "oversubscribed": _BOOL,
+    "timestamp": pa.timestamp("ns", tz="UTC"),
 }
 RESULT_SCHEMA = pa.schema([(name, TYPES.get(name, pa.null())) for name in COLUMNS])
 SAMPLE_SCHEMA = pa.schema([(name, TYPES.get(name, _INT if name == "iteration" else _FLOAT)) for name in SAMPLE_COLUMNS])
@@ -124,11 +120,21 @@ def _finite(value: float | None) -> float | None:
 
 
 @dataclass
+class ImportCounts:
+    """What an import command reports: cells, cells with samples, (collective, nranks) shapes."""
+
+    cells: int
+    cells_with_samples: int
+    shapes: set[tuple[str, int]]
+
+
+@dataclass
 class _Group:
     """What the cells of one file with one collective, type, op and placement share."""
 
     index: int
-    key_prefix: str  # json.dumps of the cell key fields before count_per_rank, as Cell.key writes them
+    #: the cell key of (count_per_rank, repeat): bench.plan.cells.cell_keys of the group's shared fields
+    key: Callable[[int, int], str]
     key_id: int
     itemsize: int
     ranks_in_total: int  # bytes_total = bytes_per_rank * this
@@ -147,9 +153,9 @@ class ImportTable:
     def __init__(self, emit: Callable[[pa.RecordBatch, memoryview, pa.RecordBatch | None], None],
                  chunk_rows: int = CHUNK_ROWS) -> None:
         self._emit = emit
-        #: (cell key prefix id, count) -> repeats so far: one entry per distinct cell of the import
+        #: (cell id, count) -> repeats so far: one entry per distinct cell of the import (wherever it ran)
         self._repeats: dict[tuple[int, int], int] = {}
-        self._key_ids: dict[str, int] = {}
+        self._key_ids: dict[tuple, int] = {}
         self._context: dict | None = None
         self._groups: dict[tuple[str, str, str, str], _Group] = {}
         self._group_values: list[tuple[str, str, str, str]] = []
@@ -189,24 +195,29 @@ class ImportTable:
     def _group(self, m: Measurement) -> _Group:
         context = self._context
         assert context is not None, "begin() first"
-        nranks, nnodes, per_node = context["nranks"], context["nnodes"], context["ranks_per_node"]
-        fields = [m.collective, context["impl"], "native", "", "", context["device"], nranks, nnodes, per_node,
-                  m.dtype, m.op, m.placement]
-        prefix = json.dumps(fields)[:-1] + ", "
-        key_id = self._key_ids.setdefault(prefix, len(self._key_ids))
-        group = _Group(len(self._group_values), prefix, key_id, ITEMSIZE[m.dtype],
+        nranks = context["nranks"]
+        shared = {**self._placement(), "collective": m.collective, "impl": context["impl"], "algorithm": "native",
+                  "intra": "", "inter": "", "device": context["device"], "nranks": nranks, "dtype": m.dtype,
+                  "op": m.op, "placement": m.placement, "timing_mode": TIMING_MODE, "arm": ""}
+        keys = cell_keys(shared)
+        # repeats count a cell's occurrences in the import wherever it ran (as before the key held the hosts)
+        key_id = self._key_ids.setdefault((m.collective, context["impl"], context["device"], nranks,
+                                           context["nnodes"], context["ranks_per_node"], m.dtype, m.op, m.placement),
+                                          len(self._key_ids))
+        group = _Group(len(self._group_values), keys, key_id, ITEMSIZE[m.dtype],
                        1 if m.collective == "allreduce" else nranks, busbw_factor(m.collective, nranks))
-        # Cell.key is the definition: the fast key must equal it (else a change there was missed here)
-        cell = Cell(collective=m.collective, impl=context["impl"], algorithm="native", intra="", inter="",
-                    device=context["device"], nranks=nranks, nnodes=nnodes, ranks_per_node=per_node,
-                    virtual_nodes=False, dtype=m.dtype, op=m.op, placement=m.placement, count_per_rank=3,
-                    bytes_per_rank=0, bytes_total=0, timing_mode=TIMING_MODE, repeat=2)
-        if cell.key != sha1(f'{prefix}3, "{TIMING_MODE}", 2]'.encode()).hexdigest()[:16] or CELL_KEY[-1] != "arm":
-            raise AssertionError("bench.plan.cells.Cell.key changed: update ImportTable's cell keys")
         self._groups[(m.collective, m.dtype, m.op, m.placement)] = group
         self._group_values.append((m.collective, m.dtype, m.op, m.placement))
         self.shapes.add((m.collective, nranks))
         return group
+
+    def _placement(self) -> dict:
+        """The current file's placement, as its cells' key takes it: what the file says ran (an
+        import has no plan of its own), the hosts' digest "" where it names none."""
+        context = self._context
+        hosts = context["hosts"].split(",") if context.get("hosts") else []
+        return {"nnodes": context["nnodes"], "ranks_per_node": context["ranks_per_node"], "virtual_nodes": False,
+                "hosts_digest": hosts_digest(hosts) if hosts else ""}
 
     def _constants(self) -> dict:
         """The columns every cell of the current file shares."""
@@ -219,6 +230,7 @@ class ImportTable:
             "algorithm": "native", "intra": "", "inter": "", "resolved_algorithm": "native", "virtual_nodes": False,
             "timing_mode": TIMING_MODE, "error": "", "mpi_thread_level": "", "oversubscribed": False, "git_sha": "",
             "schema_version": SCHEMA_VERSION, "arm": "",
+            **{f"planned_{name}": value for name, value in self._placement().items()},
         }
 
     def add(self, m: Measurement) -> None:
@@ -233,7 +245,7 @@ class ImportTable:
         slot = (group.key_id, count)
         repeat = self._repeats.get(slot, 0)
         self._repeats[slot] = repeat + 1
-        cell_key = sha1(f'{group.key_prefix}{count}, "{TIMING_MODE}", {repeat}]'.encode()).hexdigest()[:16]
+        cell_key = group.key(count, repeat)
         mean = m.time_us
         # recomputed from the tool's mean time, as the tools compute theirs (make_row)
         algbw = bytes_total / mean / 1e3 if mean > 0 else None
@@ -311,83 +323,3 @@ class ImportTable:
 
     def finish(self) -> None:
         self.flush()
-
-
-class RunFolderWriter:
-    """The four files of an imported run, written as they come into temp files in ``folder`` and
-    renamed into place by ``commit``; on any error (``with`` block left by an exception) the temp
-    files go, and so do the folders this writer created: nothing half-written stays."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self._created: list[Path] = []
-        self._temps: dict[str, Path] = {}
-        self._results: pq.ParquetWriter | None = None
-        self._samples: pq.ParquetWriter | None = None
-        self._csv = None
-
-    def __enter__(self) -> RunFolderWriter:
-        missing = []
-        path = self.folder
-        while not os.path.lexists(path) and path != path.parent:
-            missing.append(path)
-            path = path.parent
-        try:
-            for path in reversed(missing):
-                path.mkdir()
-                self._created.append(path)
-            for name in RUN_FILES:
-                handle, temp = tempfile.mkstemp(prefix=f".{name}.", dir=self.folder)
-                os.close(handle)
-                self._temps[name] = Path(temp)
-        except OSError as error:
-            self._abort()
-            raise BadInput("--out", f"cannot write to {self.folder}: {error.strerror or error}") from None
-        self._results = pq.ParquetWriter(self._temps["results.parquet"], RESULT_SCHEMA)
-        self._samples = pq.ParquetWriter(self._temps["samples.parquet"], SAMPLE_SCHEMA)
-        self._csv = self._temps["results.csv"].open("wb")
-        self._csv.write((",".join(COLUMNS) + "\n").encode())
-        return self
-
-    def write(self, results: pa.RecordBatch, csv_text: memoryview, samples: pa.RecordBatch | None) -> None:
-        self._results.write_batch(results)
-        self._csv.write(csv_text)
-        if samples is not None:
-            self._samples.write_batch(samples)
-
-    def commit(self, meta: dict) -> None:
-        """Close the files, write meta.json, rename all four into place."""
-        self._close()
-        self._temps["meta.json"].write_text(json.dumps(meta, indent=2, default=str) + "\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        for name in RUN_FILES:  # results.parquet last: only then is the folder a run
-            temp = self._temps.pop(name)
-            os.chmod(temp, 0o666 & ~umask)
-            os.replace(temp, temp.with_name(name))  # as mkstemp named it: one mount (files.atomic_write)
-
-    def _close(self) -> None:
-        for writer in (self._results, self._samples):
-            if writer is not None:
-                writer.close()
-        if self._csv is not None:
-            self._csv.close()
-        self._results = self._samples = self._csv = None
-
-    def _abort(self) -> None:
-        try:
-            self._close()
-        except Exception:  # noqa: BLE001  (an error is already on its way; the temp files go anyway)
-            pass
-        for temp in self._temps.values():
-            temp.unlink(missing_ok=True)
-        self._temps.clear()
-        for path in reversed(self._created):
-            try:
-                path.rmdir()
-            except OSError:
-                break  # someone else wrote there meanwhile: theirs now
-
-    def __exit__(self, kind, value, traceback) -> None:
-        if self._temps:  # not committed
-            self._abort()

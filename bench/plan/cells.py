@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from hashlib import sha1
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
-from bench.plan.hosts import HostPlan, Placement, place, suite_host_plan
+from bench.plan.hosts import HostPlan, Placement, hosts_digest, place, suite_host_plan
 from bench.plan.sizes import geometric
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
@@ -20,7 +21,8 @@ if TYPE_CHECKING:  # the worker reads plans without the suite schema (pydantic c
     from bench.plan.suite import Suite
 
 #: the fields that say which measurement a row is (the gate matches on these; repeats of a
-#: cell in separate launches share them and differ in ``repeat``)
+#: cell in separate launches share them and differ in ``repeat``). In a results table ``nnodes`` and
+#: ``ranks_per_node`` are the measured placement (bench/results/table.py Row), as the gate always read them.
 CELL_KEY = (
     "collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
     "dtype", "op", "placement", "count_per_rank", "timing_mode", "arm",
@@ -28,10 +30,49 @@ CELL_KEY = (
 #: the fields an arm may set on its cells (bench.plan.suite.Arm); ``gate --arms`` pairs the cells
 #: of two arms on every other key field
 ARM_FIELDS = ("impl", "algorithm", "intra", "inter")
+#: where a cell's ranks are planned to go: in a row these fields are ``planned_<name>``, and the
+#: unprefixed columns hold what the launch measured (bench/run/outcome.py part_row)
+PLACEMENT_FIELDS = ("nnodes", "ranks_per_node", "virtual_nodes", "hosts_digest")
+#: which formula a cell key is: 1 hashed CELL_KEY and repeat only; 2 adds the planned placement
+#: (virtual nodes, the hosts' digest), so cells placed differently never share a key
+CELL_KEY_VERSION = 2
+#: the fields cell_key hashes, in this order, before count_per_rank and repeat (the two that differ
+#: from cell to cell of one import group or launch)
+KEY_HEAD = ("collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
+            "virtual_nodes", "hosts_digest", "dtype", "op", "placement", "timing_mode", "arm")
+
+
+def cell_keys(shared: Mapping[str, object]) -> Callable[[int, int], str]:
+    """The cell key (version 2) of cells whose KEY_HEAD fields are ``shared``, as a function of
+    (count_per_rank, repeat): 16 hex digits of the SHA-1 of the JSON list of KEY_HEAD values,
+    count_per_rank and repeat. The head is written once: an import keys millions of cells. This is
+    the one definition (Cell.key, the sweep's rows, every importer)."""
+    head = json.dumps([shared[name] for name in KEY_HEAD])[:-1]  # the list left open for the last two
+
+    def key(count_per_rank: int, repeat: int) -> str:
+        return sha1(f"{head}, {int(count_per_rank)}, {int(repeat)}]".encode()).hexdigest()[:16]
+
+    return key
+
+
+def cell_key(values: Mapping[str, object]) -> str:
+    """The cell key of one cell's fields (a Cell's, or a row's with the placement planned)."""
+    return cell_keys(values)(values["count_per_rank"], values["repeat"])
+
+
+def legacy_cell_key(values: Mapping[str, object]) -> str:
+    """The cell key of version 1 (results schema 1): CELL_KEY and repeat, the arm only when set, no
+    placement. Only to find the rows of a run folder written before version 2 (``--resume``)."""
+    names = [name for name in CELL_KEY if name != "arm"]
+    arm = [values["arm"]] if values.get("arm") else []
+    return sha1(json.dumps([values[name] for name in (*names, "repeat")] + arm).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
 class Cell:
+    """One measurement as planned; its placement fields (PLACEMENT_FIELDS) are where the plan puts
+    its ranks, the ones its key hashes."""
+
     collective: str
     impl: str
     algorithm: str
@@ -52,22 +93,36 @@ class Cell:
     repeat: int = 0
     #: same-job comparison: the suite arm this cell belongs to ("" without arms)
     arm: str = ""
+    #: the planned hosts (bench.plan.hosts.hosts_digest of the launch's named hosts in rank order;
+    #: "" where none are named: this host, or the launcher's choice)
+    hosts_digest: str = ""
 
     @property
     def key(self) -> str:
-        """Stable id of one measurement (the same cell and repeat in another run = the same key).
-        Cells without an arm keep the ids they had before arms existed."""
-        names = [name for name in CELL_KEY if name != "arm"]
-        values = [getattr(self, name) for name in (*names, "repeat")] + ([self.arm] if self.arm else [])
-        return sha1(json.dumps(values).encode()).hexdigest()[:16]
+        """Stable id of one measurement (the same cell, placement and repeat in another run = the same key)."""
+        return cell_key(vars(self))
+
+    @property
+    def legacy_key(self) -> str:
+        """The key this cell had in a run folder of schema 1 (bench.run.parts.cell_rows)."""
+        return legacy_cell_key(vars(self))
 
     def to_dict(self) -> dict:
-        return {**vars(self), "cell_key": self.key}  # flat fields: asdict's deep copy is a cost a cell
+        """The cell as row columns: the planned placement as ``planned_<name>``, and the unprefixed
+        placement columns the planned values too until a launch's measurement replaces them."""
+        values = dict(vars(self))  # flat fields: asdict's deep copy is a cost a cell
+        for name in PLACEMENT_FIELDS:
+            values["planned_" + name] = values[name]
+        del values["hosts_digest"]  # the measured hosts' digest: known only once a launch ran
+        values["cell_key"] = self.key
+        return values
 
     @classmethod
     def from_dict(cls, values: dict) -> Cell:
-        """The cell of a plan or part row (other keys are ignored)."""
-        return cls(**{name: values[name] for name in CELL_FIELDS if name in values})
+        """The cell of a plan or part row (other keys are ignored); the planned placement where the
+        row has it (``planned_<name>``), else the unprefixed fields (rows of schema 1)."""
+        return cls(**{name: values.get("planned_" + name, values.get(name)) for name in CELL_FIELDS
+                      if "planned_" + name in values or name in values})
 
 
 CELL_FIELDS = tuple(f.name for f in fields(Cell))
@@ -177,6 +232,7 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
         per_node = requested or (spread.ranks_per_host if spread.named else nranks)
         suffix = f"-r{repeat}" if suite.repeats > 1 else ""
         on_hosts = f"-{spread.label()}" if spread.named else ""
+        planned_hosts = hosts_digest(spread.names) if spread.named else ""
         launch = Launch(f"n{nranks}-rpn{per_node}{on_hosts}-{suite.device}{suffix}", nranks, per_node, suite.device,
                         requested, placement=spread)
         for collective in suite.collectives:
@@ -201,7 +257,7 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
                                         dtype=dtype, op=op, placement=placement, count_per_rank=count,
                                         bytes_per_rank=count * itemsize(dtype),
                                         bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
-                                        timing_mode=suite.timing.mode, repeat=repeat,
+                                        timing_mode=suite.timing.mode, repeat=repeat, hosts_digest=planned_hosts,
                                     ))
         # Entries may overlap (a default algorithm listed again): each cell is measured once.
         cells = [cell for cell in {cell.key: cell for cell in launch.cells}.values() if selected(cell, suite.select)]

@@ -12,6 +12,7 @@ each host into virtual nodes, as on one host.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import stat
 from dataclasses import dataclass
@@ -186,6 +187,12 @@ class Placement:
     def label(self) -> str:
         """The launch id's part: ``h2x4`` = 2 named hosts of 4 ranks (empty on this host alone)."""
         return f"h{self.nhosts}x{self.ranks_per_host}" if self.names else ""
+
+
+def hosts_digest(hosts: tuple[str, ...] | list[str]) -> str:
+    """16 hex digits of the SHA-256 of host names in rank order, one a line: the same hosts in the same
+    order, the same digest, at any length (a row's ``hosts_digest``; a cell's planned hosts in its key)."""
+    return hashlib.sha256("\n".join(hosts).encode()).hexdigest()[:16]
 
 
 def place(nranks: int, ranks_per_node: int | None, plan: HostPlan) -> Placement:

@@ -20,7 +20,7 @@ import pandas as pd
 from bench.errors import BadInput
 from bench.files import regular_file
 from bench.plan.cells import CELL_KEY
-from bench.results.table import SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, Row
+from bench.results.table import READABLE_SCHEMAS, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, Row
 
 #: no collective call takes 11.6 days; a larger "time" is garbage (and 1e308 overflows the median)
 MAX_TIME_US = 1e12
@@ -156,8 +156,8 @@ def validate_results(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
         raise BadInput(str(file), f"not a results table: no column {', '.join(missing)}")
     versions = set(pd.to_numeric(frame.get("schema_version", pd.Series(dtype=float)), errors="coerce")
                    .dropna().astype(float))
-    if versions - {float(SCHEMA_VERSION)}:
-        raise BadInput(str(file), f"schema version {sorted(versions)} is not {SCHEMA_VERSION}")
+    if versions - {float(version) for version in READABLE_SCHEMAS}:
+        raise BadInput(str(file), f"schema version {sorted(versions)} is not {_readable()}")
     frame = frame.copy()
     for name, kind in KINDS.items():
         if name not in frame.columns:
@@ -323,9 +323,14 @@ def read_meta(folder: Path) -> dict:
     if _depth(meta) > META_MAX_DEPTH:
         raise BadInput(str(file), f"nested deeper than {META_MAX_DEPTH} levels")
     version = meta.get("schema_version", SCHEMA_VERSION)
-    if version != SCHEMA_VERSION:
-        raise BadInput(str(file), f"schema version {printable_value(version)} is not {SCHEMA_VERSION}")
+    if isinstance(version, bool) or version not in READABLE_SCHEMAS:
+        raise BadInput(str(file), f"schema version {printable_value(version)} is not {_readable()}")
     return meta
+
+
+def _readable() -> str:
+    """The schema versions this reader takes, for a message: ``1 or 2``."""
+    return " or ".join(map(str, READABLE_SCHEMAS))
 
 
 def printable_value(value: object) -> str:

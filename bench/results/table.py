@@ -1,23 +1,32 @@
 """The tidy result table: one row per cell, per-iteration samples in a long table.
 
 Columns are a contract with the gate, plots and reports: add, never rename.
-Files are written atomically (temp file + rename).
+Files are written atomically (temp files renamed into place: bench/results/writer.py).
+
+Placement: ``nnodes``, ``ranks_per_node``, ``virtual_nodes``, ``hosts`` and ``hosts_digest`` are
+where the launch's ranks really were (its topology), as the table has always shown them and the gate
+matches them; ``planned_nnodes``, ``planned_ranks_per_node``, ``planned_virtual_nodes`` and
+``planned_hosts_digest`` are where the plan put them, what ``cell_key`` hashes (docs/TABLE.md).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from bench.files import atomic_write
+from bench.files import atomic_write  # noqa: F401  (the atomic file write, imported from here by callers)
 from bench.plan.cells import CELL_KEY
+from bench.results.writer import RunFolderWriter
 from collectives.spec import busbw_factor
 
-SCHEMA_VERSION = 1
+#: 2: cell_key holds the planned placement (bench.plan.cells.CELL_KEY_VERSION), which has columns of its own
+SCHEMA_VERSION = 2
+#: the schemas this version reads: a schema-1 table or run folder (keys without placement) still
+#: loads, resumes and gates; its rows say ``schema_version`` 1
+READABLE_SCHEMAS = (1, 2)
 
 
 @dataclass
@@ -32,7 +41,9 @@ class Row:
     suite: str | None = None
     launch_id: str | None = None
     timestamp: float | None = None
-    #: a hash of CELL_KEY and repeat: the same measurement in another run has the same key
+    #: bench.plan.cells.cell_key: a hash of CELL_KEY, the planned placement (virtual nodes, hosts'
+    #: digest) and repeat: the same measurement placed alike in another run has the same key
+    #: (schema 1: without the placement)
     cell_key: str | None = None
     # what
     collective: str | None = None
@@ -46,7 +57,9 @@ class Row:
     transport: str | None = None
     library: str | None = None
     library_version: str | None = None
-    # where
+    # where: as measured (the launch's topology); a launch that got none (its placement failed, it
+    # never started) and a row no launch measured (the model) show the planned nnodes,
+    # ranks_per_node and virtual_nodes here and no hosts; the plan's own are the planned_* columns
     device: str | None = None
     nranks: int | None = None
     nnodes: int | None = None
@@ -54,7 +67,7 @@ class Row:
     #: nodes cut out of a real node (``ranks_per_node`` below the real placement)
     virtual_nodes: bool | None = None
     #: the hosts' names in rank order (past 16: ``first,...,last (N hosts)``; every name is in
-    #: parts/<launch>.placement.json)
+    #: parts/<launch>.placement.json); empty where no launch measured them
     hosts: str | None = None
     #: 16 hex digits of the SHA-256 of the host names, one a line: which hosts, at any length
     hosts_digest: str | None = None
@@ -132,6 +145,14 @@ class Row:
     #: rank began after its window allowed
     window_us: float | None = None
     window_missed: int | None = None
+    # where the plan put the ranks (bench.plan.cells.Cell's placement; what cell_key hashes); imports
+    # have no plan: what the file says ran. Empty in schema-1 tables.
+    planned_nnodes: int | None = None
+    planned_ranks_per_node: int | None = None
+    planned_virtual_nodes: bool | None = None
+    #: the named hosts' digest (as hosts_digest, of the plan's host list); "" where the plan named
+    #: none (this host, or the launcher's choice)
+    planned_hosts_digest: str | None = None
 
 
 COLUMNS = [f.name for f in fields(Row)]
@@ -220,7 +241,7 @@ def build_tables(rows: list[dict], identity: dict) -> tuple[pd.DataFrame, pd.Dat
 
 
 def write_run(folder: Path, results: pd.DataFrame, samples: pd.DataFrame, meta: dict) -> None:
-    atomic_write(folder / "results.parquet", lambda p: results.to_parquet(p, index=False))
-    atomic_write(folder / "results.csv", lambda p: results.to_csv(p, index=False))
-    atomic_write(folder / "samples.parquet", lambda p: samples.to_parquet(p, index=False))
-    atomic_write(folder / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2, default=str) + "\n"))
+    """The run folder's four files from whole tables, through the one writer (replacing earlier ones)."""
+    with RunFolderWriter(folder, flag=str(folder)) as writer:
+        writer.write_frames(results, samples)
+        writer.commit(meta)

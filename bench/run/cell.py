@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from bench.plan.cells import ARM_FIELDS, Cell, TimingPlan
 from bench.run import faults
+from bench.run.outcome import CellOutcome
 from collectives import memory, spec
 from collectives.call import CallSpec
 from collectives.impls import get
@@ -66,8 +67,9 @@ def call_of(cell: Cell) -> CallSpec:
                     cell.placement == "in_place", cell.algorithm, cell.intra or None, cell.inter or None, cell.nnodes)
 
 
-def _not_run(row: dict, status: str, error: str) -> dict:
-    return {**row, "status": status, "error": error, "iters": 0, "samples_us": [], "stop_reason": status}
+def _not_run(outcome: CellOutcome, status: str, error: str) -> CellOutcome:
+    """``outcome`` so far as a cell that was not timed."""
+    return replace(outcome, status=status, error=error, samples_us=[], stop_reason=status)
 
 
 def _allocate(context, call: CallSpec, rank: int):
@@ -107,59 +109,64 @@ def total(comm, count: int) -> int:
     return int(summed[0])
 
 
-def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> tuple[dict, object]:
-    """Build, call once and check one cell: (the row so far, the op to time), or (the finished row of a
-    cell that cannot be timed, None). ``where``: (index in the launch, launch id), for fault injection."""
+def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool,
+                 where: tuple[int, str]) -> tuple[CellOutcome, object]:
+    """Build, call once and check one cell: (its outcome so far, the op to time), or (the finished outcome
+    of a cell that cannot be timed, None). ``where``: (index in the launch, launch id), for fault injection."""
 
     comm = topo.comm
     call = call_of(cell)
     implementation = get(cell.impl)
     context = context_for(topo, cell.device)
-    row = {**implementation.describe(call, context).columns(), **context.columns(), "warmup": timing.warmup,
-           "n_wrong": 0, "error": ""}
+    outcome = CellOutcome(status="", warmup=timing.warmup,
+                          described={**implementation.describe(call, context).columns(), **context.columns()})
     reason = (f"device {cell.device}: {context.reason}" if context.reason
               else implementation.unsupported_reason(call, context))
     if reason:
-        return _not_run(row, "unsupported", reason), None
+        return _not_run(outcome, "unsupported", reason), None
     buffers, error = _allocate(context, call, comm.rank)
     # every rank learns whether every rank has its buffers before anyone communicates
     if failed := first_error(comm, error):
-        return _not_run(row, "failed", failed), None
+        return _not_run(outcome, "failed", failed), None
     send, recv = buffers
     built = implementation.build(topo, call, send, recv, context)
-    row.update(implementation.describe(call, context, built).columns())  # what the op chose (shm's path, UCX's lanes)
+    # what the op chose (shm's path, UCX's lanes)
+    outcome.described.update(implementation.describe(call, context, built).columns())
     op = context.timed(comm, built)
     op()
     faults.before_check(comm.rank, *where, recv)
     if check:
-        row["n_wrong"] = total(comm, spec.count_wrong(call, comm.rank, recv, context.backend.xp))
-    if row["n_wrong"]:
-        return _not_run(row, "wrong", f"{row['n_wrong']} wrong elements over all ranks"), None
-    return row, op
+        outcome.n_wrong = total(comm, spec.count_wrong(call, comm.rank, recv, context.backend.xp))
+    if outcome.n_wrong:
+        return _not_run(outcome, "wrong", f"{outcome.n_wrong} wrong elements over all ranks"), None
+    return outcome, op
 
 
-def _timed(row: dict, samples, info: dict) -> dict:
+def _timed(outcome: CellOutcome, samples, info: dict, turns: str | None) -> CellOutcome:
+    # the loop's stop_reason is the outcome's own field; the rest of what it reports, its timing columns
+    timed = replace(outcome, timing={key: value for key, value in info.items() if key != "stop_reason"},
+                    stop_reason=info.get("stop_reason"), turns=turns)
     if not len(samples):  # window mode: every iteration missed its window
-        return _not_run({**row, **info}, "failed", f"timing: every one of the cell's calls missed its window "
-                                                   f"({info.get('window_missed', 0)} missed)")
-    return {**row, **info, "status": "ok", "iters": len(samples), "samples_us": (samples * 1e6).tolist()}
+        return _not_run(timed, "failed", f"timing: every one of the cell's calls missed its window "
+                                         f"({info.get('window_missed', 0)} missed)")
+    return replace(timed, status="ok", samples_us=(samples * 1e6).tolist())
 
 
-def _time(topo, rows: list[dict], ops: list, timing: TimingPlan, extra: dict) -> list[dict]:
-    """Time ``ops`` (one, or several in turns) in the one timing loop and finish their rows."""
+def _time(topo, outcomes: list[CellOutcome], ops: list, timing: TimingPlan,
+          turns: str | None) -> list[CellOutcome]:
+    """Time ``ops`` (one, or several in turns) in the one timing loop and finish their outcomes."""
     from cython_ext.timing import measure
 
     timed = measure(tuple(ops), topo.comm, timing, clock_for(topo, timing))
-    return [_timed(row, samples, {**info, **extra}) for row, (samples, info) in zip(rows, timed, strict=True)]
+    return [_timed(outcome, samples, info, turns) for outcome, (samples, info) in zip(outcomes, timed, strict=True)]
 
 
-def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> dict:
-    """Check, then time, one cell; the outcome fields of its row. ``where``: (index in the launch,
-    launch id), for fault injection."""
-    row, op = prepare_cell(topo, cell, timing, check, where)
+def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> CellOutcome:
+    """Check, then time, one cell. ``where``: (index in the launch, launch id), for fault injection."""
+    outcome, op = prepare_cell(topo, cell, timing, check, where)
     if op is None:
-        return row
-    return _time(topo, [row], [op], timing, {})[0]
+        return outcome
+    return _time(topo, [outcome], [op], timing, None)[0]
 
 
 def turn_partners(first: Cell, second: Cell) -> bool:
@@ -179,16 +186,16 @@ def turn_group(cells: list[Cell], index: int) -> int:
 
 
 def run_turns(topo, cells: tuple[Cell, ...], timing: TimingPlan, check: bool,
-              where: tuple[int, str]) -> list[dict]:
+              where: tuple[int, str]) -> list[CellOutcome]:
     """The arms of one cell timed in turns, iteration by iteration (``timing.turns: iteration``); a
     side that cannot be timed is reported alone and the others are timed in turns without it (one
     left: as a cell of its own)."""
     prepared = [prepare_cell(topo, cell, timing, check, where) for cell in cells]
     runnable = [k for k, (_, op) in enumerate(prepared) if op is not None]
-    rows = [row for row, _ in prepared]
+    outcomes = [outcome for outcome, _ in prepared]
     if runnable:
-        extra = {"turns": "iteration"} if len(runnable) > 1 else {}
-        timed = _time(topo, [rows[k] for k in runnable], [prepared[k][1] for k in runnable], timing, extra)
-        for k, row in zip(runnable, timed, strict=True):
-            rows[k] = row
-    return rows
+        turns = "iteration" if len(runnable) > 1 else None
+        timed = _time(topo, [outcomes[k] for k in runnable], [prepared[k][1] for k in runnable], timing, turns)
+        for k, outcome in zip(runnable, timed, strict=True):
+            outcomes[k] = outcome
+    return outcomes

@@ -8,7 +8,6 @@ oversubscription is judged per machine, with the same remedies as on one host.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
-from bench.plan.hosts import Placement
+from bench.plan.hosts import Placement, hosts_digest  # noqa: F401  (the row's hosts_digest, defined with the plan's)
 
 if TYPE_CHECKING:
     from bench.plan.cells import LaunchPlan
@@ -252,7 +251,3 @@ def hosts_on_row(hosts: tuple[str, ...] | list[str]) -> str:
     return f"{hosts[0]},...,{hosts[-1]} ({len(hosts)} hosts)"
 
 
-def hosts_digest(hosts: tuple[str, ...] | list[str]) -> str:
-    """The ``hosts_digest`` column: 16 hex digits of the SHA-256 of the names in rank order, one a
-    line; the same hosts in the same order, the same digest, at any length."""
-    return hashlib.sha256("\n".join(hosts).encode()).hexdigest()[:16]

@@ -15,10 +15,15 @@ import json
 import math
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import MISSING, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
+
+if TYPE_CHECKING:
+    from bench.plan.cells import Cell
 
 #: the most seconds of finished rows a machine crash may cost
 SYNC_EVERY_S = 1.0
@@ -102,17 +107,19 @@ def row_problem(row: object) -> str | None:
 
 
 def _cell_problem(row: dict) -> str | None:
-    """Why a row's cell fields cannot be the cell it names (a missing field, a wrong type)."""
+    """Why a row's cell fields cannot be the cell it names (a missing field, a wrong type); the planned
+    placement (``planned_<name>``) where the row has it, else the unprefixed field (schema 1)."""
     from bench.plan.cells import Cell  # plan/cells imports the heavier planning modules
 
     for field in fields(Cell):
-        if field.name not in row:
+        name = f"planned_{field.name}" if f"planned_{field.name}" in row else field.name
+        if name not in row:
             if field.default is MISSING:
                 return f"the row has no {field.name}"
             continue
-        value, wanted = row[field.name], {"str": str, "int": int, "bool": bool}[field.type]
+        value, wanted = row[name], {"str": str, "int": int, "bool": bool}[field.type]
         if not isinstance(value, wanted) or (wanted is int and isinstance(value, bool)):
-            return f"{field.name}: {value!r:.60} is not {field.type}"
+            return f"{name}: {value!r:.60} is not {field.type}"
     return None
 
 
@@ -139,6 +146,16 @@ def _rows(part: Path, check_cells: bool) -> list[dict]:
     return rows
 
 
+#: the results schema of a part row written before the planned placement had columns of its own
+#: (no ``planned_nnodes``): its cell key is bench.plan.cells.legacy_cell_key's
+LEGACY_SCHEMA = 1
+
+
+def is_legacy(row: dict) -> bool:
+    """Whether a part row is of schema 1 (its key without the placement)."""
+    return "planned_nnodes" not in row
+
+
 def read_parts(folder: Path, check_cells: bool = False) -> list[dict]:
     """Every complete row of a run's part files; the last row of a cell wins (a rerun replaces it).
 
@@ -149,3 +166,32 @@ def read_parts(folder: Path, check_cells: bool = False) -> list[dict]:
         for row in _rows(part, check_cells):
             by_key[row["cell_key"]] = row
     return list(by_key.values())
+
+
+def cell_rows(rows: list[dict], cells: Iterable[Cell]) -> dict[str, dict]:
+    """The row of each of ``cells`` that ``rows`` (read_parts) hold, by the cell's key: the row under
+    its key, else a schema-1 row under the cell's schema-1 key (a run folder begun before the key
+    held the placement keeps its rows and their keys; such a row cannot say where it was planned,
+    so it stands for the cell wherever the cell is planned now)."""
+    by_key = {row["cell_key"]: row for row in rows}
+    legacy = {row["cell_key"]: row for row in rows if is_legacy(row)}
+    found = {}
+    for cell in cells:
+        row = by_key.get(cell.key)
+        if row is None and legacy:
+            row = legacy.get(cell.legacy_key)
+        if row is not None:
+            found[cell.key] = row
+    return found
+
+
+def rows_of_cells(rows: list[dict], cells: Iterable[Cell]) -> list[dict]:
+    """The rows that cell_rows finds for ``cells``, in the order of ``rows``; a schema-1 row says so
+    (``schema_version`` 1: the table row made of it has a key of that schema)."""
+    chosen = {id(row) for row in cell_rows(rows, cells).values()}
+    return [{"schema_version": LEGACY_SCHEMA, **row} if is_legacy(row) else row for row in rows if id(row) in chosen]
+
+
+def finished_keys(rows: list[dict], cells: Iterable[Cell], statuses: tuple[str, ...]) -> set[str]:
+    """The keys of ``cells`` whose row (cell_rows) has one of ``statuses``: what a resumed run skips."""
+    return {key for key, row in cell_rows(rows, cells).items() if row["status"] in statuses}

@@ -25,6 +25,7 @@ from mpi4py import MPI  # noqa: E402
 from bench.plan.cells import LaunchPlan  # noqa: E402
 from bench.run import hostfacts  # noqa: E402
 from bench.run.cell import close_contexts, run_cell, run_turns, turn_group  # noqa: E402
+from bench.run.outcome import LaunchFacts, MeasuredPlacement, part_row  # noqa: E402
 from bench.run.parts import append_rows, sync_file  # noqa: E402
 from bench.run.probe import Probe  # noqa: E402
 from collectives.schedules.topology import ShapeError, Topology, topology  # noqa: E402
@@ -43,26 +44,22 @@ def _disable_numpy_hugepages() -> None:
 
 
 def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None,
-                 plan: LaunchPlan | None = None) -> tuple[Topology | None, dict]:
-    """The topology and the row fields it decides, or None and the reason the launch cannot run
-    (also where the ranks are not where ``plan`` put them)."""
-    facts = {"mpi_thread_level": THREAD_LEVELS.get(MPI.Query_thread(), "unknown")}
-    failed = {"status": "failed", "n_wrong": 0, "iters": 0, "samples_us": []}
+                 plan: LaunchPlan | None = None) -> tuple[Topology | None, LaunchFacts]:
+    """The topology and what it decides for the rows (the measured placement), or None and why the
+    launch cannot run (also where the ranks are not where ``plan`` put them)."""
+    thread_level = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
     # Before any compiled MPI call: with two MPI libraries in the process the first one aborts.
     mismatch = extension_mpi_mismatch()
     if mismatch:
-        return None, {**facts, **failed, "error": f"build: {mismatch}"}
+        return None, LaunchFacts(thread_level, error=f"build: {mismatch}")
     try:
         topo = topology(comm, requested_ranks_per_node)
     except ShapeError as error:
-        return None, {**facts, **failed, "error": f"placement: {error}"}
+        return None, LaunchFacts(thread_level, error=f"placement: {error}")
     misplaced = hostfacts.placement_problem(plan, topo) if plan is not None else None
     if misplaced:
-        return None, {**facts, **failed, "error": f"placement: {misplaced}"}
-    hosts = {"hosts": hostfacts.hosts_on_row(topo.hosts), "hosts_digest": hostfacts.hosts_digest(topo.hosts)}
-    return topo, {**facts, **hosts,
-                  "virtual_nodes": topo.virtual_nodes, "nnodes": topo.grid.nnodes,
-                  "ranks_per_node": topo.grid.ranks_per_node}
+        return None, LaunchFacts(thread_level, error=f"placement: {misplaced}")
+    return topo, LaunchFacts(thread_level, MeasuredPlacement.of(topo))
 
 
 def record_placement(comm: MPI.Comm, part: Path) -> None:
@@ -98,18 +95,19 @@ def run_plan(plan: LaunchPlan, comm: MPI.Comm) -> None:
                 print(json.dumps({"event": "start", "cell_key": one.key}), flush=True)
         started = time.time()
         # A shape that does not fit fails every cell of the launch with the reason.
-        if group > 1:
-            results = run_turns(topo, tuple(cells), plan.timing, plan.check, (index, plan.launch_id))
+        if topo is None:
+            outcomes = [facts.failure()]
+        elif group > 1:
+            outcomes = run_turns(topo, tuple(cells), plan.timing, plan.check, (index, plan.launch_id))
         else:
-            results = [run_cell(topo, cell, plan.timing, plan.check, (index, plan.launch_id)) if topo else {}]
+            outcomes = [run_cell(topo, cell, plan.timing, plan.check, (index, plan.launch_id))]
         if probe is not None:
             measured = probe.measure()
-            for result in results:
-                result.update(measured)
+            for outcome in outcomes:
+                outcome.probe = measured
         if comm.rank == 0:
-            append_rows(part, [{**one.to_dict(), **plan.row_extra, **facts, **result, "timestamp": started,
-                                "launch_id": plan.launch_id} for one, result in zip(cells, results, strict=True)],
-                        sync=None)
+            append_rows(part, [part_row(one, outcome, started, plan.launch_id, facts, plan.row_extra)
+                               for one, outcome in zip(cells, outcomes, strict=True)], sync=None)
         index += len(cells)
     if comm.rank == 0:
         sync_file(part)

@@ -28,7 +28,8 @@ from bench.results.table import SCHEMA_VERSION, build_tables, write_run
 from bench.run import memory, slurm
 from bench.run.installs import Install, probe_install
 from bench.run.launchers import Launcher, choose_launcher
-from bench.run.parts import append_rows
+from bench.run.outcome import CellOutcome, part_row
+from bench.run.parts import append_rows, finished_keys, rows_of_cells
 from bench.run.provenance import provenance
 from bench.sweep.options import SweepOptions, folder_flag, open_run, start_folder, where_of
 from bench.sweep.where import Where
@@ -97,9 +98,13 @@ class Sweep:
     def cells(self) -> int:
         return sum(len(launch.cells) for launch in self.launches)
 
+    def planned(self) -> list[Cell]:
+        return [cell for launch in self.launches for cell in launch.cells]
+
     def done(self) -> set[str]:
-        """The cells a resumed run keeps."""
-        return {key for key, row in self.rows.items() if row["status"] in FINISHED}
+        """The cells a resumed run keeps (by their keys now; a schema-1 folder's rows under theirs of then:
+        bench.run.parts.cell_rows)."""
+        return finished_keys(list(self.rows.values()), self.planned(), FINISHED)
 
     def todo(self, launch: Launch, done: set[str]) -> list[Cell]:
         """The cells of ``launch`` still to measure."""
@@ -188,8 +193,8 @@ class Sweep:
                      error: str) -> list[dict]:
         """The cells of ``todo`` a launch ended without (none in ``arrived``): a row each of ``status``
         with ``error``, appended to the launch's part file and taken."""
-        rows = [{**cell.to_dict(), "status": status, "error": error, "n_wrong": 0, "iters": 0, "samples_us": [],
-                 "timestamp": time.time(), "launch_id": launch.launch_id} for cell in todo if cell.key not in arrived]
+        rows = [part_row(cell, CellOutcome.not_run(status, error), time.time(), launch.launch_id)
+                for cell in todo if cell.key not in arrived]
         append_rows(self.part(launch), rows)
         for row in rows:
             self.take(row)
@@ -204,8 +209,8 @@ class Sweep:
 
     def finish(self) -> Tables:
         """The run's tables and meta.json, written, from the rows of the cells the suite plans on these
-        hosts, in the order of the plan."""
-        rows = [self.rows[cell.key] for launch in self.launches for cell in launch.cells if cell.key in self.rows]
+        hosts, in the order they came (a schema-1 folder's rows under their keys of then)."""
+        rows = rows_of_cells(list(self.rows.values()), self.planned())
         launcher = self.launcher
         meta = {
             "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "suite": self.suite.name,

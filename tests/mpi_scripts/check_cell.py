@@ -34,7 +34,8 @@ def cell(impl: str = "pccl-flat", algorithm: str = "ring", count: int = 4, **cha
     return replace(base, **changes)
 
 
-def report(name: str, rows: list[dict]) -> None:
+def report(name: str, outcomes: list) -> None:
+    rows = [outcome.columns() for outcome in outcomes]
     if comm.rank == 0:
         print(json.dumps({"case": name, "rows": [
             {key: row.get(key) for key in ("status", "error", "iters", "n_wrong", "turns", "transport")}

@@ -20,6 +20,7 @@ from hostile import assert_bad_input, run_in_process
 
 from bench.importers.writer import CHUNK_ROWS
 from bench.plan.cells import Cell
+from bench.plan.hosts import hosts_digest
 
 NCCL = DATA / "nccl-tests"
 OSU = DATA / "osu"
@@ -351,8 +352,9 @@ def test_a_log_of_many_runs_streams_into_one_table(tmp_path):
                     inter=row.inter, device=row.device, nranks=row.nranks, nnodes=row.nnodes,
                     ranks_per_node=row.ranks_per_node, virtual_nodes=False, dtype=row.dtype, op=row.op,
                     placement=row.placement, count_per_rank=row.count_per_rank, bytes_per_rank=row.bytes_per_rank,
-                    bytes_total=row.bytes_total, timing_mode=row.timing_mode, repeat=row.repeat)
-        assert cell.key == row.cell_key
+                    bytes_total=row.bytes_total, timing_mode=row.timing_mode, repeat=row.repeat,
+                    hosts_digest=row.planned_hosts_digest)  # schema 2: the key holds the placement
+        assert cell.key == row.cell_key and row.planned_hosts_digest == hosts_digest(row.hosts.split(","))
 
 
 def test_a_bad_line_deep_in_a_large_log_leaves_nothing(tmp_path):

@@ -8,7 +8,10 @@ import pytest
 from conftest import DATA
 
 from bench.cli import main
+from bench.importers import tools
 from bench.importers.pccl_reproducer import import_reproducer, parse_log
+from bench.importers.rows import ImportOptions
+from bench.importers.run import import_to_folder
 from bench.results.read import read_results
 
 LOGS = DATA / "pccl-reproducer"
@@ -118,3 +121,15 @@ def test_mpi_reduce_scatter_states_the_reproducers_algorithm() -> None:
     assert len(mpi) and set(mpi["resolved_algorithm"]) == {"rh-dd"} and set(mpi["algorithm"]) == {"native"}
     ag, _, _ = import_reproducer([FRONTIER_AG])
     assert set(ag[ag["impl"] == "mpi"]["resolved_algorithm"]) == {"native"}  # MPI_Allgather: MPICH's choice
+
+
+def test_the_reproducer_is_a_registered_importer_written_by_the_one_writer(tmp_path: Path) -> None:
+    assert "pccl-reproducer" in tools()
+    meta, counts = import_to_folder("pccl-reproducer", [FRONTIER_RS], ImportOptions(extra={"machine": "frontier"}),
+                                    tmp_path / "run")
+    direct, _, _ = import_reproducer([FRONTIER_RS], "frontier")
+    table = read_results([tmp_path / "run"])
+    assert counts.cells == len(table) == len(direct) and meta["machine"]["name"] == "frontier"
+    same = ["cell_key", "collective", "impl", "nranks", "nnodes", "planned_nnodes", "planned_hosts_digest",
+            "bytes_total", "time_us_p50", "status"]
+    assert table[same].equals(direct[same].astype(table[same].dtypes.to_dict()))

@@ -14,6 +14,8 @@ import yaml
 from conftest import TINY_SUITE, describe, run_cli
 from hostile import assert_bad_input, run_in_process
 
+from bench.results.table import SCHEMA_VERSION
+
 VENV = Path(sys.executable).parent.parent
 
 
@@ -33,7 +35,7 @@ def _fake_install(folder: Path, script: str) -> Path:
     return folder
 
 
-FACTS = {"home": "/nowhere", "version": "0.0", "git_sha": "", "schema_version": 1, "flavour": "mpich",
+FACTS = {"home": "/nowhere", "version": "0.0", "git_sha": "", "schema_version": SCHEMA_VERSION, "flavour": "mpich",
          "mpi_library": "MPICH Version: 5.0.2", "plan": ""}
 
 
@@ -69,7 +71,7 @@ def test_an_install_arm_runs_its_own_worker_in_launches_of_its_own(tmp_path):
     assert done.returncode == 0, describe(done)
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
     facts = meta["installs"][str(VENV)]
-    assert facts["python"] == str(VENV / "bin" / "python") and facts["schema_version"] == 1
+    assert facts["python"] == str(VENV / "bin" / "python") and facts["schema_version"] == SCHEMA_VERSION
     argv = meta["launches"]["n2-rpn2-host-r0-cand"]["argv"]
     assert argv[argv.index("-m") - 1] == facts["python"]
     results = pd.read_parquet(tmp_path / "run" / "results.parquet")

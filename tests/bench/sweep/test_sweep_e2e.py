@@ -19,7 +19,7 @@ from conftest import ROOT, describe, find_mpiexec, run_cli, sigint_default, subp
 
 from bench.plan.cells import expand
 from bench.plan.suite_files import load_suite
-from bench.results.table import COLUMNS, SAMPLE_COLUMNS
+from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
 from collectives.spec import busbw_factor
 
 pytestmark = pytest.mark.mpi
@@ -172,7 +172,7 @@ def test_samples(results, samples):
 
 
 def test_meta(meta, results):
-    assert meta["schema_version"] == 1
+    assert meta["schema_version"] == SCHEMA_VERSION
     assert isinstance(meta["git_sha"], str) and meta["git_sha"]
     assert meta["suite"] == "e2e"
     assert meta["cells_planned"] == meta["cells_written"] == PLANNED

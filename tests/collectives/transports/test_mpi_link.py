@@ -63,7 +63,7 @@ def test_worker_fails_every_cell_of_a_launch_with_a_foreign_library():
         f"core.linked_mpi_library_version = lambda: {OPEN_MPI_TEXT!r}\n"
         "import json\nfrom mpi4py import MPI\nfrom bench.run.worker import launch_facts\n"
         "topo, facts = launch_facts(MPI.COMM_WORLD, None)\n"
-        "print(json.dumps({'topo': topo is None, **facts}))\n"
+        "print(json.dumps({'topo': topo is None, **facts.columns(), **facts.failure().columns()}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
