@@ -94,12 +94,12 @@ class Sweep:
     def launcher(self) -> Launcher:
         return self.where.launcher
 
-    @property
-    def cells(self) -> int:
-        return sum(len(launch.cells) for launch in self.launches)
-
     def planned(self) -> list[Cell]:
         return [cell for launch in self.launches for cell in launch.cells]
+
+    @property
+    def cells(self) -> int:
+        return len(self.planned())
 
     def done(self) -> set[str]:
         """The cells a resumed run keeps (by their keys now; a schema-1 folder's rows under theirs of then:
