@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from bench.errors import BadInput
 from bench.plan.cells import Launch, expand
 from bench.plan.hosts import HostPlan, Placement, suite_host_plan
+from bench.plan.site import Site, load_site
 from bench.plan.suite import Suite
 from bench.run import hostfacts
 from bench.run.hostfacts import HostFacts, MachineRoom
@@ -36,13 +37,26 @@ class Where:
     facts: dict[str, HostFacts] = field(default_factory=dict)
     #: the other installs the suite's arms name, by the path as given (bench/run/installs.py)
     installs: dict[str, Install] = field(default_factory=dict)
+    #: the suite's site profile (its launcher options are the launcher's already)
+    site: Site | None = None
 
     @classmethod
-    def of(cls, suite: Suite, launcher: Launcher) -> Where:
-        return cls(host_plan(suite, launcher), launcher)
+    def of(cls, suite: Suite, launcher: Launcher, label: str = "suite") -> Where:
+        """The hosts of ``suite`` and its launcher, with the suite's site profile (read here: a bad
+        one is bad input naming the profile's file)."""
+        site = load_site(suite.site, f"{label}: site") if suite.site else None
+        launcher = launcher.with_site(site) if site else launcher
+        return cls(host_plan(suite, launcher), launcher, site=site)
 
     def launches(self, suite: Suite) -> list[Launch]:
-        return expand(suite, self.plan)
+        """The suite's launches on these hosts; where the site keeps the NCCL/RCCL environment apart,
+        a launch of both kinds of cells is two (bench/plan/site.py)."""
+        launches = expand(suite, self.plan)
+        return self.site.split(launches) if self.site else launches
+
+    def site_env(self, launch: Launch) -> dict[str, str]:
+        """The site's variables for one launch (none without a site)."""
+        return self.site.launch_env(launch) if self.site else {}
 
     def probe(self, suite: Suite) -> None:
         """Ask every named host what it is (one rank each, through the launcher); BadInput where

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from bench.files import PACKAGE_ROOT
@@ -17,6 +17,7 @@ from collectives.version import VERSION_VARIABLE, library_version
 
 if TYPE_CHECKING:
     from bench.plan.hosts import HostPlan, Placement
+    from bench.plan.site import Site
     from bench.plan.slurm_options import Slurm
     from bench.run.installs import Install
 
@@ -95,6 +96,10 @@ class Launcher:
     program: str | None = None
     #: what --launcher asked for (auto resolves to mpiexec or srun)
     requested: str = ""
+    #: the suite's site profile: its options for this launcher (``site_section``) go into every argv
+    site: Site | None = field(default=None, kw_only=True)
+    #: the profile's list of options this launcher takes (Site.srun, Site.mpiexec; "": none)
+    site_section: ClassVar[str] = ""
 
     @property
     def kind(self) -> str:
@@ -109,6 +114,18 @@ class Launcher:
     def is_here(cls) -> bool:
         """Whether ``--launcher auto`` takes this one (it runs inside this launcher's job)."""
         return False
+
+    def with_site(self, site: Site | None) -> Launcher:
+        """This launcher with a site profile's options for it."""
+        return replace(self, site=site)
+
+    def site_options(self, nranks: int, placement: Placement, given: tuple[str, ...] = ()) -> list[str]:
+        """The site profile's options for this launcher, filled for one launch (``given``: the suite's
+        own options, which win by name)."""
+        if self.site is None or not self.site_section:
+            return []
+        return self.site.launcher_options(self.site_section, placement.nhosts, nranks, placement.ranks_per_host,
+                                          given)
 
     def job_env(self, load: MachineLoad, suite_env: dict) -> dict[str, str]:
         """Environment every rank gets: base settings, oversubscription aids, the suite's own."""

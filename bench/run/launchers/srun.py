@@ -53,6 +53,7 @@ def in_slurm_allocation() -> bool:
 @dataclass(frozen=True)
 class Srun(Launcher):
     name: ClassVar[str] = "srun"
+    site_section: ClassVar[str] = "srun"
 
     #: srun --mpi=<pmi> (None: the site's MpiDefault); the suite's srun_args may name another
     pmi: str | None = None
@@ -87,7 +88,7 @@ class Srun(Launcher):
         if not os.environ.get("SLURM_JOB_ID"):  # a job of its own: where and on whose account
             argv += [f"--partition={self.partition}"] if self.partition else []
             argv += [f"--account={self.account}"] if self.account else []
-        return argv + list(self.srun_args)
+        return argv + self.site_options(nranks, placement, self.srun_args) + list(self.srun_args)
 
     def job_hosts(self) -> HostPlan:
         """The allocation's nodes, or (outside one) the nodes srun's own job gets."""
