@@ -149,7 +149,7 @@ def site_lines(site: Site | None) -> list[str]:
 def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path, site: Site | None = None,
                  nodes: int | None = None) -> str:
     """The script of one batch job of the sweep (``nodes``: the job of that node count only)."""
-    which = f"the launches on {nodes} nodes" if nodes is not None else "the sweep"
+    which = f"the launches on {nodes} node{'' if nodes == 1 else 's'}" if nodes is not None else "the sweep"
     lines = [
         "#!/bin/bash",
         # a comment line: the run id (a resumed run's run.json holds anything) shown on one line

@@ -81,14 +81,16 @@ class Srun(Launcher):
         shape += [] if placement.launcher_spreads else [f"--ntasks-per-node={placement.ranks_per_host}"]
         argv = [*_env_prefix(env), self.program or "srun", *shape, "--kill-on-bad-exit=1", _srun_export(env)]
         argv += [f"--nodelist={','.join(placement.names)}"] if placement.named else []
-        if self.pmi and not any(arg.startswith("--mpi=") for arg in self.srun_args):
+        site = self.site_options(nranks, placement, self.srun_args)
+        if self.pmi and not any(arg.startswith("--mpi=") for arg in [*site, *self.srun_args]):
             argv.append(f"--mpi={self.pmi}")
         if timeout_s is not None:
             argv.append(f"--time={math.ceil((timeout_s + SRUN_TIME_MARGIN_S) / 60)}")
         if not os.environ.get("SLURM_JOB_ID"):  # a job of its own: where and on whose account
             argv += [f"--partition={self.partition}"] if self.partition else []
             argv += [f"--account={self.account}"] if self.account else []
-        return argv + self.site_options(nranks, placement, self.srun_args) + list(self.srun_args)
+        # the site profile's binding, then the suite's own srun_args (which replace a site option by name)
+        return argv + site + list(self.srun_args)
 
     def job_hosts(self) -> HostPlan:
         """The allocation's nodes, or (outside one) the nodes srun's own job gets."""
