@@ -45,8 +45,8 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     """The batch scripts and the sbatch commands, nothing submitted or written."""
     sweep = Sweep.open(options)
     jobs = _jobs(sweep, options.batch_jobs)
-    out.print(f"# {slurm.batch_jobs_reason(slurm.batch_groups(sweep.launches, options.batch_jobs), options.batch_jobs)}",
-              highlight=False, soft_wrap=True, markup=False)
+    reason = slurm.batch_jobs_reason(slurm.batch_groups(sweep.launches, options.batch_jobs), options.batch_jobs)
+    out.print(f"# {reason}", highlight=False, soft_wrap=True, markup=False)
     previous = None
     for index, job in enumerate(jobs):
         out.print(f"# {shlex.quote(str(job.script))}", highlight=False, markup=False)
