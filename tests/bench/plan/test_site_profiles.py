@@ -310,3 +310,29 @@ def test_a_site_path_is_kept_absolute_in_the_saved_suite(tmp_path):
     assert raw["site"] == str(path.resolve()) and parsed.site == str(path.resolve())
     _, raw = load_for(SweepOptions(suite, site="frontier"))
     assert raw["site"] == "frontier"
+
+
+def test_per_node_count_jobs_are_submitted_in_a_chain(tmp_path):
+    """A fake sbatch that answers job ids: the second job waits for the first (afterany), slurm.json
+    holds both, and each script runs only its node count."""
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    calls = tmp_path / "calls"
+    sbatch = bin_folder / "sbatch"
+    sbatch.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nwc -l < {calls} | tr -d " " | sed "s/^/10/"\n')
+    sbatch.chmod(0o755)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                     "ranks": [1, 8], "ranks_per_node": 1, "sizes": {"min": "8B", "max": "8B"}}))
+    out = tmp_path / "run"
+    result = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--out", out, timeout=60,
+                     env={"PATH": f"{bin_folder}:/usr/bin:/bin"})
+    assert result.returncode == 0, describe(result)
+    assert "submitted batch job 101" in result.stdout and "submitted batch job 102" in result.stdout
+    first, second = calls.read_text().splitlines()
+    assert "--dependency" not in first and first.endswith("sbatch-n1.sh")
+    assert "--dependency=afterany:101" in second and second.endswith("sbatch-n8.sh")
+    record = yaml.safe_load((out / "slurm.json").read_text())
+    assert [job["job_id"] for job in record["jobs"]] == ["101", "102"] and record["job_id"] == "102"
+    assert (out / "sbatch-n1.sh").read_text().rstrip().endswith("--nodes 1")
+    assert "#SBATCH --nodes=8" in (out / "sbatch-n8.sh").read_text()
