@@ -10,6 +10,7 @@ from rich.console import Console
 
 from bench.errors import EXIT_CODES_HELP, BadInput
 from bench.plan.suite_files import resolve_suite_path
+from bench.run.slurm import BATCH_JOBS
 from bench.sweep import SweepOptions, run_sweep
 from collectives.memory import KINDS
 from collectives.spec import COLLECTIVES
@@ -27,10 +28,11 @@ def _console() -> Console:
 Out = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: results/<run_id>).")]
 Launcher = Annotated[str, typer.Option("--launcher", help=(
     "auto (srun inside a Slurm allocation, else mpiexec) | mpiexec | srun (one job step per launch) | "
-    "sbatch (submit the sweep as one batch job) | none (run in this process, or on every rank of the mpiexec/srun "
-    "job it was started in)."))]
-DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the exact launch commands (or batch script) and exit.")]
-Wait = Annotated[bool, typer.Option("--wait", help="--launcher sbatch: wait for the job, then print the summary.")]
+    "sbatch (submit the sweep as batch jobs: --batch-jobs) | none (run in this process, or on every rank of the "
+    "mpiexec/srun job it was started in)."))]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the exact launch commands (or batch scripts) and exit.")]
+Wait = Annotated[bool, typer.Option("--wait", help=(
+    "--launcher sbatch: wait for the (last) job, then print the summary."))]
 Partition = Annotated[str | None, typer.Option("--partition", help="Slurm partition (suite: slurm.partition).")]
 Account = Annotated[str | None, typer.Option("--account", help="Slurm account (suite: slurm.account).")]
 Time = Annotated[str | None, typer.Option("--time", help="Batch job time limit, e.g. 30 or 1:00:00 (slurm.time).")]
@@ -93,6 +95,8 @@ def sweep(
     With --launcher sbatch the sweep runs as batch jobs (srun inside), one per node count or one
     for all (--batch-jobs), into the same folder; --dry-run shows every script.
     """
+    if batch_jobs not in BATCH_JOBS:
+        raise BadInput("--batch-jobs", f"{batch_jobs!r}: expected one of {', '.join(BATCH_JOBS)}")
     options = SweepOptions(resolve_suite_path(suite or DEFAULT_SUITE), out, launcher, resume, dry_run,
                            overrides or [], wait=wait, slurm_flags=_slurm_flags(partition, account, time),
                            hosts=hosts, hostfile=hostfile, suite_named=suite is not None, site=site,
