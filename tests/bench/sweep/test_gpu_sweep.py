@@ -13,8 +13,8 @@ import pytest
 import yaml
 from conftest import describe, run_cli
 
-from bench.plan.suite import parse_suite
 from bench.plan.site import load_site
+from bench.plan.suite import parse_suite
 from bench.plan.suite_files import load_suite, resolve_suite_path
 from collectives.memory.backends import probe
 
