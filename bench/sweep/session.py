@@ -74,7 +74,8 @@ class Sweep:
         this process); else the launcher ``--launcher`` names, on the hosts it finds."""
         run = open_run(options)
         if where is None:
-            where = Where.of(run.suite, choose_launcher(options.launcher, run.suite.slurm), where_of(options))
+            where = Where.of(run.suite, choose_launcher(options.launcher, run.suite.slurm), where_of(options),
+                             some_launches=bool(options.nodes))
         launches = where.launches(run.suite)  # a rank count the hosts cannot hold: bad input, before the probe
         if run.suite.select and not any(launch.cells for launch in launches):
             raise BadInput(where_of(options), f"select: {run.document.get('select')!r} matches no cell of the suite")

@@ -20,12 +20,15 @@ from bench.run.installs import Install
 from bench.run.launchers import BASE_ENV, PACKAGE_HOME, Launcher, MachineLoad
 
 
-def host_plan(suite: Suite, launcher: Launcher) -> HostPlan:
+def host_plan(suite: Suite, launcher: Launcher, some_launches: bool = False) -> HostPlan:
     """The hosts of the suite (or --hosts/--hostfile); else those of the job the launcher runs in (a
     PBS, LSF or hostfile job's for mpiexec, the Slurm allocation's for srun), or the nodes of srun's
-    own job; else this host."""
+    own job; else this host. ``some_launches``: this process runs only some of the sweep's launches
+    (--nodes), which the launcher may plan otherwise (srun: on nodes of its choosing)."""
     plan = suite_host_plan(suite)
-    return plan if plan.hosts else launcher.job_hosts() or plan
+    if plan.hosts:
+        return plan
+    return (launcher.hosts_for_some_launches() if some_launches else launcher.job_hosts()) or plan
 
 
 @dataclass
@@ -41,12 +44,12 @@ class Where:
     site: Site | None = None
 
     @classmethod
-    def of(cls, suite: Suite, launcher: Launcher, label: str = "suite") -> Where:
+    def of(cls, suite: Suite, launcher: Launcher, label: str = "suite", some_launches: bool = False) -> Where:
         """The hosts of ``suite`` and its launcher, with the suite's site profile (read here: a bad
-        one is bad input naming the profile's file)."""
+        one is bad input naming the profile's file). ``some_launches``: see ``host_plan``."""
         site = load_site(suite.site, f"{label}: site") if suite.site else None
         launcher = launcher.with_site(site) if site else launcher
-        return cls(host_plan(suite, launcher), launcher, site=site)
+        return cls(host_plan(suite, launcher, some_launches), launcher, site=site)
 
     def launches(self, suite: Suite) -> list[Launch]:
         """The suite's launches on these hosts; where the site keeps the NCCL/RCCL environment apart,

@@ -154,6 +154,11 @@ class Launcher:
         none; the suite's own hosts come first)."""
         return None
 
+    def hosts_for_some_launches(self) -> HostPlan | None:
+        """The hosts when this process runs only some of a sweep's launches (``--nodes``: each batch job
+        of one node count), where the suite names none: by default those of ``job_hosts``."""
+        return self.job_hosts()
+
     def for_install(self, install: Install) -> Launcher:
         """The launcher of a job that runs another install's worker."""
         return self

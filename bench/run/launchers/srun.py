@@ -100,6 +100,13 @@ class Srun(Launcher):
         return HostPlan(source="srun (the nodes of its own job)", launcher_nodes=True)
 
 
+    def hosts_for_some_launches(self) -> HostPlan:
+        """Nodes of srun's choosing: a batch job of one node count holds only its own launches' nodes,
+        so its cells are planned as every job of the run plans them (the same keys: the last job's
+        table holds the rows of all) and the launches of other node counts are not placed here."""
+        return HostPlan(source="srun (the nodes of this allocation it chooses)", launcher_nodes=True)
+
+
 def _srun_export(env: dict[str, str]) -> str:
     """``--export=ALL,KEY=VALUE,...`` for the values without a comma (see ``_env_prefix``)."""
     pairs = [f"{key}={value}" for key, value in env.items() if "," not in value]

@@ -336,3 +336,25 @@ def test_per_node_count_jobs_are_submitted_in_a_chain(tmp_path):
     assert [job["job_id"] for job in record["jobs"]] == ["101", "102"] and record["job_id"] == "102"
     assert (out / "sbatch-n1.sh").read_text().rstrip().endswith("--nodes 1")
     assert "#SBATCH --nodes=8" in (out / "sbatch-n8.sh").read_text()
+
+
+def test_a_job_of_one_node_count_plans_on_nodes_of_sruns_choosing(tmp_path):
+    """Inside the 2-node job of a 2-and-8-node sweep (--nodes 2): planned on the allocation's two
+    named hosts, the 8-node launch would be packed onto them as virtual nodes and run there; with
+    --nodes every job plans its cells alike (no host names, srun's nodes), so each runs only its own
+    launches and the last job's table finds the rows of all."""
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    for tool, text in (("srun", "exit 0"), ("scontrol", "echo n1; echo n2")):
+        (bin_folder / tool).write_text(f"#!/bin/sh\n{text}\n")
+        (bin_folder / tool).chmod(0o755)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                     "ranks": [2, 8], "ranks_per_node": 1, "sizes": {"min": "8B", "max": "8B"}}))
+    env = {"PATH": f"{bin_folder}:/usr/bin:/bin", "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"}
+    for nodes in (2, 8):
+        some = run_cli("run", "sweep", suite, "--launcher", "srun", "--dry-run", "--nodes", nodes, env=env,
+                       timeout=60)
+        assert some.returncode == 0, describe(some)
+        (line,) = [line for line in some.stdout.splitlines() if "/srun " in line]
+        assert f"--nodes={nodes} --ntasks={nodes} --ntasks-per-node=1" in line and "--nodelist" not in line
