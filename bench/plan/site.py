@@ -109,8 +109,10 @@ class Batch(Strict):
     options: list[Annotated[str, AfterValidator(_sbatch_option)]] = Field(default_factory=list)
     #: ``module load`` of each, in order, before the sweep starts
     modules: Annotated[list[ModuleName], BeforeValidator(one_or_many)] = Field(default_factory=list)
-    #: shell lines after the modules (an ``export`` of a plugin's path, a ``source``)
+    #: shell lines after the modules (an ``export``, a ``source``)
     prologue: Annotated[list[Line], BeforeValidator(one_or_many)] = Field(default_factory=list)
+    #: shell lines after those, in a job whose launches call NCCL/RCCL only (the network plugin's path)
+    xccl_prologue: Annotated[list[Line], BeforeValidator(one_or_many)] = Field(default_factory=list)
     #: the Slurm fields a user must give for this site (suite ``slurm`` block or the flags)
     requires: list[Annotated[str, Field(pattern=r"^(account|partition|time)$")]] = Field(default_factory=list)
 
@@ -177,6 +179,13 @@ class Site(Strict):
         largest = max(launches, key=lambda launch: launch.where.nhosts)
         names = {option_name(option) for option in given}
         return [self.fill_for(option, largest) for option in self.batch.options if option_name(option) not in names]
+
+    def job_lines(self, launches: list[Launch]) -> list[str]:
+        """The first commands of a batch job of ``launches``: the modules, the prologue, and the NCCL/RCCL
+        prologue where one of its launches calls the vendor library."""
+        vendor = any(calls_vendor_library(cell) for launch in launches for cell in launch.cells)
+        return [*(f"module load {module}" for module in self.batch.modules), *self.batch.prologue,
+                *(self.batch.xccl_prologue if vendor else [])]
 
     @property
     def keeps_xccl_apart(self) -> bool:

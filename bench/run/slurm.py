@@ -137,13 +137,11 @@ def inner_command(folder: Path, nodes: int | None = None) -> list[str]:
             *(["--nodes", str(nodes)] if nodes is not None else [])]
 
 
-def site_lines(site: Site | None) -> list[str]:
-    """The batch job's first commands: the site's modules, then its prologue."""
+def site_lines(site: Site | None, launches: list[Launch]) -> list[str]:
+    """The batch job's first commands: the site's modules, then its prologue (bench/plan/site.py)."""
     if site is None:
         return []
-    modules = [f"module load {shlex.quote(module)}" for module in site.batch.modules]
-    return [f"# site {site.name}: modules and prologue (suites/sites/, docs/CLUSTERS.md)", *modules,
-            *site.batch.prologue]
+    return [f"# site {site.name}: modules and prologue (suites/sites/, docs/CLUSTERS.md)", *site.job_lines(launches)]
 
 
 def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path, site: Site | None = None,
@@ -157,7 +155,7 @@ def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path
         "# Submit again (sbatch this file) to finish cells that a time limit cut off: the sweep resumes.",
         *(_directive(option) for option in batch_options(slurm, launches, folder, site)),
         # modules and prologue before -u: a site's profile scripts read unset variables
-        *site_lines(site),
+        *site_lines(site, launches),
         "set -eu",
         f"exec {shlex.join(inner_command(folder, nodes))}",
     ]

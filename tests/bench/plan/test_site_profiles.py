@@ -358,3 +358,14 @@ def test_a_job_of_one_node_count_plans_on_nodes_of_sruns_choosing(tmp_path):
         assert some.returncode == 0, describe(some)
         (line,) = [line for line in some.stdout.splitlines() if "/srun " in line]
         assert f"--nodes={nodes} --ntasks={nodes} --ntasks-per-node=1" in line and "--nodelist" not in line
+
+
+def test_the_vendor_librarys_prologue_only_in_jobs_that_call_it(tmp_path):
+    site = load_site("frontier", "test")
+    raw = {**golden_suite("frontier"), "implementations": ["mpi"]}
+    sweep = Sweep.of(parse_suite(raw, "mpi.yaml"), Where(HostPlan(source="srun", launcher_nodes=True),
+                                                          Srun("mpich").with_site(site), site=site))
+    script = slurm.batch_script("r", sweep.suite.slurm, sweep.launches, tmp_path, site)
+    assert "CRAY_LD_LIBRARY_PATH" in script and "AWS_OFI_RCCL_LIB" not in script
+    assert "AWS_OFI_RCCL_LIB" in slurm.batch_script("r", sweep.suite.slurm, golden_sweep("frontier").launches,
+                                                    tmp_path, site)
