@@ -1,10 +1,12 @@
-"""``--launcher sbatch``: the whole sweep as one batch job that runs it with srun inside.
+"""``--launcher sbatch``: the sweep as batch jobs that run it with srun inside: one job, or one
+per node count (``batch_groups``), each asking for the nodes of its own launches.
 
-The run folder is made here as for any sweep (suite.yaml, run.json); the batch
-script (``<run>/sbatch.sh``) runs ``pccl-bench run sweep --launcher srun --resume
-<run>`` in the allocation, so the results land in the same folder, under the same
-run id, in the same layout. Submitting the script again finishes what a time
-limit cut off. ``<run>/slurm.json`` records the submission and the job id.
+The run folder is made here as for any sweep (suite.yaml, run.json); each batch
+script (``<run>/sbatch.sh``, or ``<run>/sbatch-n<nodes>.sh``) runs ``pccl-bench run
+sweep --launcher srun --resume <run> [--nodes N]`` in its allocation, so the results
+land in the same folder, under the same run id, in the same layout; the jobs run
+one after another (``--dependency=afterany``). Submitting a script again finishes
+what a time limit cut off. ``<run>/slurm.json`` records the submissions and job ids.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``run sweep``: the driver its launcher asks for (``sweep_driver``) runs the sweep: jobs.py starts
-one MPI job per launch (mpiexec, srun), batch.py submits the sweep as one batch job (sbatch),
+one MPI job per launch (mpiexec, srun), batch.py submits the sweep as batch jobs (sbatch),
 inside.py runs it in the job it was started in (none)."""
 
 from __future__ import annotations
