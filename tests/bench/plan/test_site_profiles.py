@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -369,3 +370,15 @@ def test_the_vendor_librarys_prologue_only_in_jobs_that_call_it(tmp_path):
     assert "CRAY_LD_LIBRARY_PATH" in script and "AWS_OFI_RCCL_LIB" not in script
     assert "AWS_OFI_RCCL_LIB" in slurm.batch_script("r", sweep.suite.slurm, golden_sweep("frontier").launches,
                                                     tmp_path, site)
+
+
+def test_the_frontier_job_shown_in_the_docs_is_the_generated_one(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
+    sweep = golden_sweep("frontier")
+    group = next(group for group in slurm.batch_groups(sweep.launches, "auto") if group[0].where.nhosts == 2)
+    script = slurm.batch_script("golden", sweep.suite.slurm, group, Path("/run"), sweep.where.site, 2)
+    shown = script.replace("/run", "<run>").replace(f"--chdir={Path.cwd()}", "--chdir=<cwd>")
+    shown = shown.replace(sys.executable, "<venv>/bin/python")
+    section = DOC.read_text().split("### Frontier", 1)[1]
+    blocks = re.findall(r"```bash\n(#!/bin/bash\n.*?)```", section, re.S)
+    assert blocks and blocks[0] == shown, "docs/CLUSTERS.md's Frontier job differs from the generated one"
