@@ -80,8 +80,11 @@ def measure(sweep: Sweep, out: Console, summary: bool = True,
     plan = sweep.where.plan
     hosts = f"; hosts {','.join(h.name for h in plan.hosts)} ({plan.source})" if plan.hosts else ""
     env = recorded_env({**BASE_ENV, **sweep.suite.env})
+    # a site's variables differ per launch (MPI's, NCCL/RCCL's): meta.json's launches hold each one's
+    site = f"; site {sweep.where.site.name}" if sweep.where.site else ""
     out.print(f"run [bold]{sweep.run_id}[/bold] -> {sweep.folder}  ({sweep.cells} cells, {len(done)} already done; "
-              f"launcher {launcher.kind}, {launcher.flavour}{hosts}; env {env})", highlight=False, soft_wrap=True)
+              f"launcher {launcher.kind}, {launcher.flavour}{hosts}{site}; env {env})", highlight=False,
+              soft_wrap=True)
     interrupted = False
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
