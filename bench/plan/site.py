@@ -23,7 +23,7 @@ from bench.errors import BadInput
 from bench.files import project_folder
 from bench.plan.cells import Cell, Launch
 from bench.plan.schema import Strict, one_or_many
-from bench.plan.slurm_options import SBATCH_OWNED, SRUN_OWNED, _not_owned, _option
+from bench.plan.slurm_options import option_name, sbatch_option, srun_option
 from bench.plan.suite import _env_problem, _env_value, _pydantic_error_line
 from bench.plan.suite_files import read_yaml
 from collectives.schedules.tuning import AUTO
@@ -70,11 +70,11 @@ def _env_entry(env: dict[str, str]) -> dict[str, str]:
 
 
 def _srun_option(value: str) -> str:
-    return _templated(_not_owned(_option(value, "srun"), SRUN_OWNED))
+    return _templated(srun_option(value))
 
 
 def _sbatch_option(value: str) -> str:
-    return _templated(_not_owned(_option(value, "sbatch"), SBATCH_OWNED))
+    return _templated(sbatch_option(value))
 
 
 def _mpiexec_word(value: str) -> str:
@@ -207,11 +207,6 @@ class Site(Strict):
             out += [replace(launch, cells=others),
                     replace(launch, launch_id=launch.launch_id + XCCL_SUFFIX, cells=vendor)]
         return out
-
-
-def option_name(option: str) -> str:
-    """``--cpu-bind`` of ``--cpu-bind=cores``, ``-c`` of ``-c7``."""
-    return option.split("=", 1)[0] if option.startswith("--") else option[:2]
 
 
 def calls_vendor_library(cell: Cell) -> bool:
