@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.run import slurm
 from bench.run.launchers.srun import find_slurm_tool
 from bench.sweep.options import SweepOptions, lock_folder
@@ -21,11 +21,10 @@ from bench.sweep.session import Sweep, Tables, exit_code, print_summary
 
 @dataclass
 class BatchJob:
-    """One batch job of the sweep: its script's path and text, and the node count it runs (None: all)."""
+    """One batch job of the sweep: its script's path and text."""
 
     script: Path
     text: str
-    nodes: int | None
 
 
 def _jobs(sweep: Sweep, mode: str) -> list[BatchJob]:
@@ -37,7 +36,7 @@ def _jobs(sweep: Sweep, mode: str) -> list[BatchJob]:
     for group in groups:
         nodes = group[0].where.nhosts if len(groups) > 1 else None
         text = slurm.batch_script(sweep.run_id, sweep.suite.slurm, group, sweep.folder, sweep.where.site, nodes)
-        jobs.append(BatchJob(sweep.folder / slurm.script_name(group, len(groups)), text, nodes))
+        jobs.append(BatchJob(sweep.folder / slurm.script_name(group, len(groups)), text))
     return jobs
 
 
@@ -102,7 +101,13 @@ def run(options: SweepOptions, out: Console) -> int:
         if outcome.job_id is None and not outcome.interrupted:
             if created and index == 0:
                 shutil.rmtree(folder, ignore_errors=True)
-            raise slurm.refusal(outcome)
+            refused = slurm.refusal(outcome)
+            if previous is None:
+                raise refused
+            # the jobs before it are queued and fill the folder: say so, and how to stop them
+            submitted_ids = " ".join(record["job_id"] for record in records[:-1])
+            raise BadInput("sbatch", f"{str(refused).removeprefix('sbatch: ')} ({job.script.name}; the jobs "
+                                     f"before it, {submitted_ids}, are queued: scancel {submitted_ids} stops them)")
         if outcome.interrupted:
             break
         previous = outcome.job_id

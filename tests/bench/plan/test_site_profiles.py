@@ -382,3 +382,23 @@ def test_the_frontier_job_shown_in_the_docs_is_the_generated_one(monkeypatch):
     section = DOC.read_text().split("### Frontier", 1)[1]
     blocks = re.findall(r"```bash\n(#!/bin/bash\n.*?)```", section, re.S)
     assert blocks and blocks[0] == shown, "docs/CLUSTERS.md's Frontier job differs from the generated one"
+
+
+def test_a_refused_second_job_names_the_queued_first(tmp_path):
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    calls = tmp_path / "calls"
+    sbatch = bin_folder / "sbatch"
+    # the first submission answers a job id, the second is refused as Slurm refuses a bad QOS
+    sbatch.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nif [ "$(wc -l < {calls})" -gt 1 ]; then\n'
+                      '  echo "sbatch: error: Invalid qos specification" >&2; exit 1\nfi\necho 101\n')
+    sbatch.chmod(0o755)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                     "ranks": [1, 8], "ranks_per_node": 1, "sizes": {"min": "8B", "max": "8B"}}))
+    result = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--out", tmp_path / "run", timeout=60,
+                     env={"PATH": f"{bin_folder}:/usr/bin:/bin"})
+    assert result.returncode == 2, describe(result)
+    (line,) = result.stderr.strip().splitlines()
+    assert "Invalid qos specification (sbatch-n8.sh; the jobs before it, 101, are queued: scancel 101" in line
+    assert (tmp_path / "run" / "slurm.json").exists()  # the queued job's folder stays
