@@ -10,6 +10,7 @@ from rich.console import Console
 
 from bench.errors import EXIT_CODES_HELP, BadInput
 from bench.plan.suite_files import resolve_suite_path
+from bench.run.slurm import BATCH_JOBS
 from bench.sweep import SweepOptions, run_sweep
 from collectives.memory import KINDS
 from collectives.spec import COLLECTIVES
@@ -27,18 +28,38 @@ def _console() -> Console:
 Out = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: results/<run_id>).")]
 Launcher = Annotated[str, typer.Option("--launcher", help=(
     "auto (srun inside a Slurm allocation, else mpiexec) | mpiexec | srun (one job step per launch) | "
-    "sbatch (submit the sweep as one batch job) | none (run in this process, or on every rank of the mpiexec/srun "
-    "job it was started in)."))]
-DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the exact launch commands (or batch script) and exit.")]
-Wait = Annotated[bool, typer.Option("--wait", help="--launcher sbatch: wait for the job, then print the summary.")]
+    "sbatch (submit the sweep as batch jobs: --batch-jobs) | none (run in this process, or on every rank of the "
+    "mpiexec/srun job it was started in)."))]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the exact launch commands (or batch scripts) and exit.")]
+Wait = Annotated[bool, typer.Option("--wait", help=(
+    "--launcher sbatch: wait for the (last) job, then print the summary."))]
 Partition = Annotated[str | None, typer.Option("--partition", help="Slurm partition (suite: slurm.partition).")]
 Account = Annotated[str | None, typer.Option("--account", help="Slurm account (suite: slurm.account).")]
 Time = Annotated[str | None, typer.Option("--time", help="Batch job time limit, e.g. 30 or 1:00:00 (slurm.time).")]
+Site = Annotated[str | None, typer.Option("--site", help=(
+    "Site profile, a name from suites/sites/ (frontier, perlmutter, generic-openmpi-ucx) or a YAML file: the "
+    "batch header, srun/mpiexec binding flags, the MPI and NCCL/RCCL environments (suite: site; docs/CLUSTERS.md)."))]
+BatchJobs = Annotated[str, typer.Option("--batch-jobs", help=(
+    "--launcher sbatch: per-nodes (one job per node count, each asking only for its nodes, run one after "
+    "another) | one (a single job of the largest launch's nodes) | auto (per-nodes where the node counts "
+    "differ by more than 2x)."))]
+Nodes = Annotated[str | None, typer.Option("--nodes", help=(
+    "Run only the launches on these node counts, e.g. 2 or 2,64 (what each per-node-count batch job runs)."))]
 Hosts = Annotated[str | None, typer.Option("--hosts", help=(
     "Hosts to run on, h1,h2 or h1:4,h2:4 (slots); a launch takes as many as it has nodes, the same number "
     "of ranks on each (suite: hosts)."))]
 Hostfile = Annotated[Path | None, typer.Option("--hostfile", help=(
     "A hostfile (MPICH host:slots or Open MPI host slots=N) instead of --hosts (suite: hostfile)."))]
+
+
+def _node_counts(nodes: str | None) -> tuple[int, ...]:
+    """--nodes 2,64 as (2, 64)."""
+    if nodes is None:
+        return ()
+    counts = [part.strip() for part in nodes.split(",")]
+    if not all(part.isdigit() and int(part) > 0 for part in counts):
+        raise BadInput("--nodes", f"{nodes!r}: node counts, e.g. 2 or 2,64")
+    return tuple(int(part) for part in counts)
 
 
 def _slurm_flags(partition: str | None, account: str | None, time: str | None) -> dict[str, str]:
@@ -64,15 +85,22 @@ def sweep(
     time: Time = None,
     hosts: Hosts = None,
     hostfile: Hostfile = None,
+    site: Site = None,
+    batch_jobs: BatchJobs = "auto",
+    nodes: Nodes = None,
 ) -> None:
     """Run every cell of a suite: one MPI job per rank count, a tidy table at the end.
 
     Writes results.parquet, results.csv, samples.parquet and meta.json to the run folder.
-    With --launcher sbatch the sweep runs as one batch job (srun inside) into the same folder.
+    With --launcher sbatch the sweep runs as batch jobs (srun inside), one per node count or one
+    for all (--batch-jobs), into the same folder; --dry-run shows every script.
     """
+    if batch_jobs not in BATCH_JOBS:
+        raise BadInput("--batch-jobs", f"{batch_jobs!r}: expected one of {', '.join(BATCH_JOBS)}")
     options = SweepOptions(resolve_suite_path(suite or DEFAULT_SUITE), out, launcher, resume, dry_run,
                            overrides or [], wait=wait, slurm_flags=_slurm_flags(partition, account, time),
-                           hosts=hosts, hostfile=hostfile, suite_named=suite is not None)
+                           hosts=hosts, hostfile=hostfile, suite_named=suite is not None, site=site,
+                           batch_jobs=batch_jobs, nodes=_node_counts(nodes))
     raise typer.Exit(run_sweep(options, _console()))
 
 

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from bench.errors import BadInput
 from bench.plan.cells import expand
+from bench.plan.site import load_site
 from bench.plan.suite_files import default_suites_dir, load_suite, resolve_suite_path
 
 app = typer.Typer(help="List and validate suite files.", no_args_is_help=True)
@@ -35,18 +36,22 @@ def list_suites() -> None:
 def validate(
     suites: Annotated[list[str], typer.Argument(help="Suite files or names.")],
 ) -> None:
-    """Check suites against the schema; the first error of each is one line, exit 2."""
+    """Check suites (and the site profile each names) against the schema; the first error of each is one
+    line, exit 2."""
     failed = None
     for name in suites:
         path = resolve_suite_path(name)
         try:
             suite, _ = load_suite(path)
+            # the site profile it names, against its own schema (the launches it splits are counted)
+            site = load_site(suite.site, f"{path}: site") if suite.site else None
         except BadInput as error:
             failed = failed or error
             typer.echo(f"pccl-bench: error: {error}", err=True)
             continue
-        launches = expand(suite)
+        launches = site.split(expand(suite)) if site else expand(suite)
         cells = sum(len(launch.cells) for launch in launches)
-        typer.echo(f"{path}: ok ({cells} cells in {len(launches)} launches)")
+        with_site = f", site {site.name}" if site else ""
+        typer.echo(f"{path}: ok ({cells} cells in {len(launches)} launches{with_site})")
     if failed:
         raise typer.Exit(2)

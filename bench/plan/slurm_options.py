@@ -36,18 +36,25 @@ def _option(value: str, tool: str) -> str:
     return value
 
 
+def option_name(option: str) -> str:
+    """``--cpu-bind`` of ``--cpu-bind=cores``, ``-c`` of ``-c7``: what a later option of the same name replaces."""
+    return option.split("=", 1)[0] if option.startswith("--") else option[:2]
+
+
 def _not_owned(value: str, owned: dict[str, str]) -> str:
-    name = value.split("=", 1)[0] if value.startswith("--") else value[:2]
+    name = option_name(value)
     if name in owned:
         raise ValueError(f"{value!r}: the launcher sets {name} from {owned[name]}")
     return value
 
 
-def _srun_option(value: str) -> str:
+def srun_option(value: str) -> str:
+    """An srun option of the suite or a site profile: --name=value, not one the launcher sets."""
     return _not_owned(_option(value, "srun"), SRUN_OWNED)
 
 
-def _sbatch_option(value: str) -> str:
+def sbatch_option(value: str) -> str:
+    """An sbatch option of the suite or a site profile: --name=value, not one the batch job sets."""
     return _not_owned(_option(value, "sbatch"), SBATCH_OWNED)
 
 
@@ -67,9 +74,9 @@ class Slurm(Strict):
     """How ``--launcher srun|sbatch`` ask Slurm for the jobs (ignored by mpiexec and none)."""
 
     #: extra srun options for every launch, one per item: [--cpu-bind=cores, --gpus-per-task=1]
-    srun_args: list[Annotated[str, AfterValidator(_srun_option)]] = Field(default_factory=list)
+    srun_args: list[Annotated[str, AfterValidator(srun_option)]] = Field(default_factory=list)
     #: extra sbatch options for the batch job of ``--launcher sbatch``: [--exclusive, --qos=debug]
-    sbatch_args: list[Annotated[str, AfterValidator(_sbatch_option)]] = Field(default_factory=list)
+    sbatch_args: list[Annotated[str, AfterValidator(sbatch_option)]] = Field(default_factory=list)
     partition: SlurmName | None = None
     account: SlurmName | None = None
     #: the batch job's time limit (sbatch --time): minutes, or [days-]hours:minutes:seconds

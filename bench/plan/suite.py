@@ -206,6 +206,9 @@ class Suite(Strict):
     select: list[Annotated[dict[str, tuple], BeforeValidator(_selection)]] = Field(default_factory=list)
     #: Slurm requests for ``--launcher srun|sbatch``
     slurm: Slurm = Slurm()
+    #: the cluster's site profile, a name from suites/sites/ or a path (bench/plan/site.py): the batch
+    #: header, the launcher's binding flags, the MPI and NCCL/RCCL environments (docs/CLUSTERS.md)
+    site: str | None = Field(None, min_length=1, max_length=4096)
     #: GPU suites: hand device buffers to MPI (yes), stage them through pinned host memory (no), or
     #: ask the library (auto); every rank gets it as PCCL_BENCH_GPU_AWARE (collectives/memory/gpu_aware.py)
     gpu_aware: Annotated[Literal["auto", "yes", "no"], BeforeValidator(_yes_no)] = "auto"

@@ -1,10 +1,12 @@
-"""``--launcher sbatch``: the whole sweep as one batch job that runs it with srun inside.
+"""``--launcher sbatch``: the sweep as batch jobs that run it with srun inside: one job, or one
+per node count (``batch_groups``), each asking for the nodes of its own launches.
 
-The run folder is made here as for any sweep (suite.yaml, run.json); the batch
-script (``<run>/sbatch.sh``) runs ``pccl-bench run sweep --launcher srun --resume
-<run>`` in the allocation, so the results land in the same folder, under the same
-run id, in the same layout. Submitting the script again finishes what a time
-limit cut off. ``<run>/slurm.json`` records the submission and the job id.
+The run folder is made here as for any sweep (suite.yaml, run.json); each batch
+script (``<run>/sbatch.sh``, or ``<run>/sbatch-n<nodes>.sh``) runs ``pccl-bench run
+sweep --launcher srun --resume <run> [--nodes N]`` in its allocation, so the results
+land in the same folder, under the same run id, in the same layout; the jobs run
+one after another (``--dependency=afterany``). Submitting a script again finishes
+what a time limit cut off. ``<run>/slurm.json`` records the submissions and job ids.
 """
 
 from __future__ import annotations
@@ -24,10 +26,15 @@ from pathlib import Path
 from bench.errors import BadInput
 from bench.files import atomic_write
 from bench.plan.cells import Launch
+from bench.plan.site import Site
 from bench.plan.slurm_options import Slurm
 from bench.text import printable
 
 BATCH_SCRIPT = "sbatch.sh"
+#: ``--batch-jobs``: one job per node count, one job for the sweep, or (auto) per node count where
+#: the sweep's node counts differ by more than BATCH_SPLIT_RATIO
+BATCH_JOBS = ("auto", "per-nodes", "one")
+BATCH_SPLIT_RATIO = 2
 JOB_RECORD = "slurm.json"
 #: allocation facts a run records in meta.json when it runs inside one
 ALLOCATION_ENV = {"job_id": "SLURM_JOB_ID", "job_name": "SLURM_JOB_NAME", "cluster": "SLURM_CLUSTER_NAME",
@@ -43,6 +50,39 @@ def allocation_shape(launches: list[Launch]) -> list[str]:
         return [f"--ntasks={max(launch.nranks for launch in launches)}"]
     return [f"--nodes={max(launch.where.nhosts for launch in launches)}",
             f"--ntasks-per-node={max(launch.where.ranks_per_host for launch in launches)}"]
+
+
+def batch_groups(launches: list[Launch], mode: str) -> list[list[Launch]]:
+    """The launches of each batch job, smallest node count first: one job per node count (each asks
+    for its own nodes, so no node-hours idle while small launches run in a large allocation), or one
+    job for all. ``auto`` splits where the largest node count is more than BATCH_SPLIT_RATIO times the
+    smallest; launches whose nodes Slurm chooses (no ranks_per_node) always share one job."""
+    if mode not in BATCH_JOBS:
+        raise BadInput("--batch-jobs", f"{mode!r}: expected one of {', '.join(BATCH_JOBS)}")
+    counts = sorted({launch.where.nhosts for launch in launches})
+    spread = any(launch.where.launcher_spreads for launch in launches)
+    split = mode == "per-nodes" or (mode == "auto" and counts[-1] > BATCH_SPLIT_RATIO * counts[0])
+    if spread or not split or len(counts) == 1:
+        return [launches]
+    return [[launch for launch in launches if launch.where.nhosts == count] for count in counts]
+
+
+def batch_jobs_reason(groups: list[list[Launch]], mode: str) -> str:
+    """What the dry run and the submission say about the jobs: how many and why."""
+    counts = sorted({launch.where.nhosts for launch in groups[0] + groups[-1]})
+    if len(groups) > 1:
+        why = ("--batch-jobs per-nodes" if mode == "per-nodes" else
+               f"node counts {counts[0]} to {counts[-1]} differ by more than {BATCH_SPLIT_RATIO}x")
+        return (f"{len(groups)} batch jobs, one per node count ({why}), each after the one before (afterany); "
+                "--batch-jobs one submits a single job")
+    if mode == "one" and len(counts) > 1:
+        return "one batch job for every launch (--batch-jobs one): its allocation is the largest launch's"
+    return "one batch job for every launch"
+
+
+def script_name(group: list[Launch], groups: int) -> str:
+    """``sbatch.sh`` for the sweep's one job, ``sbatch-n<nodes>.sh`` for one of several."""
+    return BATCH_SCRIPT if groups == 1 else f"sbatch-n{group[0].where.nhosts}.sh"
 
 
 def allocation_hosts() -> list[str]:
@@ -69,8 +109,18 @@ def _directive(option: str) -> str:
     return f"#SBATCH {shlex.quote(option)}"
 
 
-def batch_options(slurm: Slurm, launches: list[Launch], folder: Path) -> list[str]:
-    """The sbatch options of the sweep's batch job, then the suite's extras."""
+def check_site_fields(slurm: Slurm, site: Site | None) -> None:
+    """The Slurm fields the site profile requires (an account on Frontier and Perlmutter), before
+    anything is written: sbatch would refuse the job later, after the queue."""
+    for name in site.batch.requires if site else []:
+        if getattr(slurm, name) is None:
+            raise BadInput(f"--{name}", f"site {site.name} needs a Slurm {name}: give --{name} or the suite's "
+                                        f"slurm.{name}")
+
+
+def batch_options(slurm: Slurm, launches: list[Launch], folder: Path, site: Site | None = None) -> list[str]:
+    """The sbatch options of a batch job of ``launches``: its shape, the run's own, the user's
+    time/partition/account, the site profile's (the GPU request, a constraint), the suite's extras."""
     names = list(dict.fromkeys(name for launch in launches for name in launch.where.names))
     options = ["--job-name=pccl-bench", *allocation_shape(launches), "--export=ALL",
                *([f"--nodelist={','.join(names)}"] if names else []),
@@ -78,29 +128,47 @@ def batch_options(slurm: Slurm, launches: list[Launch], folder: Path) -> list[st
     options += [f"--time={slurm.time}"] if slurm.time else []
     options += [f"--partition={slurm.partition}"] if slurm.partition else []
     options += [f"--account={slurm.account}"] if slurm.account else []
+    options += site.batch_options(launches, tuple(slurm.sbatch_args)) if site else []
     return options + list(slurm.sbatch_args)
 
 
-def inner_command(folder: Path) -> list[str]:
-    """What the batch job runs: this sweep, resumed in its own folder, one srun step per launch."""
-    return [sys.executable, "-m", "bench", "run", "sweep", "--launcher", "srun", "--resume", str(folder.resolve())]
+def inner_command(folder: Path, nodes: int | None = None) -> list[str]:
+    """What the batch job runs: this sweep, resumed in its own folder, one srun step per launch
+    (``nodes``: only the launches on that many nodes, the job of one node count)."""
+    return [sys.executable, "-m", "bench", "run", "sweep", "--launcher", "srun", "--resume", str(folder.resolve()),
+            *(["--nodes", str(nodes)] if nodes is not None else [])]
 
 
-def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path) -> str:
+def site_lines(site: Site | None, launches: list[Launch]) -> list[str]:
+    """The batch job's first commands: the site's modules, then its prologue (bench/plan/site.py)."""
+    if site is None:
+        return []
+    return [f"# site {site.name}: modules and prologue (suites/sites/, docs/CLUSTERS.md)", *site.job_lines(launches)]
+
+
+def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path, site: Site | None = None,
+                 nodes: int | None = None) -> str:
+    """The script of one batch job of the sweep (``nodes``: the job of that node count only)."""
+    which = f"the launches on {nodes} node{'' if nodes == 1 else 's'}" if nodes is not None else "the sweep"
     lines = [
         "#!/bin/bash",
         # a comment line: the run id (a resumed run's run.json holds anything) shown on one line
-        f"# pccl-bench run {printable(run_id)}: the sweep in one allocation, one srun job step per launch.",
+        f"# pccl-bench run {printable(run_id)}: {which} in one allocation, one srun job step per launch.",
         "# Submit again (sbatch this file) to finish cells that a time limit cut off: the sweep resumes.",
-        *(_directive(option) for option in batch_options(slurm, launches, folder)),
+        *(_directive(option) for option in batch_options(slurm, launches, folder, site)),
+        # modules and prologue before -u: a site's profile scripts read unset variables
+        *site_lines(site, launches),
         "set -eu",
-        f"exec {shlex.join(inner_command(folder))}",
+        f"exec {shlex.join(inner_command(folder, nodes))}",
     ]
     return "\n".join(lines) + "\n"
 
 
-def sbatch_argv(sbatch: str, script: Path, wait: bool) -> list[str]:
-    return [sbatch, "--parsable", *(["--wait"] if wait else []), str(script.resolve())]
+def sbatch_argv(sbatch: str, script: Path, wait: bool, after: str | None = None) -> list[str]:
+    """``after``: the job this one waits for, whatever its end (the jobs of one run share its folder,
+    which one sweep at a time may hold)."""
+    return [sbatch, "--parsable", *([f"--dependency=afterany:{after}"] if after else []), *(["--wait"] if wait else []),
+            str(script.resolve())]
 
 
 def write_record(folder: Path, record: dict) -> None:

@@ -1,43 +1,67 @@
-"""Launchers whose ``sweep_driver`` is ``batch`` (sbatch): the sweep submitted as one batch job that
-runs it with srun inside (bench/run/slurm.py writes the script)."""
+"""Launchers whose ``sweep_driver`` is ``batch`` (sbatch): the sweep submitted as batch jobs that run
+it with srun inside (bench/run/slurm.py writes the scripts): one job, or one per node count, each
+asking for the nodes of its own launches and started after the one before."""
 
 from __future__ import annotations
 
 import shlex
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 
-from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.run import slurm
 from bench.run.launchers.srun import find_slurm_tool
 from bench.sweep.options import SweepOptions, lock_folder
 from bench.sweep.session import Sweep, Tables, exit_code, print_summary
 
 
-def _script(sweep: Sweep) -> tuple[Path, str]:
-    # Made before anything is written: a value the script cannot hold is bad input, the folder untouched.
-    return sweep.folder / slurm.BATCH_SCRIPT, slurm.batch_script(sweep.run_id, sweep.suite.slurm, sweep.launches,
-                                                                 sweep.folder)
+@dataclass
+class BatchJob:
+    """One batch job of the sweep: its script's path and text."""
+
+    script: Path
+    text: str
+
+
+def _jobs(sweep: Sweep, mode: str) -> list[BatchJob]:
+    """The sweep's batch jobs, smallest node count first. Made before anything is written: a value a
+    script cannot hold, or a Slurm field the site needs and nobody gave, is bad input, the folder untouched."""
+    slurm.check_site_fields(sweep.suite.slurm, sweep.where.site)
+    groups = slurm.batch_groups(sweep.launches, mode)
+    jobs = []
+    for group in groups:
+        nodes = group[0].where.nhosts if len(groups) > 1 else None
+        text = slurm.batch_script(sweep.run_id, sweep.suite.slurm, group, sweep.folder, sweep.where.site, nodes)
+        jobs.append(BatchJob(sweep.folder / slurm.script_name(group, len(groups)), text))
+    return jobs
 
 
 def dry_run(options: SweepOptions, out: Console) -> int:
-    """The batch script and the sbatch command, nothing submitted or written."""
+    """The batch scripts and the sbatch commands, nothing submitted or written."""
     sweep = Sweep.open(options)
-    script, text = _script(sweep)
-    out.print(f"# {shlex.quote(str(script))}", highlight=False, markup=False)
-    out.print(text, highlight=False, soft_wrap=True, end="", markup=False)
-    out.print(shlex.join(slurm.sbatch_argv("sbatch", script, options.wait)), highlight=False, soft_wrap=True,
-              markup=False)
+    jobs = _jobs(sweep, options.batch_jobs)
+    reason = slurm.batch_jobs_reason(slurm.batch_groups(sweep.launches, options.batch_jobs), options.batch_jobs)
+    out.print(f"# {reason}", highlight=False, soft_wrap=True, markup=False)
+    previous = None
+    for index, job in enumerate(jobs):
+        out.print(f"# {shlex.quote(str(job.script))}", highlight=False, markup=False)
+        out.print(job.text, highlight=False, soft_wrap=True, end="", markup=False)
+        wait = options.wait and index == len(jobs) - 1
+        out.print(shlex.join(slurm.sbatch_argv("sbatch", job.script, wait, previous)), highlight=False,
+                  soft_wrap=True, markup=False)
+        previous = f"<job id of {job.script.name}>"
     return EXIT_OK
 
 
 def run(options: SweepOptions, out: Console) -> int:
-    """Submit the sweep as one batch job; with --wait, wait for it and print its summary."""
+    """Submit the sweep as its batch jobs (chained, smallest node count first); with --wait, wait for
+    the last and print the summary."""
     sweep = Sweep.open(options)
-    script, text = _script(sweep)
+    jobs = _jobs(sweep, options.batch_jobs)
     folder = sweep.folder
     sbatch = find_slurm_tool("sbatch")
     created = not folder.exists()
@@ -46,26 +70,55 @@ def run(options: SweepOptions, out: Console) -> int:
     lock = lock_folder(options, folder, out)
     try:
         sweep.start()
-        script.write_text(text)
-        script.chmod(0o755)
-        argv = slurm.sbatch_argv(sbatch, script, options.wait)
-        record = slurm.submission_record(argv, script)
-        slurm.write_record(folder, record)
+        for job in jobs:
+            job.script.write_text(job.text)
+            job.script.chmod(0o755)
+        first = jobs[0].script
+        records = [slurm.submission_record(slurm.sbatch_argv(sbatch, first, options.wait and len(jobs) == 1), first)]
+        slurm.write_record(folder, _record(records))
     finally:
         lock.release()
+    if len(jobs) > 1:
+        out.print(slurm.batch_jobs_reason(slurm.batch_groups(sweep.launches, options.batch_jobs),
+                                          options.batch_jobs), highlight=False, soft_wrap=True)
+    outcome: slurm.Submission | None = None
+    previous = None
+    for index, job in enumerate(jobs):
+        last = index == len(jobs) - 1
+        argv = slurm.sbatch_argv(sbatch, job.script, options.wait and last, previous)
+        if index:
+            records.append(slurm.submission_record(argv, job.script))
+            slurm.write_record(folder, _record(records))
 
-    def submitted(job_id: str) -> None:
-        slurm.write_record(folder, {**record, "job_id": job_id})
-        waiting = "; waiting for it" if options.wait else ""
-        out.print(f"submitted batch job {job_id}: run {sweep.run_id} -> {folder}{waiting}", highlight=False,
-                  soft_wrap=True)
+        def submitted(job_id: str, last: bool = last) -> None:
+            records[-1] = {**records[-1], "job_id": job_id}
+            slurm.write_record(folder, _record(records))
+            waiting = "; waiting for it" if options.wait and last else ""
+            out.print(f"submitted batch job {job_id}: run {sweep.run_id} -> {folder}{waiting}", highlight=False,
+                      soft_wrap=True)
 
-    outcome = slurm.submit(argv, submitted)
-    if outcome.job_id is None and not outcome.interrupted:
-        if created:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise slurm.refusal(outcome)
+        outcome = slurm.submit(argv, submitted)
+        if outcome.job_id is None and not outcome.interrupted:
+            if created and index == 0:
+                shutil.rmtree(folder, ignore_errors=True)
+            refused = slurm.refusal(outcome)
+            if previous is None:
+                raise refused
+            # the jobs before it are queued and fill the folder: say so, and how to stop them
+            submitted_ids = " ".join(record["job_id"] for record in records[:-1])
+            raise BadInput("sbatch", f"{str(refused).removeprefix('sbatch: ')} ({job.script.name}; the jobs "
+                                     f"before it, {submitted_ids}, are queued: scancel {submitted_ids} stops them)")
+        if outcome.interrupted:
+            break
+        previous = outcome.job_id
     return _after_submission(outcome, folder, options.wait, out)
+
+
+def _record(records: list[dict]) -> dict:
+    """``slurm.json``: the one job's record, or every job's under ``jobs`` (the last one's on top)."""
+    if len(records) == 1:
+        return records[0]
+    return {**records[-1], "jobs": list(records)}
 
 
 def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: Console) -> int:

@@ -36,9 +36,22 @@ def run_with_tables(options: SweepOptions, out: Console) -> tuple[int, Tables]:
     sweep.check(options.known_installs)
     lock = lock_folder(options, sweep.folder, out)
     try:
-        return measure(sweep, out, options.summary)
+        return measure(sweep, out, options.summary, chosen(sweep, options.nodes))
     finally:
         lock.release()
+
+
+def chosen(sweep: Sweep, nodes: tuple[int, ...]) -> list[Launch]:
+    """The launches this process runs: all, or (--nodes) those on the node counts named; BadInput
+    where a count names no launch."""
+    if not nodes:
+        return sweep.launches
+    counts = sorted({launch.where.nhosts for launch in sweep.launches})
+    missing = [count for count in nodes if count not in counts]
+    if missing:
+        raise BadInput("--nodes", f"no launch of the suite runs on {missing[0]} nodes; its launches run on "
+                                  f"{', '.join(map(str, counts))}")
+    return [launch for launch in sweep.launches if launch.where.nhosts in nodes]
 
 
 def dry_run(options: SweepOptions, out: Console) -> int:
@@ -49,7 +62,7 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     if plan.hosts:
         out.print(f"# hosts ({plan.source}): {', '.join(map(str, plan.hosts))}; not probed in a dry run, so each is "
                   "taken for a machine of its own", highlight=False, soft_wrap=True)
-    for launch in sweep.launches:
+    for launch in chosen(sweep, options.nodes):
         argv, _ = sweep.job_command(launch, f"<run>/plans/{launch.launch_id}.json")
         out.print(f"# {launch.launch_id}: {len(launch.cells)} cells, timeout {sweep.suite.timeout_s:g} s",
                   highlight=False)
@@ -57,22 +70,27 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     return 0
 
 
-def measure(sweep: Sweep, out: Console, summary: bool = True) -> tuple[int, Tables]:
-    """The sweep proper, in its locked folder: (exit code, its Tables)."""
+def measure(sweep: Sweep, out: Console, summary: bool = True,
+            launches: list[Launch] | None = None) -> tuple[int, Tables]:
+    """The sweep proper, in its locked folder: (exit code, its Tables). ``launches``: those to run
+    (default: all); the tables hold every row of the run so far."""
     sweep.start()
     done = sweep.done()
     launcher = sweep.launcher
     plan = sweep.where.plan
     hosts = f"; hosts {','.join(h.name for h in plan.hosts)} ({plan.source})" if plan.hosts else ""
     env = recorded_env({**BASE_ENV, **sweep.suite.env})
+    # a site's variables differ per launch (MPI's, NCCL/RCCL's): meta.json's launches hold each one's
+    site = f"; site {sweep.where.site.name}" if sweep.where.site else ""
     out.print(f"run [bold]{sweep.run_id}[/bold] -> {sweep.folder}  ({sweep.cells} cells, {len(done)} already done; "
-              f"launcher {launcher.kind}, {launcher.flavour}{hosts}; env {env})", highlight=False, soft_wrap=True)
+              f"launcher {launcher.kind}, {launcher.flavour}{hosts}{site}; env {env})", highlight=False,
+              soft_wrap=True)
     interrupted = False
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with screen.progress_bar(out) as bar:
             task = bar.add_task("sweep", total=sweep.cells, completed=len(done), current="")
-            for launch in sweep.launches:
+            for launch in sweep.launches if launches is None else launches:
                 todo = sweep.todo(launch, done)
                 if not todo:
                     continue

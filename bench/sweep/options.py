@@ -52,6 +52,12 @@ class SweepOptions:
     #: installs already asked what they are (meta.json's ``installs`` of an earlier round of the same
     #: ``ab``): not asked again
     known_installs: dict[str, dict] = field(default_factory=dict)
+    #: --site NAME|PATH: the suite's ``site`` (a site profile), overridden
+    site: str | None = None
+    #: --batch-jobs: auto | per-nodes | one (bench/run/slurm.py batch_groups)
+    batch_jobs: str = "auto"
+    #: --nodes: run only the launches on these node counts (each batch job of one node count)
+    nodes: tuple[int, ...] = ()
 
 
 @dataclass
@@ -118,6 +124,18 @@ def _with_host_flags(raw: object, options: SweepOptions) -> object:
     return {**raw, "hostfile": str(options.hostfile.resolve())}  # a resume may run from elsewhere
 
 
+def _with_site_flag(raw: object, site: str | None) -> object:
+    """The suite with --site as its ``site``: a path made absolute (the batch job resumes the run
+    from its own working directory), a name as given (suites/sites/NAME.yaml)."""
+    if site is None or not isinstance(raw, dict):
+        return raw
+    if not site.strip() or not site.isprintable():
+        raise BadInput("--site", f"{site!r}: give a site name (suites/sites/) or a profile's path")
+    path = Path(site)
+    named = "/" not in site and path.suffix not in (".yaml", ".yml")
+    return {**raw, "site": site if named else str(path.resolve())}
+
+
 def check_folder_flags(options: SweepOptions) -> None:
     """--out and --resume, before any work: a folder that can be made (not a file, not under one, no
     over-long name, no line break, which no batch directive or log line could hold), not inside
@@ -144,7 +162,7 @@ def load_for(options: SweepOptions) -> tuple[Suite, dict]:
         raw = read_yaml(options.suite_path)
         if isinstance(raw, dict):
             raw = apply_overrides(raw, list(options.overrides), where)
-    raw = _with_host_flags(_with_slurm_flags(raw, options.slurm_flags), options)
+    raw = _with_site_flag(_with_host_flags(_with_slurm_flags(raw, options.slurm_flags), options), options.site)
     return parse_suite(raw, where), raw
 
 
@@ -153,6 +171,9 @@ def open_run(options: SweepOptions) -> Run:
     already in the folder."""
     if options.resume is not None and options.overrides:
         raise BadInput("--set", "a resumed run keeps the suite it started with; --set cannot change it")
+    if options.resume is not None and options.site is not None:
+        raise BadInput("--site", "a resumed run keeps the site it started with (its suite.yaml); --site cannot "
+                                 "change it")
     check_folder_flags(options)
     if options.resume is not None:
         folder = options.resume

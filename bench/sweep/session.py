@@ -74,7 +74,8 @@ class Sweep:
         this process); else the launcher ``--launcher`` names, on the hosts it finds."""
         run = open_run(options)
         if where is None:
-            where = Where.of(run.suite, choose_launcher(options.launcher, run.suite.slurm))
+            where = Where.of(run.suite, choose_launcher(options.launcher, run.suite.slurm), where_of(options),
+                             some_launches=bool(options.nodes))
         launches = where.launches(run.suite)  # a rank count the hosts cannot hold: bad input, before the probe
         if run.suite.select and not any(launch.cells for launch in launches):
             raise BadInput(where_of(options), f"select: {run.document.get('select')!r} matches no cell of the suite")
@@ -151,7 +152,8 @@ class Sweep:
         names one)."""
         load = self.where.load(launch)
         launcher, install = self.where.job(launch)
-        env = launcher.job_env(load, {**self.suite.env, **launch.env})
+        # the site's variables first: the suite's own env and an arm's override them
+        env = launcher.job_env(load, {**self.where.site_env(launch), **self.suite.env, **launch.env})
         program = None
         if install is not None:
             env.update(install.job_env())
@@ -216,6 +218,7 @@ class Sweep:
             "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "suite": self.suite.name,
             "suite_definition": self.suite.model_dump(), "launcher": launcher.kind,
             "launcher_requested": launcher.requested, "slurm": slurm.job_facts(self.folder),
+            "site": self.where.site.model_dump() if self.where.site else None,
             "mpi_flavour": launcher.flavour, "started": self.started, "finished": time.time(),
             "cells_planned": self.cells, "cells_written": len(rows), "hosts": self.where.record(),
             "installs": {given: install.record() for given, install in self.where.installs.items()},

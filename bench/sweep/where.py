@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from bench.errors import BadInput
 from bench.plan.cells import Launch, expand
 from bench.plan.hosts import HostPlan, Placement, suite_host_plan
+from bench.plan.site import Site, load_site
 from bench.plan.suite import Suite
 from bench.run import hostfacts
 from bench.run.hostfacts import HostFacts, MachineRoom
@@ -19,12 +20,15 @@ from bench.run.installs import Install
 from bench.run.launchers import BASE_ENV, PACKAGE_HOME, Launcher, MachineLoad
 
 
-def host_plan(suite: Suite, launcher: Launcher) -> HostPlan:
+def host_plan(suite: Suite, launcher: Launcher, some_launches: bool = False) -> HostPlan:
     """The hosts of the suite (or --hosts/--hostfile); else those of the job the launcher runs in (a
     PBS, LSF or hostfile job's for mpiexec, the Slurm allocation's for srun), or the nodes of srun's
-    own job; else this host."""
+    own job; else this host. ``some_launches``: this process runs only some of the sweep's launches
+    (--nodes), which the launcher may plan otherwise (srun: on nodes of its choosing)."""
     plan = suite_host_plan(suite)
-    return plan if plan.hosts else launcher.job_hosts() or plan
+    if plan.hosts:
+        return plan
+    return (launcher.hosts_for_some_launches() if some_launches else launcher.job_hosts()) or plan
 
 
 @dataclass
@@ -36,13 +40,26 @@ class Where:
     facts: dict[str, HostFacts] = field(default_factory=dict)
     #: the other installs the suite's arms name, by the path as given (bench/run/installs.py)
     installs: dict[str, Install] = field(default_factory=dict)
+    #: the suite's site profile (its launcher options are the launcher's already)
+    site: Site | None = None
 
     @classmethod
-    def of(cls, suite: Suite, launcher: Launcher) -> Where:
-        return cls(host_plan(suite, launcher), launcher)
+    def of(cls, suite: Suite, launcher: Launcher, label: str = "suite", some_launches: bool = False) -> Where:
+        """The hosts of ``suite`` and its launcher, with the suite's site profile (read here: a bad
+        one is bad input naming the profile's file). ``some_launches``: see ``host_plan``."""
+        site = load_site(suite.site, f"{label}: site") if suite.site else None
+        launcher = launcher.with_site(site) if site else launcher
+        return cls(host_plan(suite, launcher, some_launches), launcher, site=site)
 
     def launches(self, suite: Suite) -> list[Launch]:
-        return expand(suite, self.plan)
+        """The suite's launches on these hosts; where the site keeps the NCCL/RCCL environment apart,
+        a launch of both kinds of cells is two (bench/plan/site.py)."""
+        launches = expand(suite, self.plan)
+        return self.site.split(launches) if self.site else launches
+
+    def site_env(self, launch: Launch) -> dict[str, str]:
+        """The site's variables for one launch (none without a site)."""
+        return self.site.launch_env(launch) if self.site else {}
 
     def probe(self, suite: Suite) -> None:
         """Ask every named host what it is (one rank each, through the launcher); BadInput where

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from bench.files import PACKAGE_ROOT
@@ -17,6 +17,7 @@ from collectives.version import VERSION_VARIABLE, library_version
 
 if TYPE_CHECKING:
     from bench.plan.hosts import HostPlan, Placement
+    from bench.plan.site import Site
     from bench.plan.slurm_options import Slurm
     from bench.run.installs import Install
 
@@ -85,7 +86,7 @@ class Launcher:
     #: the name ``--launcher`` takes and meta.json records
     name: ClassVar[str] = ""
     #: how a sweep runs with it (bench/sweep/drivers.py): "jobs" (one MPI job per launch, started
-    #: here), "batch" (the sweep submitted as one batch job), "inside" (in the job it was started in)
+    #: here), "batch" (the sweep submitted as batch jobs), "inside" (in the job it was started in)
     sweep_driver: ClassVar[str] = "jobs"
     #: whether the sweep asks each named host what it is before the first launch (one rank each)
     probes_hosts: ClassVar[bool] = True
@@ -95,6 +96,10 @@ class Launcher:
     program: str | None = None
     #: what --launcher asked for (auto resolves to mpiexec or srun)
     requested: str = ""
+    #: the suite's site profile: its options for this launcher (``site_section``) go into every argv
+    site: Site | None = field(default=None, kw_only=True)
+    #: the profile's list of options this launcher takes (Site.srun, Site.mpiexec; "": none)
+    site_section: ClassVar[str] = ""
 
     @property
     def kind(self) -> str:
@@ -109,6 +114,18 @@ class Launcher:
     def is_here(cls) -> bool:
         """Whether ``--launcher auto`` takes this one (it runs inside this launcher's job)."""
         return False
+
+    def with_site(self, site: Site | None) -> Launcher:
+        """This launcher with a site profile's options for it."""
+        return replace(self, site=site)
+
+    def site_options(self, nranks: int, placement: Placement, given: tuple[str, ...] = ()) -> list[str]:
+        """The site profile's options for this launcher, filled for one launch (``given``: the suite's
+        own options, which win by name)."""
+        if self.site is None or not self.site_section:
+            return []
+        return self.site.launcher_options(self.site_section, placement.nhosts, nranks, placement.ranks_per_host,
+                                          given)
 
     def job_env(self, load: MachineLoad, suite_env: dict) -> dict[str, str]:
         """Environment every rank gets: base settings, oversubscription aids, the suite's own."""
@@ -136,6 +153,11 @@ class Launcher:
         """The hosts of the job this process runs in, as this launcher takes them by itself (None:
         none; the suite's own hosts come first)."""
         return None
+
+    def hosts_for_some_launches(self) -> HostPlan | None:
+        """The hosts when this process runs only some of a sweep's launches (``--nodes``: each batch job
+        of one node count), where the suite names none: by default those of ``job_hosts``."""
+        return self.job_hosts()
 
     def for_install(self, install: Install) -> Launcher:
         """The launcher of a job that runs another install's worker."""

@@ -37,6 +37,7 @@ class Mpiexec(Launcher):
     """mpiexec of a library this does not know: MPICH's argv, the common denominator."""
 
     name: ClassVar[str] = "mpiexec"
+    site_section: ClassVar[str] = "mpiexec"
     #: the hostfile this mpiexec reads by itself when the variable is set
     hostfile_variables: ClassVar[tuple[str, ...]] = ()
 
@@ -65,7 +66,7 @@ class Mpiexec(Launcher):
         argv = [self.program or "mpiexec", *(["-hosts", hosts] if hosts else [])]
         for key, value in env.items():
             argv += ["-genv", key, value]
-        return argv + ["-n", str(nranks)]
+        return argv + self.site_options(nranks, placement) + ["-n", str(nranks)]
 
     def job_hosts(self) -> HostPlan | None:
         """The hosts a site's mpiexec takes by itself: its hostfile variable, else the PBS/Torque or
@@ -125,4 +126,4 @@ class OpenMpiMpiexec(Mpiexec):
         argv += ["--host", hosts] if hosts else []
         for key, value in env.items():
             argv += ["-x", f"{key}={value}"]
-        return argv + ["-n", str(nranks)]
+        return argv + self.site_options(nranks, placement) + ["-n", str(nranks)]

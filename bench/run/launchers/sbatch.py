@@ -1,5 +1,5 @@
-"""``--launcher sbatch``: the whole sweep submitted as one batch job (bench/run/slurm.py writes its
-script), which runs it with srun inside; planned here on whole nodes as srun takes them."""
+"""``--launcher sbatch``: the sweep submitted as batch jobs (bench/run/slurm.py writes their scripts),
+which run it with srun inside; planned here on whole nodes as srun takes them."""
 
 from __future__ import annotations
 

@@ -53,6 +53,7 @@ def in_slurm_allocation() -> bool:
 @dataclass(frozen=True)
 class Srun(Launcher):
     name: ClassVar[str] = "srun"
+    site_section: ClassVar[str] = "srun"
 
     #: srun --mpi=<pmi> (None: the site's MpiDefault); the suite's srun_args may name another
     pmi: str | None = None
@@ -80,14 +81,16 @@ class Srun(Launcher):
         shape += [] if placement.launcher_spreads else [f"--ntasks-per-node={placement.ranks_per_host}"]
         argv = [*_env_prefix(env), self.program or "srun", *shape, "--kill-on-bad-exit=1", _srun_export(env)]
         argv += [f"--nodelist={','.join(placement.names)}"] if placement.named else []
-        if self.pmi and not any(arg.startswith("--mpi=") for arg in self.srun_args):
+        site = self.site_options(nranks, placement, self.srun_args)
+        if self.pmi and not any(arg.startswith("--mpi=") for arg in [*site, *self.srun_args]):
             argv.append(f"--mpi={self.pmi}")
         if timeout_s is not None:
             argv.append(f"--time={math.ceil((timeout_s + SRUN_TIME_MARGIN_S) / 60)}")
         if not os.environ.get("SLURM_JOB_ID"):  # a job of its own: where and on whose account
             argv += [f"--partition={self.partition}"] if self.partition else []
             argv += [f"--account={self.account}"] if self.account else []
-        return argv + list(self.srun_args)
+        # the site profile's binding, then the suite's own srun_args (which replace a site option by name)
+        return argv + site + list(self.srun_args)
 
     def job_hosts(self) -> HostPlan:
         """The allocation's nodes, or (outside one) the nodes srun's own job gets."""
@@ -95,6 +98,13 @@ class Srun(Launcher):
         if names:
             return HostPlan(tuple(Host(name) for name in names), f"Slurm allocation {os.environ['SLURM_JOB_ID']}")
         return HostPlan(source="srun (the nodes of its own job)", launcher_nodes=True)
+
+
+    def hosts_for_some_launches(self) -> HostPlan:
+        """Nodes of srun's choosing: a batch job of one node count holds only its own launches' nodes,
+        so its cells are planned as every job of the run plans them (the same keys: the last job's
+        table holds the rows of all) and the launches of other node counts are not placed here."""
+        return HostPlan(source="srun (the nodes of this allocation it chooses)", launcher_nodes=True)
 
 
 def _srun_export(env: dict[str, str]) -> str:

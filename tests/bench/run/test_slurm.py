@@ -264,3 +264,46 @@ def test_sbatch_refusal_is_bad_input(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("pccl-bench: error: sbatch:"), describe(result)
     assert "partition" in lines[0].lower()
     assert not out.exists(), "a refused submission left its run folder behind"
+
+
+def test_sbatch_one_job_per_node_count(tmp_path):
+    """Launches on 1 and 2 nodes as two jobs (the second after the first), each of its own nodes; the
+    last job's table holds every cell of both."""
+    out = tmp_path / "run"
+    suite = write_suite(tmp_path, ranks=[1, 2])
+    result = cluster_cli("run", "sweep", suite, "--launcher", "sbatch", "--batch-jobs", "per-nodes", "--wait",
+                         "--out", out, timeout=240)
+    assert result.returncode == 0, describe(result)
+    first, last = re.findall(r"submitted batch job (\d+)", result.stdout)
+    record = json.loads((out / "slurm.json").read_text())
+    assert [job["job_id"] for job in record["jobs"]] == [first, last]
+    assert f"--dependency=afterany:{first}" in record["jobs"][1]["argv"]
+    assert "#SBATCH --nodes=1" in (out / "sbatch-n1.sh").read_text()
+    assert "#SBATCH --nodes=2" in (out / "sbatch-n2.sh").read_text()
+    frame = pd.read_parquet(out / "results.parquet")
+    assert sorted(set(frame["nranks"])) == [1, 2] and set(frame["status"]) == {"ok"}, frame[["nranks", "status"]]
+
+
+def test_sbatch_with_a_site_profile(tmp_path):
+    """A site profile through a real Slurm: its prologue in the job, its srun options in every step,
+    MPI's variables in every launch and NCCL's only in the launch of the NCCL cells (split off)."""
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"name": "local", "batch": {"prologue": ["export SITE_PROLOGUE=ran"]},
+                                    "srun": ["--cpu-bind=none"],
+                                    "env": {"mpi": {"SITE_MPI": "{nodes}-nodes"}, "xccl": {"NCCL_DEBUG": "WARN"}}}))
+    out = tmp_path / "run"
+    suite = write_suite(tmp_path, ranks=[1, 2], implementations=["mpi", "xccl"])
+    result = cluster_cli("run", "sweep", suite, "--site", site, "--launcher", "sbatch", "--batch-jobs", "per-nodes",
+                         "--wait", "--out", out, timeout=240)
+    assert result.returncode == 0, describe(result)
+    frame, meta = read_run(out)
+    assert set(frame.loc[frame["impl"] == "mpi", "status"]) == {"ok"}, frame[["impl", "status", "error"]]
+    assert meta["site"]["name"] == "local"
+    launches = meta["launches"]
+    assert sorted(launches) == ["n1-rpn1-host", "n1-rpn1-host-xccl", "n2-rpn1-host", "n2-rpn1-host-xccl"]
+    for launch_id, launch in launches.items():
+        assert "--cpu-bind=none" in launch["argv"], launch["argv"]
+        assert launch["env"]["SITE_MPI"] == f"{launch['nranks']}-nodes"
+        assert ("NCCL_DEBUG" in launch["env"]) == launch_id.endswith("-xccl")
+    for script in ("sbatch-n1.sh", "sbatch-n2.sh"):
+        assert "export SITE_PROLOGUE=ran" in (out / script).read_text()

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from conftest import describe, run_cli
 
+from bench.plan.site import load_site
 from bench.plan.suite import parse_suite
 from bench.plan.suite_files import load_suite, resolve_suite_path
 from collectives.memory.backends import probe
@@ -118,7 +119,9 @@ def test_shipped_gpu_suites():
         assert (suite.device, suite.ranks_per_node) == (device, [per_node])
         assert {entry.impl for entry in suite.implementations} == {"mpi", "xccl", "pccl-flat", "pccl-hier"}
     frontier, _ = load_suite(resolve_suite_path("frontier"))
-    assert frontier.env["MPICH_OFI_NIC_MAPPING"] == "0:0-1; 1:2-3; 2:4-5; 3:6-7"
+    # the launch environment is the site's now: the NIC of the GCD in use, not a map keyed by local rank
+    assert frontier.site == "frontier" and "MPICH_OFI_NIC_MAPPING" not in frontier.env
+    assert load_site(frontier.site, "test").env.mpi["MPICH_OFI_NIC_POLICY"] == "GPU"
     assert frontier.sizes.min == 1 << 20 and frontier.sizes.max == 1 << 30
 
 

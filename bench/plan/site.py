@@ -1,0 +1,238 @@
+"""Site profiles (``suites/sites/*.yaml``): what a cluster needs of every job, as data.
+
+A profile holds the batch header a site asks for (the GPU request, a constraint, the modules to
+load, a prologue), the launcher flags (srun's CPU and GPU binding, mpiexec's), and the launch
+environment in two parts: ``env.mpi`` reaches every launch, ``env.xccl`` only the launches whose
+cells call NCCL/RCCL, so a vendor library's tuning never changes what an MPI cell measures (a launch
+that holds both kinds is split in two, ``<id>`` and ``<id>-xccl``). Values may name the launch's
+size, ``{nodes}``, ``{ranks}``, ``{ranks_per_node}``, ``{gpus_per_node}``, and ``at_scale`` entries
+add or replace variables from a node count up. A suite names its site (``site: frontier``, or a
+path), or ``run sweep --site`` does; docs/CLUSTERS.md has the three shipped here and what they cite.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
+
+from bench.errors import BadInput
+from bench.files import project_folder
+from bench.plan.cells import Cell, Launch
+from bench.plan.schema import Strict, one_or_many
+from bench.plan.slurm_options import option_name, sbatch_option, srun_option
+from bench.plan.suite import _env_problem, _env_value, _pydantic_error_line
+from bench.plan.suite_files import read_yaml
+from collectives.schedules.tuning import AUTO
+
+#: the placeholders a profile's value may hold, filled per launch
+PLACEHOLDERS = ("nodes", "ranks", "ranks_per_node", "gpus_per_node")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+#: the implementation and the hierarchical phase that call the vendor library (NCCL/RCCL)
+VENDOR_LIBRARY = "xccl"
+#: the suffix of the launch id of a launch's NCCL/RCCL cells when the site keeps their environment apart
+XCCL_SUFFIX = "-xccl"
+
+
+def sites_dir() -> Path:
+    return project_folder("suites/sites")
+
+
+def known_sites() -> list[str]:
+    return sorted(path.stem for path in sites_dir().glob("*.yaml"))
+
+
+def _templated(value: str) -> str:
+    """A value whose ``{...}`` are all placeholders this fills (a typo is caught when the profile is read)."""
+    for name in _PLACEHOLDER.findall(value):
+        if name not in PLACEHOLDERS:
+            raise ValueError(f"{value!r}: {{{name}}} is not a placeholder; a value may hold "
+                             f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+    return value
+
+
+def _printable(value: str) -> str:
+    if not value.isprintable():
+        raise ValueError(f"{value!r}: a line break or other control character cannot go into a job script")
+    return value
+
+
+def _env_entry(env: dict[str, str]) -> dict[str, str]:
+    for name, value in env.items():
+        problem = _env_problem(name, value)
+        if problem:
+            raise ValueError(f"{name}: {problem}")
+        _templated(value)
+    return env
+
+
+def _srun_option(value: str) -> str:
+    return _templated(srun_option(value))
+
+
+def _sbatch_option(value: str) -> str:
+    return _templated(sbatch_option(value))
+
+
+def _mpiexec_word(value: str) -> str:
+    # one argv word each ([--bind-to, core]): Open MPI and hydra do not all take --name=value
+    if not value or any(char.isspace() for char in value):
+        raise ValueError(f"{value!r}: one mpiexec argument per list item, without spaces")
+    return _templated(_printable(value))
+
+
+EnvBlock = dict[str, Annotated[str, BeforeValidator(lambda value: str(_env_value(value)))]]
+Line = Annotated[str, AfterValidator(_printable), Field(min_length=1, max_length=4096)]
+ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$", max_length=200)]
+
+
+class LaunchEnv(Strict):
+    """The launch environment, kept apart: MPI's for every launch, NCCL/RCCL's for theirs only."""
+
+    mpi: Annotated[EnvBlock, AfterValidator(_env_entry)] = Field(default_factory=dict)
+    xccl: Annotated[EnvBlock, AfterValidator(_env_entry)] = Field(default_factory=dict)
+
+
+class AtScale(LaunchEnv):
+    """Variables that launches of ``min_nodes`` nodes or more take on top of (or instead of) ``env``."""
+
+    min_nodes: int = Field(ge=1)
+
+
+class Batch(Strict):
+    """The batch job's header and its first lines (``--launcher sbatch``)."""
+
+    #: #SBATCH options of every job at this site (the GPU request, a constraint, a QOS)
+    options: list[Annotated[str, AfterValidator(_sbatch_option)]] = Field(default_factory=list)
+    #: ``module load`` of each, in order, before the sweep starts
+    modules: Annotated[list[ModuleName], BeforeValidator(one_or_many)] = Field(default_factory=list)
+    #: shell lines after the modules (an ``export``, a ``source``)
+    prologue: Annotated[list[Line], BeforeValidator(one_or_many)] = Field(default_factory=list)
+    #: shell lines after those, in a job whose launches call NCCL/RCCL only (the network plugin's path)
+    xccl_prologue: Annotated[list[Line], BeforeValidator(one_or_many)] = Field(default_factory=list)
+    #: the Slurm fields a user must give for this site (suite ``slurm`` block or the flags)
+    requires: list[Annotated[str, Field(pattern=r"^(account|partition|time)$")]] = Field(default_factory=list)
+
+
+class Site(Strict):
+    #: a name for the run's records (meta.json ``site``)
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
+    description: str = ""
+    #: where the values come from: the site's guides, the job scripts they follow
+    sources: list[Annotated[str, Field(min_length=1, max_length=1000)]] = Field(default_factory=list)
+    #: GPUs (or GCDs) per node: ``{gpus_per_node}`` in a value
+    gpus_per_node: int | None = Field(None, ge=1)
+    batch: Batch = Batch()
+    #: srun options of every launch (``--launcher srun``, and srun inside the batch job)
+    srun: list[Annotated[str, AfterValidator(_srun_option)]] = Field(default_factory=list)
+    #: mpiexec arguments of every launch (``--launcher mpiexec``), one word each, before ``-n``
+    mpiexec: list[Annotated[str, AfterValidator(_mpiexec_word)]] = Field(default_factory=list)
+    env: LaunchEnv = LaunchEnv()
+    at_scale: list[AtScale] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _gpus_named(self) -> Site:
+        texts = [*self.batch.options, *self.srun, *self.mpiexec,
+                 *(value for block in [self.env, *self.at_scale] for value in [*block.mpi.values(),
+                                                                               *block.xccl.values()])]
+        if self.gpus_per_node is None and any("{gpus_per_node}" in text for text in texts):
+            raise ValueError("{gpus_per_node} is used but gpus_per_node is not given")
+        return self
+
+    # ------------------------------------------------------------------ per launch
+
+    def fill(self, text: str, nodes: int, ranks: int, ranks_per_node: int) -> str:
+        """``text`` with a launch's placeholders filled."""
+        values = {"nodes": nodes, "ranks": ranks, "ranks_per_node": ranks_per_node,
+                  "gpus_per_node": self.gpus_per_node}
+        return _PLACEHOLDER.sub(lambda match: str(values[match.group(1)]), text)
+
+    def fill_for(self, text: str, launch: Launch) -> str:
+        return self.fill(text, launch.where.nhosts, launch.nranks, launch.where.ranks_per_host)
+
+    def launcher_options(self, section: str, nodes: int, ranks: int, ranks_per_node: int,
+                         given: tuple[str, ...] = ()) -> list[str]:
+        """The profile's options for one launcher (``srun``, ``mpiexec``), filled for a launch; an
+        option the suite gives as well (``given``, by its name) is the suite's."""
+        names = {option_name(option) for option in given}
+        return [self.fill(option, nodes, ranks, ranks_per_node) for option in getattr(self, section)
+                if option_name(option) not in names]
+
+    def launch_env(self, launch: Launch) -> dict[str, str]:
+        """The site's variables for one launch: MPI's, then NCCL/RCCL's where its cells call the
+        vendor library, then the ``at_scale`` entries its node count reaches, in order."""
+        vendor = any(calls_vendor_library(cell) for cell in launch.cells)
+        env: dict[str, str] = {}
+        for block in [self.env, *sorted((entry for entry in self.at_scale if launch.where.nhosts >= entry.min_nodes),
+                                        key=lambda entry: entry.min_nodes)]:
+            env.update(block.mpi)
+            if vendor:
+                env.update(block.xccl)
+        return {name: self.fill_for(value, launch) for name, value in env.items()}
+
+    def batch_options(self, launches: list[Launch], given: tuple[str, ...] = ()) -> list[str]:
+        """The profile's #SBATCH options for a job of ``launches`` (filled for its largest launch);
+        an option the suite gives as well (``given``: its sbatch_args) is the suite's."""
+        largest = max(launches, key=lambda launch: launch.where.nhosts)
+        names = {option_name(option) for option in given}
+        return [self.fill_for(option, largest) for option in self.batch.options if option_name(option) not in names]
+
+    def job_lines(self, launches: list[Launch]) -> list[str]:
+        """The first commands of a batch job of ``launches``: the modules, the prologue, and the NCCL/RCCL
+        prologue where one of its launches calls the vendor library."""
+        vendor = any(calls_vendor_library(cell) for launch in launches for cell in launch.cells)
+        return [*(f"module load {module}" for module in self.batch.modules), *self.batch.prologue,
+                *(self.batch.xccl_prologue if vendor else [])]
+
+    @property
+    def keeps_xccl_apart(self) -> bool:
+        return any(block.xccl for block in [self.env, *self.at_scale])
+
+    def split(self, launches: list[Launch]) -> list[Launch]:
+        """Each launch whose cells call NCCL/RCCL and others too, as two: the MPI cells without the
+        vendor library's environment, then the NCCL/RCCL cells with it (read at MPI_Init and at the
+        communicator's creation, so it cannot change per cell)."""
+        if not self.keeps_xccl_apart:
+            return launches
+        out = []
+        for launch in launches:
+            vendor = [cell for cell in launch.cells if calls_vendor_library(cell)]
+            others = [cell for cell in launch.cells if not calls_vendor_library(cell)]
+            if not vendor or not others:
+                out.append(launch)
+                continue
+            out += [replace(launch, cells=others),
+                    replace(launch, launch_id=launch.launch_id + XCCL_SUFFIX, cells=vendor)]
+        return out
+
+
+def calls_vendor_library(cell: Cell) -> bool:
+    """Whether a cell may call NCCL/RCCL: the xccl implementation, or a hierarchical phase of it
+    (``auto`` phases on a GPU may pick it)."""
+    if cell.impl == VENDOR_LIBRARY:
+        return True
+    phases = (cell.intra, cell.inter)
+    return VENDOR_LIBRARY in phases or (cell.device != "host" and AUTO in phases)
+
+
+def site_path(name_or_path: str) -> Path:
+    """A path as given, or a bare name like ``frontier`` from suites/sites/."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or "/" in name_or_path:
+        return path
+    return sites_dir() / f"{name_or_path}.yaml"
+
+
+def load_site(name_or_path: str, where: str) -> Site:
+    """The validated profile, or one line (exit 2) naming the file, the field and the value."""
+    path = site_path(name_or_path)
+    raw: Any = read_yaml(path, f"site profile (named by {where})", known_sites())
+    if not isinstance(raw, dict):
+        raise BadInput(str(path), f"a site profile is a YAML mapping of fields, got {type(raw).__name__}")
+    try:
+        return Site.model_validate(raw)
+    except ValidationError as error:
+        raise BadInput("", _pydantic_error_line(str(path), error)) from None

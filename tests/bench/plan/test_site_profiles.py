@@ -1,0 +1,404 @@
+"""Site profiles (suites/sites/): the golden table of docs/CLUSTERS.md against what pccl-bench
+generates, flag by flag, for each profile at 2 and 64 nodes; the profile schema; the MPI and
+NCCL/RCCL environments kept apart; one batch job per node count.
+
+The table is the expectation: a profile's change that the table does not show (or a row no
+profile produces) fails here, naming the site, the node count and the flag.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, describe, run_cli
+
+from bench.errors import BadInput
+from bench.plan.hosts import HostPlan, Placement
+from bench.plan.site import XCCL_SUFFIX, calls_vendor_library, known_sites, load_site
+from bench.plan.suite import parse_suite
+from bench.run import slurm
+from bench.run.launchers import BASE_ENV
+from bench.run.launchers.mpiexec import Mpiexec
+from bench.run.launchers.srun import Srun
+from bench.sweep.options import SweepOptions, load_for
+from bench.sweep.session import Sweep
+from bench.sweep.where import Where
+from collectives.envsettings import MACHINE_RANKS_VARIABLE
+from collectives.version import VERSION_VARIABLE
+
+DOC = ROOT / "docs" / "CLUSTERS.md"
+#: the node counts the golden table covers
+GOLDEN_NODES = (2, 64)
+#: per site: its device, ranks per node, and the MPI library its srun starts (Cray MPICH: the site's
+#: MpiDefault, so no --mpi of pccl-bench's own; Open MPI: pmix, which the profile names)
+GOLDEN_SITES = {"frontier": ("rocm", 8, "mpich", None), "perlmutter": ("cuda", 4, "mpich", None),
+                "generic-openmpi-ucx": ("cuda", 4, "openmpi", "pmix")}
+#: what the golden suite gives of its own (the table's rows for these cite the suite, not the site)
+GOLDEN_SLURM = {"account": "PROJ", "time": "30"}
+GOLDEN_TIMEOUT_S = 600
+#: #SBATCH lines that name the run folder and the working directory (not the site's)
+RUN_PATHS = ("--output=", "--chdir=")
+#: what every launch carries whatever the site (bench/run/launchers/base.py)
+HARNESS_ENV = {*BASE_ENV, VERSION_VARIABLE, MACHINE_RANKS_VARIABLE}
+
+
+def golden_suite(site: str) -> dict:
+    device, per_node, _, _ = GOLDEN_SITES[site]
+    return {"name": "golden", "collectives": ["allreduce"], "implementations": ["mpi", "xccl"],
+            "ranks": [nodes * per_node for nodes in GOLDEN_NODES], "ranks_per_node": per_node, "device": device,
+            "sizes": {"min": "1MiB", "max": "1MiB"}, "timeout_s": GOLDEN_TIMEOUT_S, "site": site,
+            "slurm": dict(GOLDEN_SLURM)}
+
+
+def golden_sweep(site_name: str) -> Sweep:
+    """The golden suite planned for srun's own nodes with the site's launcher, as the batch job runs it."""
+    _, _, flavour, pmi = GOLDEN_SITES[site_name]
+    site = load_site(site_name, "test")
+    launcher = Srun(flavour, "srun", "srun", pmi).with_site(site)
+    suite = parse_suite(golden_suite(site_name), "golden.yaml")
+    return Sweep.of(suite, Where(HostPlan(source="srun", launcher_nodes=True), launcher, site=site))
+
+
+def srun_options(argv: list[str]) -> list[str]:
+    """The srun options of a launch's argv: after ``srun``, before the worker, without --export (the
+    environment is compared on its own)."""
+    start = argv.index("srun") + 1
+    end = next(index for index, arg in enumerate(argv) if arg.endswith("python") or "/python" in arg)
+    return [arg for arg in argv[start:end] if not arg.startswith("--export=")]
+
+
+def generated(site_name: str, nodes: int, monkeypatch) -> dict[str, list[str]]:
+    """What pccl-bench writes for the golden suite's launches on ``nodes`` nodes: the batch job's
+    #SBATCH options, its modules and prologue, the srun options, and the environment of the MPI
+    launch and (on top of it) of the NCCL/RCCL launch."""
+    monkeypatch.setenv("SLURM_JOB_ID", "1")  # inside the batch job: srun steps of its allocation
+    sweep = golden_sweep(site_name)
+    group = next(group for group in slurm.batch_groups(sweep.launches, "auto") if group[0].where.nhosts == nodes)
+    script = slurm.batch_script("golden", sweep.suite.slurm, group, Path("/run"), sweep.where.site, nodes)
+    lines = script.splitlines()
+    directives = [shlex.split(line)[1] for line in lines if line.startswith("#SBATCH ")]
+    site_lines = lines[lines.index(next(line for line in lines if line.startswith("# site "))) + 1:
+                       lines.index("set -eu")]
+    # a site with NCCL/RCCL variables splits the launch (MPI cells, then NCCL/RCCL cells); one without, not
+    mpi_launch, xccl_launch = group if len(group) == 2 else (group[0], group[0])
+    assert len(group) == (2 if sweep.where.site.keeps_xccl_apart else 1)
+    assert xccl_launch is mpi_launch or xccl_launch.launch_id == mpi_launch.launch_id + XCCL_SUFFIX
+    mpi_argv, mpi_env = sweep.job_command(mpi_launch, "plan.json")
+    xccl_argv, xccl_env = sweep.job_command(xccl_launch, "plan.json")
+    assert srun_options(mpi_argv) == srun_options(xccl_argv), "the two launches differ in more than the environment"
+    site_mpi = {name: value for name, value in mpi_env.items() if name not in HARNESS_ENV}
+    extra = {name: value for name, value in xccl_env.items() if name not in mpi_env}
+    assert all(xccl_env[name] == value for name, value in mpi_env.items() if name != MACHINE_RANKS_VARIABLE)
+    return {
+        "sbatch": [option for option in directives if not option.startswith(RUN_PATHS)],
+        "module": [line.removeprefix("module load ") for line in site_lines if line.startswith("module load ")],
+        "prologue": [line for line in site_lines if not line.startswith("module load ")],
+        "srun": srun_options(mpi_argv),
+        "env mpi": [f"{name}={value}" for name, value in site_mpi.items()],
+        "env xccl": [f"{name}={value}" for name, value in extra.items()],
+    }
+
+
+def golden_table() -> dict[tuple[str, int, str], list[str]]:
+    """docs/CLUSTERS.md's golden table: (site, nodes, where) -> the values, in the table's order
+    (``all`` rows hold at every golden node count)."""
+    text = DOC.read_text()
+    section = text.split("<!-- golden-table -->", 2)[1]
+    table: dict[tuple[str, int, str], list[str]] = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) < 5 or not cells[3].startswith("`"):
+            continue
+        site, nodes, where, value = cells[0], cells[1], cells[2], cells[3].strip("`")
+        for count in GOLDEN_NODES if nodes == "all" else (int(nodes),):
+            table.setdefault((site, count, where), []).append(value)
+    return table
+
+
+@pytest.mark.parametrize("nodes", GOLDEN_NODES)
+@pytest.mark.parametrize("site", sorted(GOLDEN_SITES))
+def test_generated_job_matches_the_golden_table(site, nodes, monkeypatch):
+    table = golden_table()
+    for where, values in generated(site, nodes, monkeypatch).items():
+        expected = table.get((site, nodes, where), [])
+        missing = [value for value in values if value not in expected]
+        stale = [value for value in expected if value not in values]
+        assert not missing and not stale, (f"{site} at {nodes} nodes, {where}: generated but not in docs/CLUSTERS.md's "
+                                           f"golden table {missing}; in the table but not generated {stale}")
+        if where in ("srun", "module", "prologue"):  # order matters there (a later option wins; modules stack)
+            assert values == expected, f"{site} at {nodes} nodes, {where}: order {values} != table {expected}"
+
+
+def test_golden_table_names_every_shipped_site_and_cites_sources():
+    table = golden_table()
+    assert {site for site, _, _ in table} == set(GOLDEN_SITES) == set(known_sites())
+    section = DOC.read_text().split("<!-- golden-table -->", 2)[1]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
+    unsourced = [row for row in rows if not row.rstrip(" |").rsplit("|", 1)[1].strip()]
+    assert not unsourced, f"rows without a source: {unsourced}"
+
+
+def test_dry_run_shows_each_sites_jobs(tmp_path, monkeypatch):
+    """``run sweep --site S --launcher sbatch --dry-run``: two scripts (2 and 64 nodes), each with the
+    site's header; nothing written."""
+    for site in GOLDEN_SITES:
+        suite = tmp_path / f"{site}.yaml"
+        suite.write_text(yaml.safe_dump({**golden_suite(site), "site": None}))
+        out = tmp_path / f"run-{site}"
+        fake = tmp_path / "bin"
+        fake.mkdir(exist_ok=True)
+        result = run_cli("run", "sweep", suite, "--site", site, "--launcher", "sbatch", "--dry-run", "--out", out,
+                         env={"PATH": str(fake)}, timeout=60)
+        assert result.returncode == 0, describe(result)
+        assert "2 batch jobs, one per node count (node counts 2 to 64 differ by more than 2x)" in result.stdout
+        assert "#SBATCH --nodes=2" in result.stdout and "#SBATCH --nodes=64" in result.stdout
+        assert "'--dependency=afterany:<job id of sbatch-n2.sh>'" in result.stdout
+        assert "--resume" in result.stdout and "--nodes 64" in result.stdout
+        assert not out.exists()
+
+
+# ---------------------------------------------------------------- one batch job per node count
+
+
+def launches_on(nodes: list[int], per_node: int = 4):
+    suite = parse_suite({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                         "ranks": [count * per_node for count in nodes], "ranks_per_node": per_node,
+                         "sizes": {"min": "8B", "max": "8B"}}, "n.yaml")
+    return Sweep.of(suite, Where(HostPlan(source="srun", launcher_nodes=True), Srun("mpich"))).launches
+
+
+def test_batch_jobs_per_node_count_when_counts_differ_by_more_than_twice():
+    groups = slurm.batch_groups(launches_on([1, 2, 8]), "auto")
+    assert [[launch.where.nhosts for launch in group] for group in groups] == [[1], [2], [8]]
+    # each job asks for its own nodes only
+    assert [slurm.allocation_shape(group)[0] for group in groups] == ["--nodes=1", "--nodes=2", "--nodes=8"]
+    assert len(slurm.batch_groups(launches_on([2, 4]), "auto")) == 1  # within 2x: one job
+    assert len(slurm.batch_groups(launches_on([2, 4]), "per-nodes")) == 2
+    assert len(slurm.batch_groups(launches_on([1, 64]), "one")) == 1
+    with pytest.raises(BadInput, match="--batch-jobs"):
+        slurm.batch_groups(launches_on([1]), "some")
+
+
+def test_batch_jobs_reason_says_which(tmp_path):
+    launches = launches_on([1, 64])
+    assert "one per node count" in slurm.batch_jobs_reason(slurm.batch_groups(launches, "auto"), "auto")
+    assert "largest launch" in slurm.batch_jobs_reason(slurm.batch_groups(launches, "one"), "one")
+    assert slurm.sbatch_argv("sbatch", tmp_path / "s.sh", True, "17")[1:3] == ["--parsable",
+                                                                                "--dependency=afterany:17"]
+
+
+def test_nodes_flag_runs_only_those_launches(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                     "ranks": [1, 2], "ranks_per_node": 1, "sizes": {"min": "8B", "max": "8B"},
+                                     "hosts": ["a", "b"]}))
+    result = run_cli("run", "sweep", suite, "--launcher", "mpiexec", "--dry-run", "--nodes", "2", timeout=60)
+    assert result.returncode == 0, describe(result)
+    assert "# n2-rpn1" in result.stdout and "# n1-rpn1" not in result.stdout
+    wrong = run_cli("run", "sweep", suite, "--launcher", "mpiexec", "--dry-run", "--nodes", "3", timeout=60)
+    assert wrong.returncode == 2 and "--nodes: no launch of the suite runs on 3 nodes" in wrong.stderr
+
+
+# ---------------------------------------------------------------- the environments kept apart
+
+
+def test_mpi_cells_never_get_the_vendor_librarys_environment(monkeypatch):
+    sweep = golden_sweep("frontier")
+    for launch in sweep.launches:
+        _, env = sweep.job_command(launch, "plan.json")
+        vendor = any(calls_vendor_library(cell) for cell in launch.cells)
+        assert all(calls_vendor_library(cell) == vendor for cell in launch.cells), launch.launch_id
+        assert ("NCCL_CROSS_NIC" in env) == vendor, launch.launch_id
+        assert env["MPICH_OFI_NIC_POLICY"] == "GPU"
+
+
+def test_hierarchical_cells_with_an_xccl_phase_call_the_vendor_library():
+    suite = parse_suite({"name": "h", "collectives": ["allreduce"], "device": "cuda", "ranks": [4],
+                         "ranks_per_node": 2, "sizes": {"min": "8B", "max": "8B"},
+                         "implementations": ["mpi", {"impl": "pccl-hier", "intra": ["xccl", "ring"]}]}, "h.yaml")
+    cells = Sweep.of(suite, Where(HostPlan(), Mpiexec.for_flavour("mpich"))).planned()
+    assert {(cell.impl, cell.intra): calls_vendor_library(cell) for cell in cells} == {
+        ("mpi", ""): False, ("pccl-hier", "xccl"): True, ("pccl-hier", "ring"): False}
+
+
+def write_site(tmp_path: Path, **changes) -> Path:
+    raw = {"name": "mine", "gpus_per_node": 4, "srun": ["--gpus-per-node={gpus_per_node}"],
+           "mpiexec": ["--bind-to", "core"],
+           "env": {"mpi": {"A": "{nodes}-nodes"}, "xccl": {"NCCL_X": "{ranks}"}},
+           "at_scale": [{"min_nodes": 4, "xccl": {"NCCL_X": "big"}}, {"min_nodes": 2, "mpi": {"B": 1}}]}
+    raw.update(changes)
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_values_follow_the_node_count(tmp_path):
+    site = load_site(str(write_site(tmp_path)), "test")
+    suite = parse_suite({"name": "s", "collectives": ["allreduce"], "implementations": ["xccl"], "device": "cuda",
+                         "ranks": [4, 8, 16], "ranks_per_node": 4, "sizes": {"min": "8B", "max": "8B"}}, "s.yaml")
+    launches = Sweep.of(suite, Where(HostPlan(source="srun", launcher_nodes=True), Srun("mpich"), site=site)).launches
+    envs = [site.launch_env(launch) for launch in launches]
+    assert envs == [{"A": "1-nodes", "NCCL_X": "4"}, {"A": "2-nodes", "NCCL_X": "8", "B": "1"},
+                    {"A": "4-nodes", "NCCL_X": "big", "B": "1"}]
+
+
+def test_launcher_options_come_from_the_site_and_the_suite_wins_by_name(tmp_path):
+    site = load_site(str(write_site(tmp_path)), "test")
+    srun = Srun("mpich", "srun", "srun", None, ("--gpus-per-node=2",)).with_site(site)
+    argv = srun.command(8, {}, ["p.json"], Placement(2, 4), 10)
+    assert argv.count("--gpus-per-node=2") == 1 and "--gpus-per-node=4" not in argv
+    mpiexec = Mpiexec.for_flavour("openmpi", "mpiexec").with_site(site)
+    argv = mpiexec.command(8, {}, ["p.json"], Placement(1, 8), 10)
+    assert argv[argv.index("-n") - 2: argv.index("-n")] == ["--bind-to", "core"]
+
+
+# ---------------------------------------------------------------- a bad profile: one line, exit 2
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"srun": ["--ntasks=4"]}, "srun.0: '--ntasks=4': the launcher sets --ntasks from ranks"),
+    ({"batch": {"options": ["--account=x"]}}, "batch.options.0: '--account=x': the launcher sets --account"),
+    ({"env": {"mpi": {"A": "{node}"}}}, "{node} is not a placeholder"),
+    ({"gpus_per_node": None}, "{gpus_per_node} is used but gpus_per_node is not given"),
+    ({"env": {"mpi": {"A": [1]}}}, "env.mpi.A"),
+    ({"colour": "red"}, "colour: unknown field"),
+    ({"mpiexec": ["--bind-to core"]}, "one mpiexec argument per list item"),
+    ({"batch": {"prologue": ["a\nb"]}}, "control character"),
+])
+def test_bad_profile_is_one_line(tmp_path, changes, message):
+    path = write_site(tmp_path, **changes)
+    with pytest.raises(BadInput) as caught:
+        load_site(str(path), "test")
+    text = str(caught.value)
+    assert message in text and "\n" not in text and str(path) in text
+
+
+def test_unknown_site_names_the_known_ones(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                     "ranks": [1], "sizes": {"min": "8B", "max": "8B"}}))
+    result = run_cli("run", "sweep", suite, "--site", "nowhere", "--dry-run", "--launcher", "mpiexec", timeout=60)
+    assert result.returncode == 2, describe(result)
+    assert "site profile (named by" in result.stderr and "frontier" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_site_requires_an_account_before_anything_is_written(tmp_path):
+    suite = tmp_path / "s.yaml"
+    raw = copy.deepcopy(golden_suite("perlmutter"))
+    raw["slurm"].pop("account")
+    suite.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "run"
+    result = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--dry-run", "--out", out,
+                     env={"PATH": str(tmp_path)}, timeout=60)
+    assert result.returncode == 2, describe(result)
+    assert re.search(r"--account: site perlmutter needs a Slurm account", result.stderr)
+    assert not out.exists()
+
+
+def test_a_site_path_is_kept_absolute_in_the_saved_suite(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                     "ranks": [1], "sizes": {"min": "8B", "max": "8B"}}))
+    path = write_site(tmp_path)
+    parsed, raw = load_for(SweepOptions(suite, site=str(path)))
+    assert raw["site"] == str(path.resolve()) and parsed.site == str(path.resolve())
+    _, raw = load_for(SweepOptions(suite, site="frontier"))
+    assert raw["site"] == "frontier"
+
+
+def test_per_node_count_jobs_are_submitted_in_a_chain(tmp_path):
+    """A fake sbatch that answers job ids: the second job waits for the first (afterany), slurm.json
+    holds both, and each script runs only its node count."""
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    calls = tmp_path / "calls"
+    sbatch = bin_folder / "sbatch"
+    sbatch.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nwc -l < {calls} | tr -d " " | sed "s/^/10/"\n')
+    sbatch.chmod(0o755)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                     "ranks": [1, 8], "ranks_per_node": 1, "sizes": {"min": "8B", "max": "8B"}}))
+    out = tmp_path / "run"
+    result = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--out", out, timeout=60,
+                     env={"PATH": f"{bin_folder}:/usr/bin:/bin"})
+    assert result.returncode == 0, describe(result)
+    assert "submitted batch job 101" in result.stdout and "submitted batch job 102" in result.stdout
+    first, second = calls.read_text().splitlines()
+    assert "--dependency" not in first and first.endswith("sbatch-n1.sh")
+    assert "--dependency=afterany:101" in second and second.endswith("sbatch-n8.sh")
+    record = yaml.safe_load((out / "slurm.json").read_text())
+    assert [job["job_id"] for job in record["jobs"]] == ["101", "102"] and record["job_id"] == "102"
+    assert (out / "sbatch-n1.sh").read_text().rstrip().endswith("--nodes 1")
+    assert "#SBATCH --nodes=8" in (out / "sbatch-n8.sh").read_text()
+
+
+def test_a_job_of_one_node_count_plans_on_nodes_of_sruns_choosing(tmp_path):
+    """Inside the 2-node job of a 2-and-8-node sweep (--nodes 2): planned on the allocation's two
+    named hosts, the 8-node launch would be packed onto them as virtual nodes and run there; with
+    --nodes every job plans its cells alike (no host names, srun's nodes), so each runs only its own
+    launches and the last job's table finds the rows of all."""
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    for tool, text in (("srun", "exit 0"), ("scontrol", "echo n1; echo n2")):
+        (bin_folder / tool).write_text(f"#!/bin/sh\n{text}\n")
+        (bin_folder / tool).chmod(0o755)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                     "ranks": [2, 8], "ranks_per_node": 1, "sizes": {"min": "8B", "max": "8B"}}))
+    env = {"PATH": f"{bin_folder}:/usr/bin:/bin", "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"}
+    for nodes in (2, 8):
+        some = run_cli("run", "sweep", suite, "--launcher", "srun", "--dry-run", "--nodes", nodes, env=env,
+                       timeout=60)
+        assert some.returncode == 0, describe(some)
+        (line,) = [line for line in some.stdout.splitlines() if "/srun " in line]
+        assert f"--nodes={nodes} --ntasks={nodes} --ntasks-per-node=1" in line and "--nodelist" not in line
+
+
+def test_the_vendor_librarys_prologue_only_in_jobs_that_call_it(tmp_path):
+    site = load_site("frontier", "test")
+    raw = {**golden_suite("frontier"), "implementations": ["mpi"]}
+    sweep = Sweep.of(parse_suite(raw, "mpi.yaml"), Where(HostPlan(source="srun", launcher_nodes=True),
+                                                          Srun("mpich").with_site(site), site=site))
+    script = slurm.batch_script("r", sweep.suite.slurm, sweep.launches, tmp_path, site)
+    assert "CRAY_LD_LIBRARY_PATH" in script and "AWS_OFI_RCCL_LIB" not in script
+    assert "AWS_OFI_RCCL_LIB" in slurm.batch_script("r", sweep.suite.slurm, golden_sweep("frontier").launches,
+                                                    tmp_path, site)
+
+
+def test_the_frontier_job_shown_in_the_docs_is_the_generated_one(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
+    sweep = golden_sweep("frontier")
+    group = next(group for group in slurm.batch_groups(sweep.launches, "auto") if group[0].where.nhosts == 2)
+    script = slurm.batch_script("golden", sweep.suite.slurm, group, Path("/run"), sweep.where.site, 2)
+    shown = script.replace("/run", "<run>").replace(f"--chdir={Path.cwd()}", "--chdir=<cwd>")
+    shown = shown.replace(sys.executable, "<venv>/bin/python")
+    section = DOC.read_text().split("### Frontier", 1)[1]
+    blocks = re.findall(r"```bash\n(#!/bin/bash\n.*?)```", section, re.S)
+    assert blocks and blocks[0] == shown, "docs/CLUSTERS.md's Frontier job differs from the generated one"
+
+
+def test_a_refused_second_job_names_the_queued_first(tmp_path):
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    calls = tmp_path / "calls"
+    sbatch = bin_folder / "sbatch"
+    # the first submission answers a job id, the second is refused as Slurm refuses a bad QOS
+    sbatch.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nif [ "$(wc -l < {calls})" -gt 1 ]; then\n'
+                      '  echo "sbatch: error: Invalid qos specification" >&2; exit 1\nfi\necho 101\n')
+    sbatch.chmod(0o755)
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                     "ranks": [1, 8], "ranks_per_node": 1, "sizes": {"min": "8B", "max": "8B"}}))
+    result = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--out", tmp_path / "run", timeout=60,
+                     env={"PATH": f"{bin_folder}:/usr/bin:/bin"})
+    assert result.returncode == 2, describe(result)
+    (line,) = result.stderr.strip().splitlines()
+    assert "Invalid qos specification (sbatch-n8.sh; the jobs before it, 101, are queued: scancel 101" in line
+    assert (tmp_path / "run" / "slurm.json").exists()  # the queued job's folder stays
