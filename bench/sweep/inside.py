@@ -22,36 +22,39 @@ from rich.console import Console
 from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, BadInput
 from bench.plan.cells import Launch, LaunchPlan
 from bench.plan.hosts import Host, HostPlan
+from bench.plan.suite_files import read_yaml
 from bench.run import hostfacts
 from bench.run.job import follow_part
 from bench.run.launchers import BASE_ENV, MachineLoad, choose_launcher
+from bench.run.mpi_start import start_mpi
 from bench.run.provenance import recorded_env
 from bench.sweep import jobs
-from bench.sweep.options import SweepOptions, lock_folder
+from bench.sweep.options import SweepOptions, load_for, lock_folder
 from bench.sweep.session import Sweep, exit_code, print_summary
 from bench.sweep.where import Where
 from collectives.envsettings import MACHINE_RANKS_VARIABLE
-
-THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 
 #: the argv of every launch is the job the user started: the dry run shows what each would run
 dry_run = jobs.dry_run
 
 
-def _init_mpi():
-    from mpi4py import MPI  # mpi_flavour() imported it without initialising MPI
-
-    if not MPI.Is_initialized():
-        level = os.environ.get("PCCL_BENCH_THREAD_LEVEL", "single")
-        required = {name: getattr(MPI, f"THREAD_{name.upper()}") for name in THREAD_LEVELS}.get(level,
-                                                                                                 MPI.THREAD_SINGLE)
-        MPI.Init_thread(required)
-    return MPI
+def _suite_device(options: SweepOptions) -> str:
+    """The memory kind the suite asks for, read by every rank before MPI_Init so a GPU rank binds
+    its device first; a suite that cannot be read: host (rank 0 reports it once MPI is up)."""
+    try:
+        if options.resume is not None:
+            raw = read_yaml(options.resume / "suite.yaml", "saved suite")
+        else:
+            raw = load_for(options)[1]
+    except (BadInput, OSError):
+        return "host"
+    device = raw.get("device", "host") if isinstance(raw, dict) else "host"
+    return device if isinstance(device, str) else "host"
 
 
 def run(options: SweepOptions, out: Console) -> int:
     launcher = choose_launcher(options.launcher)
-    mpi = _init_mpi()
+    mpi = start_mpi(_suite_device(options))  # the same start as the worker's: the GPU, then MPI_Init
     comm = mpi.COMM_WORLD
     try:
         facts = comm.gather(hostfacts.local(), root=0)

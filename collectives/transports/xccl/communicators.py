@@ -9,8 +9,11 @@ communicator, so that case is reported before any communicator is made.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
+
+from collectives.transports.xccl import debug_log
 
 DTYPES = {"int32": "NCCL_INT32", "int64": "NCCL_INT64", "float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32",
           "float64": "NCCL_FLOAT64"}
@@ -91,9 +94,14 @@ def shared_gpu_reason(identities: list[str | None], members: list[int], library:
 class Communicators:
     """NCCL/RCCL communicators, one per (MPI communicator, GPU index), made on first use (collective)."""
 
-    def __init__(self, nccl, device_index: int) -> None:
+    def __init__(self, nccl, device_index: int, capture: bool = True) -> None:
         self.nccl, self.device_index = nccl, device_index
         self._cache: dict[int, object] = {}
+        # NCCL reads its debug settings at its first call: set before any communicator is made
+        self.user_asked_debug = bool(os.environ.get("NCCL_DEBUG"))
+        self.debug_file = debug_log.capture() if capture else None
+        #: the network and version NCCL/RCCL said it uses (read after each new communicator)
+        self.net = debug_log.XcclNet()
 
     def get(self, comm):
         from mpi4py import MPI
@@ -103,6 +111,9 @@ class Communicators:
             uid = self.nccl.get_unique_id() if comm.Get_rank() == 0 else None
             uid = comm.bcast(uid, root=0)
             self._cache[key] = self.nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
+            seen = debug_log.read(self.debug_file)
+            if seen.network or seen.version:
+                self.net = seen
         return self._cache[key]
 
     def close(self) -> None:
@@ -111,6 +122,8 @@ class Communicators:
         while self._cache:
             _, communicator = self._cache.popitem()
             communicator.destroy()
+        debug_log.release(self.debug_file, self.user_asked_debug)
+        self.debug_file = None
 
     def dtype(self, name: str) -> int:
         return getattr(self.nccl, DTYPES[name])
