@@ -41,6 +41,10 @@ Hostfile = Annotated[Path | None, typer.Option("--hostfile", help=(
     "A hostfile (MPICH host:slots or Open MPI host slots=N) instead of --hosts (suite: hostfile)."))]
 
 
+AllowUnsupported = Annotated[bool, typer.Option("--allow-unsupported", help=(
+    "A GPU suite none of whose cells reached a GPU (every one unsupported) exits 0, not 1."))]
+
+
 def _slurm_flags(partition: str | None, account: str | None, time: str | None) -> dict[str, str]:
     flags = {"partition": partition, "account": account, "time": time}
     return {name: value for name, value in flags.items() if value is not None}
@@ -64,6 +68,7 @@ def sweep(
     time: Time = None,
     hosts: Hosts = None,
     hostfile: Hostfile = None,
+    allow_unsupported: AllowUnsupported = False,
 ) -> None:
     """Run every cell of a suite: one MPI job per rank count, a tidy table at the end.
 
@@ -72,7 +77,8 @@ def sweep(
     """
     options = SweepOptions(resolve_suite_path(suite or DEFAULT_SUITE), out, launcher, resume, dry_run,
                            overrides or [], wait=wait, slurm_flags=_slurm_flags(partition, account, time),
-                           hosts=hosts, hostfile=hostfile, suite_named=suite is not None)
+                           hosts=hosts, hostfile=hostfile, suite_named=suite is not None,
+                           allow_unsupported=allow_unsupported)
     raise typer.Exit(run_sweep(options, _console()))
 
 
@@ -104,6 +110,7 @@ def point(
     time: Time = None,
     hosts: Hosts = None,
     hostfile: Hostfile = None,
+    allow_unsupported: AllowUnsupported = False,
 ) -> None:
     """One ad-hoc sweep with nccl-tests-style flags (sizes are totals, as nccl-tests' -b/-e)."""
     # named by the flag and by the suite field it sets (what `run sweep --set` would name)
@@ -129,5 +136,6 @@ def point(
         raw["implementations"] = [name if name == "mpi" else {"impl": name, "algorithms": [algorithm]}
                                   for name in raw["implementations"]]
     options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_document=raw, wait=wait,
-                           slurm_flags=_slurm_flags(partition, account, time), hosts=hosts, hostfile=hostfile)
+                           slurm_flags=_slurm_flags(partition, account, time), hosts=hosts, hostfile=hostfile,
+                           allow_unsupported=allow_unsupported)
     raise typer.Exit(run_sweep(options, _console()))

@@ -65,10 +65,11 @@ def run(options: SweepOptions, out: Console) -> int:
         if created:
             shutil.rmtree(folder, ignore_errors=True)
         raise slurm.refusal(outcome)
-    return _after_submission(outcome, folder, options.wait, out)
+    return _after_submission(outcome, folder, options.wait, out, options.allow_unsupported)
 
 
-def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: Console) -> int:
+def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: Console,
+                      allow_unsupported: bool = False) -> int:
     log = folder / "logs" / f"sbatch-{outcome.job_id}.log"
     if outcome.interrupted:
         job = (f"batch job {outcome.job_id} runs on (scancel {outcome.job_id} stops it) and writes {folder}"
@@ -91,4 +92,4 @@ def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: 
     tables = Tables(pd.read_parquet(path), pd.read_parquet(samples_path) if samples_path.exists() else pd.DataFrame(),
                     {})
     print_summary(tables, folder, out)
-    return exit_code(tables.results, outcome.returncode == EXIT_INTERRUPTED)
+    return exit_code(tables.results, outcome.returncode == EXIT_INTERRUPTED, allow_unsupported)

@@ -18,8 +18,9 @@ import threading
 import traceback
 
 from rich.console import Console
+from rich.markup import escape
 
-from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, BadInput
+from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, BadInput
 from bench.plan.cells import Launch, LaunchPlan
 from bench.plan.hosts import Host, HostPlan
 from bench.plan.suite_files import read_yaml
@@ -30,7 +31,7 @@ from bench.run.mpi_start import start_mpi
 from bench.run.provenance import recorded_env
 from bench.sweep import jobs
 from bench.sweep.options import SweepOptions, load_for, lock_folder
-from bench.sweep.session import Sweep, exit_code, print_summary
+from bench.sweep.session import Sweep, exit_code, no_gpu_line, print_summary
 from bench.sweep.where import Where
 from collectives.envsettings import MACHINE_RANKS_VARIABLE
 
@@ -124,7 +125,7 @@ def _lead(options: SweepOptions, out: Console, comm, where: Where) -> int:
         comm.bcast({"exit": EXIT_BAD_INPUT}, root=0)
         raise
     try:
-        return _measure(sweep, comm, out)
+        return _measure(sweep, comm, out, options.allow_unsupported)
     finally:
         lock.release()
 
@@ -166,7 +167,7 @@ def _watchdog(sweep: Sweep, launch: Launch, plan: LaunchPlan, start: int, comm, 
     return timer
 
 
-def _measure(sweep: Sweep, comm, out: Console) -> int:
+def _measure(sweep: Sweep, comm, out: Console, allow_unsupported: bool = False) -> int:
     from bench.run.worker import run_plan
 
     sweep.start()
@@ -203,6 +204,8 @@ def _measure(sweep: Sweep, comm, out: Console) -> int:
         comm.Abort(EXIT_INTERRUPTED)  # the other ranks may be inside a collective
     tables = sweep.finish()
     print_summary(tables, sweep.folder, out)
-    code = exit_code(tables.results, False)
+    code = exit_code(tables.results, False, allow_unsupported)
+    if line := no_gpu_line(tables.results) if code == EXIT_CHECK_FAILED else "":
+        out.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
     comm.bcast({"exit": code}, root=0)
     return code

@@ -8,17 +8,19 @@ import signal
 from collections.abc import Callable
 
 from rich.console import Console
+from rich.markup import escape
 
-from bench.errors import BadInput
+from bench.errors import EXIT_CHECK_FAILED, BadInput
 from bench.plan.cells import Cell, Launch
 from bench.plan.sizes import format_size
 from bench.present import console as screen
 from bench.results.labels import impl_label
+from bench.run import preflight
 from bench.run.job import run_job
 from bench.run.launchers import BASE_ENV, PACKAGE_HOME
 from bench.run.provenance import recorded_env
 from bench.sweep.options import SweepOptions, lock_folder
-from bench.sweep.session import Sweep, Tables, exit_code, print_summary
+from bench.sweep.session import Sweep, Tables, exit_code, no_gpu_line, print_summary
 from collectives.transports.mpi.library import extension_mpi_mismatch
 
 
@@ -34,9 +36,12 @@ def run_with_tables(options: SweepOptions, out: Console) -> tuple[int, Tables]:
         raise BadInput("", mismatch)
     sweep = Sweep.open(options)
     sweep.check(options.known_installs)
+    # a GPU suite: one tiny launch first (GTL, binding, network); a fatal verdict is bad input, nothing written
+    found = preflight.run(sweep, out)
+    sweep.preflight = found.record() if found is not None else None
     lock = lock_folder(options, sweep.folder, out)
     try:
-        return measure(sweep, out, options.summary)
+        return measure(sweep, out, options.summary, options.allow_unsupported)
     finally:
         lock.release()
 
@@ -57,8 +62,10 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     return 0
 
 
-def measure(sweep: Sweep, out: Console, summary: bool = True) -> tuple[int, Tables]:
-    """The sweep proper, in its locked folder: (exit code, its Tables)."""
+def measure(sweep: Sweep, out: Console, summary: bool = True,
+            allow_unsupported: bool = True) -> tuple[int, Tables]:
+    """The sweep proper, in its locked folder: (exit code, its Tables). ``allow_unsupported`` False:
+    a GPU suite none of whose cells reached a GPU exits 1 with one line."""
     sweep.start()
     done = sweep.done()
     launcher = sweep.launcher
@@ -91,7 +98,10 @@ def measure(sweep: Sweep, out: Console, summary: bool = True) -> tuple[int, Tabl
         print_summary(tables, sweep.folder, out)
     else:
         out.print(f"{screen.status_line(tables.results)} -> {sweep.folder}", highlight=False)
-    return exit_code(tables.results, interrupted), tables
+    code = exit_code(tables.results, interrupted, allow_unsupported)
+    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(tables.results)) and not allow_unsupported:
+        out.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+    return code, tables
 
 
 def run_launch(sweep: Sweep, launch: Launch, todo: list[Cell], on_row: Callable[[dict], None],

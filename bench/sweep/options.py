@@ -52,6 +52,8 @@ class SweepOptions:
     #: installs already asked what they are (meta.json's ``installs`` of an earlier round of the same
     #: ``ab``): not asked again
     known_installs: dict[str, dict] = field(default_factory=dict)
+    #: a GPU suite whose cells reached no GPU exits 0 (today's behaviour) rather than 1
+    allow_unsupported: bool = False
 
 
 @dataclass

@@ -104,7 +104,7 @@ def _agreed(values: list[str]) -> str:
     return text if len(set(values)) == 1 else f"rank {rank}: {text}"
 
 
-def _local_facts(device: str, topo, host: str, env: Mapping[str, str], backend) -> dict:
+def local_facts(device: str, topo, host: str, env: Mapping[str, str], backend) -> dict:
     """This rank's GPU: bound before MPI_Init where the launcher gave the local rank (binding.py),
     else now from the shared-memory split; ``backend`` given: taken as it is (tests)."""
     facts = {"reason": "", "index": -1, "identity": None, "aware": False, "how": "", "xccl": "", "host": host}
@@ -190,7 +190,7 @@ def open_device(topo, device: str, env: Mapping[str, str] | None = None, backend
 
     env = os.environ if env is None else env
     comm = topo.comm
-    facts = _local_facts(device, topo, MPI.Get_processor_name(), env, backend)
+    facts = local_facts(device, topo, MPI.Get_processor_name(), env, backend)
     backend = facts.pop("backend")
     info = xccl_info or xccl.info(device)
     facts["xccl"] = info.reason

@@ -38,7 +38,8 @@ def sweep(tmp_path, **changes) -> tuple[pd.DataFrame, dict]:
     path = tmp_path / "suite.yaml"
     path.write_text(yaml.safe_dump({**SUITE, **changes}, sort_keys=False))
     out = tmp_path / "run"
-    result = run_cli("run", "sweep", path, "--out", out, timeout=180)
+    # no GPU here: every cell is refused, which exits 1 unless --allow-unsupported (tested below)
+    result = run_cli("run", "sweep", path, "--out", out, "--allow-unsupported", timeout=180)
     assert result.returncode == 0, describe(result)
     return pd.read_parquet(out / "results.parquet"), json.loads((out / "meta.json").read_text())
 
@@ -126,7 +127,7 @@ def test_shipped_gpu_suites():
 def test_run_point_takes_the_device_and_gpu_aware(tmp_path):
     out = tmp_path / "point"
     result = run_cli("run", "point", "-np", "1", "--device", "cuda", "--gpu-aware", "no", "-i", "mpi", "-i", "xccl",
-                     "-b", "64", "-e", "64", "--out", out, timeout=180)
+                     "-b", "64", "-e", "64", "--out", out, "--allow-unsupported", timeout=180)
     assert result.returncode == 0, describe(result)
     results = pd.read_parquet(out / "results.parquet")
     assert (results["device"] == "cuda").all() and (results["status"] == "unsupported").all()
@@ -140,3 +141,38 @@ def test_run_point_refuses_an_unknown_device_or_gpu_aware(tmp_path, flag, value)
     assert result.returncode == 2, describe(result)
     assert value in result.stderr and "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.skipif(GPU_HERE, reason="a GPU is here")
+def test_a_gpu_suite_that_reached_no_gpu_exits_1(tmp_path):
+    """Every cell unsupported used to exit 0: a CI or batch job "succeeded" without a GPU."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, "implementations": ["mpi", "xccl"], "collectives": ["allreduce"]}))
+    out = tmp_path / "run"
+    result = run_cli("run", "sweep", path, "--out", out, timeout=180)
+    assert result.returncode == 1, describe(result)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("no GPU cell ran")]
+    assert len(lines) == 1 and "all 2 GPU cells" in lines[0] and "device cuda: " in lines[0], result.stdout
+    assert "GPU cells run on a GPU: 0 of 2" in result.stdout
+    meta = json.loads((out / "meta.json").read_text())
+    verdicts = {verdict["check"]: verdict["verdict"] for verdict in meta["preflight"]["verdicts"]}
+    assert verdicts["gpu"] == "warning" and verdicts["gtl"] == "ok"
+    assert meta["preflight"]["warnings"] and "pre-flight warning: gpu:" in result.stdout
+    # --allow-unsupported: today's behaviour, the same table
+    again = run_cli("run", "sweep", path, "--out", tmp_path / "again", "--allow-unsupported", timeout=180)
+    assert again.returncode == 0, describe(again)
+    assert "no GPU cell ran" not in again.stdout
+
+
+def test_a_host_suite_has_no_preflight(tmp_path):
+    results, meta = sweep(tmp_path, device="host", implementations=["mpi"], collectives=["allgather"])
+    assert (results["status"] == "ok").all() and "preflight" not in meta
+
+
+def test_gpu_sharing_field_becomes_rank_environment(tmp_path):
+    assert parse_suite({**SUITE, "gpu_sharing": True}, "s.yaml").env == {"PCCL_BENCH_GPU_SHARING": "yes"}
+    assert "PCCL_BENCH_GPU_SHARING" not in parse_suite(SUITE, "s.yaml").env
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, "gpu_sharing": "sometimes"}))
+    result = run_cli("suites", "validate", path)
+    assert result.returncode == 2 and "gpu_sharing" in result.stderr, describe(result)
