@@ -65,7 +65,7 @@ def needed(device: str) -> bool:
 def probe_launch(launches: list[Launch]) -> Launch:
     """The launch the pre-flight copies: the one over the most nodes (the network matters there),
     then the most ranks."""
-    return max(launches, key=lambda launch: (launch.where.nhosts, launch.nranks // launch.ranks_per_node, launch.nranks))
+    return max(launches, key=lambda one: (one.where.nhosts, one.nranks // one.ranks_per_node, one.nranks))
 
 
 def uses_xccl(launches: list[Launch]) -> bool:

@@ -122,7 +122,8 @@ def test_early_binding_takes_the_local_rank_modulo_the_visible_gpus():
 
 
 def test_without_a_launcher_variable_nothing_is_bound_before_mpi_init():
-    bound = binding.bind_before_init("cuda", {}, lambda device: pytest.fail("probed"), lambda d, i: pytest.fail("bound"))
+    bound = binding.bind_before_init("cuda", {}, lambda device: pytest.fail("probed"),
+                                     lambda d, i: pytest.fail("bound"))
     assert bound.local_rank is None and bound.backend is None
     assert bound.source.startswith("shared-memory split after MPI_Init (none of SLURM_LOCALID")
 
@@ -136,7 +137,8 @@ def test_early_binding_says_why_there_is_no_gpu():
 
 def test_rocr_visible_devices_is_read_for_rocm(monkeypatch):
     env = {"ROCR_VISIBLE_DEVICES": "4", "HIP_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": "1"}
-    assert binding.visible_devices("rocm", env) == "ROCR_VISIBLE_DEVICES=4; HIP_VISIBLE_DEVICES=0; CUDA_VISIBLE_DEVICES=1"
+    assert binding.visible_devices("rocm", env) == ("ROCR_VISIBLE_DEVICES=4; HIP_VISIBLE_DEVICES=0; "
+                                                    "CUDA_VISIBLE_DEVICES=1")
     assert binding.visible_devices("cuda", env) == "CUDA_VISIBLE_DEVICES=1"
     # the probe's "none visible" names what Slurm on Frontier sets
     runtime = types.SimpleNamespace(is_hip=True, runtimeGetVersion=lambda: 60_200_000, getDeviceCount=lambda: 0)
