@@ -174,11 +174,7 @@ def _network(ranks: list[dict], library: str, xccl: bool) -> Verdict:
 def run(sweep, out) -> Preflight | None:
     """The pre-flight of ``sweep`` (a bench.sweep.session.Sweep) on its hosts, with its launcher and
     environment; None for a suite without GPUs. BadInput (exit 2) on a fatal verdict."""
-    from rich.markup import escape
-
-    from bench.errors import BadInput
     from bench.run.launchers import PACKAGE_HOME
-    from collectives.transports.xccl.communicators import library_name
 
     device = sweep.suite.device
     if not needed(device) or not sweep.launches:
@@ -198,11 +194,23 @@ def run(sweep, out) -> Preflight | None:
         output += f"\n(killed after {timeout_s:g} s)"
     except OSError as error:
         output, returncode = str(error), -1
-    report = report_of(output)
     tail = " | ".join(line for line in output.splitlines()[-6:] if line.strip())[-600:]
+    return conclude(sweep, launch, argv, report_of(output), out, returncode, tail)
+
+
+def conclude(sweep, launch: Launch, argv: list[str], report: dict | None, out, returncode: int = 0,
+             tail: str = "") -> Preflight:
+    """The verdicts on rank 0's ``report``, printed; BadInput (exit 2) on a fatal one."""
+    from rich.markup import escape
+
+    from bench.errors import BadInput
+    from collectives.transports.xccl.communicators import library_name
+
+    device = sweep.suite.device
     preflight = Preflight(launch.launch_id, launch.nranks, argv,
                           judge(report, sharing_allowed=sweep.suite.gpu_sharing == "yes",
-                                library=library_name(device), xccl=xccl, returncode=returncode, tail=tail),
+                                library=library_name(device), xccl=uses_xccl(sweep.launches),
+                                returncode=returncode, tail=tail),
                           (report or {}).get("ranks", []))
     if preflight.fatal:
         raise BadInput("pre-flight", preflight.fatal)

@@ -24,7 +24,7 @@ from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, E
 from bench.plan.cells import Launch, LaunchPlan
 from bench.plan.hosts import Host, HostPlan
 from bench.plan.suite_files import read_yaml
-from bench.run import hostfacts
+from bench.run import hostfacts, preflight, preflight_probe
 from bench.run.job import follow_part
 from bench.run.launchers import BASE_ENV, MachineLoad, choose_launcher
 from bench.run.mpi_start import start_mpi
@@ -77,6 +77,8 @@ def _follow(comm) -> int:
             if "plan" in message:
                 os.environ.update(message["env"])
                 run_plan(LaunchPlan.from_dict(message["plan"]), comm)
+            elif "preflight" in message:
+                preflight_probe.probe(**message["preflight"])
             else:
                 return int(message.get("exit", EXIT_BAD_INPUT))
     except BaseException:
@@ -120,6 +122,7 @@ def _lead(options: SweepOptions, out: Console, comm, where: Where) -> int:
         sweep = Sweep.open(options, where)
         _check_job(sweep, comm.size)
         sweep.check_fits()
+        _preflight(sweep, comm, out)
         lock = lock_folder(options, sweep.folder, out)
     except BadInput:
         comm.bcast({"exit": EXIT_BAD_INPUT}, root=0)
@@ -128,6 +131,18 @@ def _lead(options: SweepOptions, out: Console, comm, where: Where) -> int:
         return _measure(sweep, comm, out, options.allow_unsupported)
     finally:
         lock.release()
+
+
+def _preflight(sweep: Sweep, comm, out: Console) -> None:
+    """A GPU suite: the pre-flight's probe on every rank of this job (its MPI_Init has passed, so GTL
+    is linked where it is needed): binding, shared GPUs, NUMA, the NCCL/RCCL network."""
+    if not preflight.needed(sweep.suite.device) or not sweep.launches:
+        return
+    asked = {"device": sweep.suite.device, "with_xccl": preflight.uses_xccl(sweep.launches)}
+    comm.bcast({"preflight": asked}, root=0)
+    report = preflight_probe.probe(**asked)
+    found = preflight.conclude(sweep, sweep.launches[0], list(sys.argv), report, out)
+    sweep.preflight = found.record()
 
 
 def _warn_if_unthrottled(sweep: Sweep, env: dict[str, str], out: Console) -> None:

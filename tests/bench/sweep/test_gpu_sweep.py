@@ -11,10 +11,11 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from conftest import describe, run_cli
+from conftest import describe, find_mpiexec, run_cli
 
 from bench.plan.suite import parse_suite
 from bench.plan.suite_files import load_suite, resolve_suite_path
+from bench.run.launchers import mpi_flavour
 from collectives.memory.backends import probe
 
 pytestmark = pytest.mark.mpi
@@ -176,3 +177,22 @@ def test_gpu_sharing_field_becomes_rank_environment(tmp_path):
     path.write_text(yaml.safe_dump({**SUITE, "gpu_sharing": "sometimes"}))
     result = run_cli("suites", "validate", path)
     assert result.returncode == 2 and "gpu_sharing" in result.stderr, describe(result)
+
+
+@pytest.mark.skipif(GPU_HERE, reason="a GPU is here")
+def test_launcher_none_binds_before_mpi_init_and_runs_the_preflight_in_the_job(tmp_path):
+    """Inside an outer mpiexec: the ranks bind from the launcher's local rank before MPI_Init (the same
+    start as the worker's), the pre-flight runs in the job, and no GPU reached still exits 1."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, "implementations": ["mpi"], "collectives": ["allreduce"]}))
+    outer = [find_mpiexec(), "-n", "2"]
+    result = run_cli("run", "sweep", path, "--launcher", "none", "--out", tmp_path / "run", prefix=outer,
+                     timeout=180)
+    assert result.returncode == 1, describe(result)
+    assert "no GPU cell ran" in result.stdout and "pre-flight gpu: warning" in result.stdout, describe(result)
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert [one["rank"] for one in meta["preflight"]["ranks"]] == [0, 1]
+    gpus = next(iter(meta["launches"].values()))["gpus"]
+    assert [one["local_rank"] for one in gpus] == [0, 1]  # the real host's ranks, whatever the virtual nodes
+    if mpi_flavour() == "mpich":  # Hydra's variable, read before MPI_Init
+        assert {one["local_rank_from"] for one in gpus} == {"MPI_LOCALRANKID (before MPI_Init)"}
