@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from collectives.memory import backends as devices
-from collectives.memory import gpu_aware
+from collectives.memory import binding, gpu_aware
 from collectives.transports.xccl import communicators as xccl
 
 Row = tuple[str, str, str]
@@ -61,6 +61,21 @@ def gpu_aware_row(device: str) -> Row:
     return "GPU-aware MPI", f"{verdict}; {answer['library']}, {device}", f"{answer['how']} [{how}]"
 
 
+def local_rank_row(device: str, env: dict[str, str] | None = None) -> Row:
+    """Where a rank of a job started here would take its local rank from (before MPI_Init), and the
+    GPUs it would see."""
+    env = dict(os.environ) if env is None else env
+    local, source = binding.launcher_local_rank(env)
+    visible = binding.visible_devices(device, env)
+    seen = f"; {visible}" if visible else ""
+    if local is not None:
+        text = f"{source}={local}: the GPU is bound before MPI_Init{seen}"
+    else:
+        text = ("none set here (outside a job): a job's ranks take it from their launcher before MPI_Init; "
+                f"without one, from the shared-memory split after it{seen}")
+    return "GPU local rank", text, ", ".join(binding.LOCAL_RANK_VARIABLES)
+
+
 def gpu_rows() -> list[Row]:
     device = _which_device()
     found = devices.probe(device)
@@ -72,6 +87,7 @@ def gpu_rows() -> list[Row]:
         rows.append(("GPU", f"{found.count} {device} device(s) [{_names(found.count)}], {found.runtime}, "
                             f"CuPy {found.cupy_version}", found.how))
     rows.append(("GPU binding", devices.binding_text(override), f"${devices.ENV_GPU} or the suite's gpu_bind"))
+    rows.append(local_rank_row(device))
     library = xccl.info(device)
     if library.reason:
         rows.append((library.library, f"unavailable: {library.reason}", "cupy.cuda.nccl.available"))

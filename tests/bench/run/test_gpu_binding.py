@@ -252,3 +252,13 @@ def test_shared_gpu_reason_ignores_unknown_gpus():
     assert shared_gpu_reason(facts) == ""
     facts = [{"identity": "x@a", "host": "a"}, {"identity": "x@b", "host": "b"}]  # one GPU on each host
     assert shared_gpu_reason(facts) == ""
+
+
+def test_env_says_where_the_local_rank_would_come_from():
+    from bench.run.gpu_env import local_rank_row
+
+    name, text, how = local_rank_row("rocm", {"SLURM_LOCALID": "2", "ROCR_VISIBLE_DEVICES": "0,1"})
+    assert name == "GPU local rank" and text == ("SLURM_LOCALID=2: the GPU is bound before MPI_Init; "
+                                                 "ROCR_VISIBLE_DEVICES=0,1")
+    assert "SLURM_LOCALID" in how
+    assert local_rank_row("cuda", {})[1].startswith("none set here (outside a job)")
