@@ -108,13 +108,15 @@ def local_facts(device: str, topo, host: str, env: Mapping[str, str], backend) -
     """This rank's GPU: bound before MPI_Init where the launcher gave the local rank (binding.py),
     else now from the shared-memory split; ``backend`` given: taken as it is (tests)."""
     facts = {"reason": "", "index": -1, "identity": None, "aware": False, "how": "", "xccl": "", "host": host}
+    # every rank splits (a collective), whether or not its launcher gave the local rank
+    split = devices.local_rank(topo.comm)
     early = binding.early_binding(device) if backend is None else None
     if early is not None and early.local_rank is not None:
         local, facts["local_rank_from"] = early.local_rank, early.source
         facts["reason"], facts["index"], backend = early.reason, early.index, early.backend
     else:
         why = early.local_rank_from if early is not None else "not bound before MPI_Init"
-        local = devices.local_rank(topo.comm)
+        local = split
         facts["local_rank_from"] = f"shared-memory split after MPI_Init ({why})"
     facts["local_rank"] = local
     if backend is None and not facts["reason"]:

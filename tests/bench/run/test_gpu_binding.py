@@ -189,6 +189,12 @@ class FakeComm:
         self.bus_ids = bus_ids
         self.size = len(bus_ids)
 
+    def Get_rank(self) -> int:  # noqa: N802
+        return self.rank
+
+    def Split_type(self, kind: int, key: int = 0):  # noqa: N802  (MPI's name; the shared-memory split)
+        return types.SimpleNamespace(Get_rank=lambda: 0, Free=lambda: None)
+
     def allgather(self, facts: dict) -> list[dict]:
         return [{**facts, "identity": f"{bus_id}@{facts['host']}", "local_rank": rank,
                  "placement": {**facts["placement"], "pci_bus_id": bus_id}}
