@@ -54,6 +54,11 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     if plan.hosts:
         out.print(f"# hosts ({plan.source}): {', '.join(map(str, plan.hosts))}; not probed in a dry run, so each is "
                   "taken for a machine of its own", highlight=False, soft_wrap=True)
+    if preflight.needed(sweep.suite.device) and sweep.launches:
+        first = preflight.probe_launch(sweep.launches)
+        out.print(f"# pre-flight first: one launch shaped as {first.launch_id} runs python -m "
+                  "bench.run.preflight_probe (GTL, GPU binding, NUMA, the NCCL/RCCL network: docs/PREFLIGHT.md)",
+                  highlight=False, soft_wrap=True, markup=False)
     for launch in sweep.launches:
         argv, _ = sweep.job_command(launch, f"<run>/plans/{launch.launch_id}.json")
         out.print(f"# {launch.launch_id}: {len(launch.cells)} cells, timeout {sweep.suite.timeout_s:g} s",
