@@ -9,8 +9,10 @@ it. A suite whose device is not a GPU has no pre-flight (nothing is started).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -171,6 +173,24 @@ def _network(ranks: list[dict], library: str, xccl: bool) -> Verdict:
     return Verdict("network", OK, said)
 
 
+def _run(argv: list[str], env: dict[str, str], timeout_s: float, cwd: str) -> tuple[str, int]:
+    """The launch's output (stdout then stderr) and exit code; past ``timeout_s`` its whole process
+    group is killed (the launcher and what it started here) and the code is -1."""
+    try:
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True)
+    except OSError as error:
+        return str(error), -1
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+        return stdout + stderr, process.returncode
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        return f"{stdout}{stderr}\n(killed after {timeout_s:g} s)", -1
+
+
 def run(sweep, out) -> Preflight | None:
     """The pre-flight of ``sweep`` (a bench.sweep.session.Sweep) on its hosts, with its launcher and
     environment; None for a suite without GPUs. BadInput (exit 2) on a fatal verdict."""
@@ -184,16 +204,7 @@ def run(sweep, out) -> Preflight | None:
     program = [sys.executable, "-m", "bench.run.preflight_probe", device, "1" if xccl else "0"]
     argv, env = sweep.job_command(launch, "", program)
     timeout_s = min(TIMEOUT_S, sweep.suite.timeout_s)
-    try:
-        done = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL, cwd=PACKAGE_HOME)
-        output, returncode = done.stdout + done.stderr, done.returncode
-    except subprocess.TimeoutExpired as error:
-        output, returncode = f"{error.stdout or ''}{error.stderr or ''}", -1
-        output = output if isinstance(output, str) else ""
-        output += f"\n(killed after {timeout_s:g} s)"
-    except OSError as error:
-        output, returncode = str(error), -1
+    output, returncode = _run(argv, {**os.environ, **env}, timeout_s, PACKAGE_HOME)
     tail = " | ".join(line for line in output.splitlines()[-6:] if line.strip())[-600:]
     return conclude(sweep, launch, argv, report_of(output), out, returncode, tail)
 

@@ -178,13 +178,13 @@ def test_the_probe_stops_before_mpi_init_without_gtl(monkeypatch, capsys):
     assert report["fatal"]["check"] == "gtl"
 
 
-def fake_sweep(output: str, device: str = "rocm") -> types.SimpleNamespace:
+def fake_sweep(output: str, device: str = "rocm", timeout_s: float = 60, then: str = "") -> types.SimpleNamespace:
     cells = [types.SimpleNamespace(impl="xccl", intra="", inter="")]
     launch = types.SimpleNamespace(launch_id="n16-rpn8-rocm", nranks=16, ranks_per_node=8, cells=cells,
                                    where=types.SimpleNamespace(nhosts=2))
-    program = f"import sys; sys.stdout.write({output!r})"
+    program = f"import sys, time; sys.stdout.write({output!r}); sys.stdout.flush(); {then or 'pass'}"
     return types.SimpleNamespace(
-        suite=types.SimpleNamespace(device=device, timeout_s=60, gpu_sharing="no"), launches=[launch],
+        suite=types.SimpleNamespace(device=device, timeout_s=timeout_s, gpu_sharing="no"), launches=[launch],
         job_command=lambda launch, plan, program_argv: ([sys.executable, "-c", program], {}))
 
 
@@ -213,3 +213,8 @@ def test_warnings_are_printed_and_recorded():
     assert [warning.split(":")[0] for warning in record["warnings"]] == ["network"]
     assert any("pre-flight network" in line and "librccl-net.so" in line for line in out.lines)
     assert preflight.run(fake_sweep("", device="host"), out) is None  # no GPU suite: nothing started
+
+
+def test_a_launch_that_hangs_is_killed_and_fatal():
+    with pytest.raises(BadInput, match=r"killed after 1 s"):
+        preflight.run(fake_sweep("MPI_Init hangs\n", timeout_s=1, then="time.sleep(60)"), Out())
