@@ -76,6 +76,31 @@ def local_rank_row(device: str, env: dict[str, str] | None = None) -> Row:
     return "GPU local rank", text, ", ".join(binding.LOCAL_RANK_VARIABLES)
 
 
+def gtl_row(libraries: set[str] | None = None, library_text: str | None = None) -> Row | None:
+    """Cray MPICH only: whether its GPU transport layer is in the process, which
+    MPICH_GPU_SUPPORT_ENABLED=1 needs (or MPI_Init aborts); None for other libraries."""
+    from bench.run.preflight_probe import GTL_PREFIX, gtl_problem, loaded_libraries
+
+    if library_text is None:
+        import mpi4py
+
+        if "mpi4py.MPI" not in sys.modules:  # load the library (and what it links) without MPI_Init
+            mpi4py.rc.initialize = False
+            mpi4py.rc.finalize = False
+        from mpi4py import MPI
+
+        library_text = MPI.Get_library_version()
+    libraries = loaded_libraries() if libraries is None else libraries
+    how = "/proc/self/maps after loading mpi4py's MPI library (docs/PREFLIGHT.md)"
+    problem = gtl_problem({"MPICH_GPU_SUPPORT_ENABLED": "1"}, libraries, library_text)
+    gtl = sorted(path for path in libraries if os.path.basename(path).startswith(GTL_PREFIX))
+    if gtl:
+        return "Cray GTL", f"linked: {gtl[0]} (MPICH_GPU_SUPPORT_ENABLED=1 works)", how
+    if not problem:
+        return None  # not Cray MPICH
+    return "Cray GTL", f"not linked: with MPICH_GPU_SUPPORT_ENABLED=1 the pre-flight stops the sweep. {problem}", how
+
+
 def gpu_rows() -> list[Row]:
     device = _which_device()
     found = devices.probe(device)
@@ -95,6 +120,8 @@ def gpu_rows() -> list[Row]:
         usable = "" if not found.reason else " (loaded by CuPy, but there is no usable GPU)"
         rows.append((library.library, f"{library.library} {library.version}{usable}", "cupy.cuda.nccl.get_version()"))
     rows.append(gpu_aware_row(device))
+    if (gtl := gtl_row()) is not None:
+        rows.append(gtl)
     override = os.environ.get(gpu_aware.ENV_OVERRIDE)
     if override:
         rows.append(("GPU-aware override", f"{gpu_aware.ENV_OVERRIDE}={override}", "environment"))

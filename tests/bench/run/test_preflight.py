@@ -218,3 +218,14 @@ def test_warnings_are_printed_and_recorded():
 def test_a_launch_that_hangs_is_killed_and_fatal():
     with pytest.raises(BadInput, match=r"killed after 1 s"):
         preflight.run(fake_sweep("MPI_Init hangs\n", timeout_s=1, then="time.sleep(60)"), Out())
+
+
+def test_env_says_whether_gtl_is_linked():
+    from bench.run.gpu_env import gtl_row
+
+    assert gtl_row({"/usr/lib/libmpi.so.12"}, "MPICH Version: 4.2.0") is None  # not Cray: no row
+    name, text, _ = gtl_row({CRAY_LIBMPI, CRAY_GTL}, CRAY_TEXT)
+    assert name == "Cray GTL" and text.startswith(f"linked: {CRAY_GTL}")
+    _, text, _ = gtl_row({CRAY_LIBMPI}, CRAY_TEXT)
+    assert text.startswith("not linked: with MPICH_GPU_SUPPORT_ENABLED=1") and 'MPICC="cc -shared"' in text
+    assert gtl_row() is None  # this machine's MPI is not Cray MPICH
