@@ -9,7 +9,6 @@ communicator, so that case is reported before any communicator is made.
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass
 
@@ -98,8 +97,7 @@ class Communicators:
         self.nccl, self.device_index = nccl, device_index
         self._cache: dict[int, object] = {}
         # NCCL reads its debug settings at its first call: set before any communicator is made
-        self.user_asked_debug = bool(os.environ.get("NCCL_DEBUG"))
-        self.debug_file = debug_log.capture() if capture else None
+        self.capture = debug_log.process_capture() if capture else None
         #: the network and version NCCL/RCCL said it uses (read after each new communicator)
         self.net = debug_log.XcclNet()
 
@@ -111,7 +109,7 @@ class Communicators:
             uid = self.nccl.get_unique_id() if comm.Get_rank() == 0 else None
             uid = comm.bcast(uid, root=0)
             self._cache[key] = self.nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
-            seen = debug_log.read(self.debug_file)
+            seen = self.capture.read() if self.capture is not None else debug_log.XcclNet()
             if seen.network or seen.version:
                 self.net = seen
         return self._cache[key]
@@ -122,8 +120,8 @@ class Communicators:
         while self._cache:
             _, communicator = self._cache.popitem()
             communicator.destroy()
-        debug_log.release(self.debug_file, self.user_asked_debug)
-        self.debug_file = None
+        if self.capture is not None:
+            self.capture.hand_back()
 
     def dtype(self, name: str) -> int:
         return getattr(self.nccl, DTYPES[name])

@@ -16,6 +16,8 @@ never during a collective) in a file of this process, unless the user set NCCL_D
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 import sys
@@ -123,6 +125,60 @@ def capture(env: MutableMapping[str, str] | None = None) -> str | None:
     return path
 
 
+@dataclass
+class Capture:
+    """This process's capture: NCCL reads its debug settings once, at its first call, so there is one
+    per process whatever the communicators (the pre-flight's probe and the worker's cells in one
+    ``--launcher none`` rank share it)."""
+
+    path: str | None
+    #: the user set NCCL_DEBUG: their lines are handed back whole, not only the warnings
+    user_asked: bool
+    #: bytes of the file already handed back to the job's output
+    handed_back: int = 0
+
+    def read(self) -> XcclNet:
+        return read(self.path)
+
+    def hand_back(self) -> None:
+        """What NCCL wrote since the last call, to stderr (all of it where the user asked for
+        NCCL_DEBUG, else its warnings): the job's log keeps NCCL's warnings."""
+        if not self.path:
+            return
+        try:
+            with open(self.path, "rb") as log:
+                log.seek(self.handed_back)
+                text = log.read()
+        except OSError:
+            return
+        self.handed_back += len(text)
+        lines = text.decode(errors="replace").splitlines(keepends=True)
+        kept = [line for line in lines if self.user_asked or " NCCL WARN " in line]
+        if kept:
+            sys.stderr.writelines(kept)
+            sys.stderr.flush()
+
+
+_PROCESS: list[Capture] = []  # at most one: this process's capture (Capture's docstring)
+
+
+def process_capture() -> Capture:
+    """This process's capture, made before NCCL's first call (``capture`` on os.environ), its file
+    removed at exit."""
+    if not _PROCESS:
+        user_asked = bool(os.environ.get("NCCL_DEBUG"))
+        path = capture()
+        if path:
+            atexit.register(_remove, path)
+        _PROCESS.append(Capture(path, user_asked))
+    return _PROCESS[0]
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def read(path: str | None) -> XcclNet:
     """What the captured file says so far (empty where there is none)."""
     if not path:
@@ -132,19 +188,3 @@ def read(path: str | None) -> XcclNet:
             return parse(log)
     except OSError:
         return XcclNet()
-
-
-def release(path: str | None, user_asked: bool) -> None:
-    """The captured file, given back to the job's output (all of it where the user asked for
-    NCCL_DEBUG, else its warnings) and removed."""
-    if not path:
-        return
-    try:
-        with open(path, errors="replace") as log:
-            kept = [line for line in log if user_asked or " NCCL WARN " in line]
-        os.unlink(path)
-    except OSError:
-        return
-    if kept:
-        sys.stderr.writelines(kept)
-        sys.stderr.flush()

@@ -76,7 +76,7 @@ def test_parse_infiniband_and_newer_wordings():
     assert debug_log.parse([]) == debug_log.XcclNet()
 
 
-def test_capture_leaves_the_users_own_settings(tmp_path):
+def test_capture_leaves_the_users_own_settings(tmp_path, capsys):
     env: dict[str, str] = {}
     path = debug_log.capture(env)
     assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET" and env["NCCL_DEBUG_FILE"] == path
@@ -86,9 +86,16 @@ def test_capture_leaves_the_users_own_settings(tmp_path):
     assert debug_log.capture(traced) and traced["NCCL_DEBUG"] == "TRACE" and "NCCL_DEBUG_SUBSYS" not in traced
     log = tmp_path / "nccl.log"
     log.write_text(FRONTIER_SOCKET + "frontier00001:1:1 [0] NCCL WARN something odd\n")
-    assert debug_log.read(str(log)).network == "Socket"
-    debug_log.release(str(log), user_asked=False)
-    assert not log.exists()
+    captured = debug_log.Capture(str(log), user_asked=False)
+    assert captured.read().network == "Socket"
+    captured.hand_back()  # the warnings go back to the job's output, once
+    assert capsys.readouterr().err == "frontier00001:1:1 [0] NCCL WARN something odd\n"
+    with log.open("a") as more:
+        more.write("frontier00001:1:1 [0] NCCL INFO later\n")
+    captured.hand_back()
+    assert capsys.readouterr().err == ""
+    debug_log.Capture(str(log), user_asked=True).hand_back()  # the user's NCCL_DEBUG: every line
+    assert capsys.readouterr().err.count("\n") == len(FRONTIER_SOCKET.splitlines()) + 2
 
 
 def rank(number: int, host: str, **changes) -> dict:
