@@ -220,7 +220,7 @@ def _measure(sweep: Sweep, comm, out: Console, allow_unsupported: bool = False) 
     tables = sweep.finish()
     print_summary(tables, sweep.folder, out)
     code = exit_code(tables.results, False, allow_unsupported)
-    if line := no_gpu_line(tables.results) if code == EXIT_CHECK_FAILED else "":
+    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(tables.results)):
         out.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
     comm.bcast({"exit": code}, root=0)
     return code
