@@ -60,6 +60,12 @@ def test_gpu_cells_are_unsupported_with_the_reason(tmp_path):
     assert set(results.loc[results["impl"] == "xccl", "library"]) == {"NCCL"}
     launch = next(iter(meta["launches"].values()))
     assert launch["env"]["PCCL_BENCH_GPU_AWARE"] == "yes"
+    # every rank's GPU in meta.json (none bound here), its digest and the local rank's source on the rows
+    assert [(one["rank"], one["index"], one["pci_bus_id"]) for one in launch["gpus"]] == [(0, -1, None), (1, -1, None)]
+    assert results["gpu_devices_digest"].nunique() == 1 and results["gpu_devices_digest"].notna().all()
+    if mpi_flavour() == "mpich":
+        assert set(results["gpu_local_rank_from"]) == {"MPI_LOCALRANKID (before MPI_Init)"}
+    assert results["xccl_net"].isna().all()  # NCCL never made a communicator
 
 
 @pytest.mark.skipif(GPU_HERE, reason="a GPU is here")
@@ -168,6 +174,11 @@ def test_a_gpu_suite_that_reached_no_gpu_exits_1(tmp_path):
 def test_a_host_suite_has_no_preflight(tmp_path):
     results, meta = sweep(tmp_path, device="host", implementations=["mpi"], collectives=["allgather"])
     assert (results["status"] == "ok").all() and "preflight" not in meta
+    launch = next(iter(meta["launches"].values()))
+    assert [one["rank"] for one in launch["ranks"]] == [0, 1] and "gpus" not in launch  # no GPU context
+    if mpi_flavour() == "mpich":  # the variables Hydra set on each rank
+        assert [one["env"].get("MPI_LOCALRANKID") for one in launch["ranks"]] == ["0", "1"]
+    assert results["gpu_devices_digest"].isna().all()
 
 
 def test_gpu_sharing_field_becomes_rank_environment(tmp_path):
