@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from bench.run import slurm
 from bench.run.launchers.srun import find_slurm_tool
 from bench.sweep.options import SweepOptions, lock_folder
-from bench.sweep.session import Sweep, Tables, exit_code, print_summary
+from bench.sweep.session import Sweep, Tables, exit_code, no_gpu_line, print_summary
 
 
 def _script(sweep: Sweep) -> tuple[Path, str]:
@@ -92,4 +92,7 @@ def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: 
     tables = Tables(pd.read_parquet(path), pd.read_parquet(samples_path) if samples_path.exists() else pd.DataFrame(),
                     {})
     print_summary(tables, folder, out)
-    return exit_code(tables.results, outcome.returncode == EXIT_INTERRUPTED, allow_unsupported)
+    code = exit_code(tables.results, outcome.returncode == EXIT_INTERRUPTED, allow_unsupported)
+    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(tables.results)):
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
+    return code
