@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 EXIT_OK = 0
-EXIT_CHECK_FAILED = 1  # a regression, or a collective returned wrong data
+EXIT_CHECK_FAILED = 1  # a regression, a collective returned wrong data, or a GPU suite reached no GPU
 EXIT_BAD_INPUT = 2  # suite, flags or files
 EXIT_CELLS_FAILED = 3  # some cells failed or timed out (table still written)
 EXIT_INTERRUPTED = 130  # table of the finished cells still written
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 success; 1 a check failed (wrong data, or a regression); "
-    "2 bad input (suite, flags, files); 3 some cells failed or timed out (table still written); "
+    "Exit codes: 0 success; 1 a check failed (wrong data, a regression, or a GPU suite ran no cell on a GPU); "
+    "2 bad input (suite, flags, files, a fatal pre-flight); 3 some cells failed or timed out (table still written); "
     "130 interrupted (table of the finished cells still written)."
 )
 

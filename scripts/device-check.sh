@@ -94,7 +94,8 @@ why = m(); print(why or "cython_ext calls the MPI library mpi4py loaded"); sys.e
     || exit "$status"
 export COLUMNS=200 PYTHONUNBUFFERED=1
 step pytest 300 "$PY" -m pytest -q -rs -p no:cacheprovider tests/collectives/transports/test_mpi_link.py tests/project/test_gpu_hardware.py \
-    tests/collectives/memory/test_gpu_device.py tests/collectives/memory/test_gpu_aware.py tests/collectives/executors/test_gpu_paths.py
+    tests/collectives/memory/test_gpu_device.py tests/collectives/memory/test_gpu_aware.py tests/collectives/executors/test_gpu_paths.py \
+    tests/bench/run/test_gpu_binding.py tests/bench/run/test_preflight.py
 rm -rf "$WORK/smoke" "$WORK/smoke-rpn2"
 step sweep 180 "$VENV/bin/pccl-bench" run sweep suites/gpu-smoke.yaml --out "$WORK/smoke"
 step sweep-rpn2 120 "$VENV/bin/pccl-bench" run sweep suites/gpu-smoke.yaml --out "$WORK/smoke-rpn2" \
@@ -121,6 +122,9 @@ EOF
 summarise "$WORK/smoke/results.csv" "$WORK/smoke-rpn2/results.csv" >"$WORK/summary.txt" 2>&1
 for name in env pytest sweep sweep-rpn2 summary; do cp "$WORK/$name.txt" "$OUT/" 2>/dev/null; done
 cp "$WORK/smoke/results.csv" "$OUT/smoke.csv" 2>/dev/null
+# each sweep's pre-flight (docs/PREFLIGHT.md: binding, one GPU per rank, NUMA, NCCL's network) and GPUs
+cp "$WORK/smoke/meta.json" "$OUT/smoke-meta.json" 2>/dev/null
+cp "$WORK/smoke-rpn2/meta.json" "$OUT/smoke-rpn2-meta.json" 2>/dev/null
 cp "$WORK/smoke-rpn2/results.csv" "$OUT/smoke-rpn2.csv" 2>/dev/null
 say "done in $((SECONDS - started)) s, exit $status; files in $OUT"
 tail -n 30 "$WORK/pytest.txt"

@@ -62,6 +62,10 @@ def _node_counts(nodes: str | None) -> tuple[int, ...]:
     return tuple(int(part) for part in counts)
 
 
+AllowUnsupported = Annotated[bool, typer.Option("--allow-unsupported", help=(
+    "A GPU suite none of whose cells reached a GPU (every one unsupported) exits 0, not 1."))]
+
+
 def _slurm_flags(partition: str | None, account: str | None, time: str | None) -> dict[str, str]:
     flags = {"partition": partition, "account": account, "time": time}
     return {name: value for name, value in flags.items() if value is not None}
@@ -88,6 +92,7 @@ def sweep(
     site: Site = None,
     batch_jobs: BatchJobs = "auto",
     nodes: Nodes = None,
+    allow_unsupported: AllowUnsupported = False,
 ) -> None:
     """Run every cell of a suite: one MPI job per rank count, a tidy table at the end.
 
@@ -100,7 +105,8 @@ def sweep(
     options = SweepOptions(resolve_suite_path(suite or DEFAULT_SUITE), out, launcher, resume, dry_run,
                            overrides or [], wait=wait, slurm_flags=_slurm_flags(partition, account, time),
                            hosts=hosts, hostfile=hostfile, suite_named=suite is not None, site=site,
-                           batch_jobs=batch_jobs, nodes=_node_counts(nodes))
+                           batch_jobs=batch_jobs, nodes=_node_counts(nodes),
+                           allow_unsupported=allow_unsupported)
     raise typer.Exit(run_sweep(options, _console()))
 
 
@@ -132,6 +138,7 @@ def point(
     time: Time = None,
     hosts: Hosts = None,
     hostfile: Hostfile = None,
+    allow_unsupported: AllowUnsupported = False,
 ) -> None:
     """One ad-hoc sweep with nccl-tests-style flags (sizes are totals, as nccl-tests' -b/-e)."""
     # named by the flag and by the suite field it sets (what `run sweep --set` would name)
@@ -157,5 +164,6 @@ def point(
         raw["implementations"] = [name if name == "mpi" else {"impl": name, "algorithms": [algorithm]}
                                   for name in raw["implementations"]]
     options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_document=raw, wait=wait,
-                           slurm_flags=_slurm_flags(partition, account, time), hosts=hosts, hostfile=hostfile)
+                           slurm_flags=_slurm_flags(partition, account, time), hosts=hosts, hostfile=hostfile,
+                           allow_unsupported=allow_unsupported)
     raise typer.Exit(run_sweep(options, _console()))

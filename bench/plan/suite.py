@@ -215,6 +215,10 @@ class Suite(Strict):
     #: GPU suites: each rank's GPU, "local" (local rank modulo the visible GPUs) or one device index;
     #: every rank gets it as PCCL_BENCH_GPU
     gpu_bind: Literal["local"] | Annotated[int, Field(ge=0)] = "local"
+    #: GPU suites: "yes" lets ranks of a node share a GPU (fewer visible GPUs than ranks); "no" (the
+    #: default) refuses every GPU cell of such a launch (unsupported, with the ranks and the GPU);
+    #: NCCL/RCCL refuse a shared GPU either way. Every rank gets it as PCCL_BENCH_GPU_SHARING
+    gpu_sharing: Annotated[Literal["yes", "no"], BeforeValidator(_yes_no)] = "no"
 
     @model_validator(mode="after")
     def _hosts_or_hostfile(self) -> Suite:
@@ -241,7 +245,8 @@ class Suite(Strict):
     @model_validator(mode="after")
     def _gpu_settings_to_env(self) -> Suite:
         for field, variable, default in (("gpu_aware", "PCCL_BENCH_GPU_AWARE", "auto"),
-                                         ("gpu_bind", "PCCL_BENCH_GPU", "local")):
+                                         ("gpu_bind", "PCCL_BENCH_GPU", "local"),
+                                         ("gpu_sharing", "PCCL_BENCH_GPU_SHARING", "no")):
             value = str(getattr(self, field))
             if str(self.env.get(variable, value)) != value:
                 raise ValueError(f"{field}: {value!r} contradicts env.{variable}={self.env[variable]!r}")

@@ -108,6 +108,14 @@ class Row:
     # GPU cells: how GPU-awareness was decided, which device each rank used
     gpu_aware_how: str | None = None
     gpu_binding: str | None = None
+    #: where the rank's local rank came from: a launcher variable before MPI_Init, or the split after it
+    gpu_local_rank_from: str | None = None
+    #: digest of every rank's (host, GPU index, PCI bus id, NUMA node); the list: meta.json launches.<id>.gpus
+    gpu_devices_digest: str | None = None
+    #: NCCL/RCCL cells: the network NCCL/RCCL said it uses (NCCL_DEBUG=INFO "Using network ..."), and
+    #: the library version it printed at run time
+    xccl_net: str | None = None
+    xccl_runtime_version: str | None = None
     # modelled runs (pccl-bench model): the machine description, and the GPU-time price of a call
     model_machine: str | None = None
     price_per_gpu_hour_usd: float | None = None

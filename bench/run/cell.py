@@ -134,6 +134,9 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool,
     outcome.described.update(implementation.describe(call, context, built).columns())
     op = context.timed(comm, built)
     op()
+    if context.on_device and context.xccl_transport in str(outcome.described.get("transport", "")):
+        # NCCL/RCCL made its communicator in the first call: the network and version it chose
+        outcome.described.update(context.xccl_columns())
     faults.before_check(comm.rank, *where, recv)
     if check:
         outcome.n_wrong = total(comm, spec.count_wrong(call, comm.rank, recv, context.backend.xp))

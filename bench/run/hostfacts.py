@@ -25,6 +25,18 @@ PREFIX = '{"hostfacts": '
 #: the rank a launcher gives a process (hydra/PMI, Slurm, Open MPI, PMIx, Cray PALS)
 RANK_VARIABLES = ("PMI_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PALS_RANKID")
 PROBE_TIMEOUT_S = 60
+#: what a launcher sets per rank (srun: the task's ids, its CPU and GPU binding; Hydra, Open MPI, PMI,
+#: Cray PALS: the local rank), recorded per rank in meta.json (``launches.<id>.ranks``)
+RANK_ENV_PREFIXES = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_CPU_BIND", "SLURM_STEP_GPUS",
+                     "SLURM_GPUS", "SLURM_STEP_ID", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                     "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                     "PMI_LOCAL_RANK", "PALS_")
+
+
+def rank_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This rank's launcher-set variables (RANK_ENV_PREFIXES), sorted."""
+    env = os.environ if env is None else env
+    return {name: value for name, value in sorted(env.items()) if name.startswith(RANK_ENV_PREFIXES)}
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """The MPI worker: ``python -m bench.run.worker PLAN.json`` on every rank.
 
+Importing it does not initialise MPI: ``main`` reads the plan, binds the rank's GPU for a GPU
+launch, then initialises MPI (bench/run/mpi_start.py).
+
 For each cell of the plan, bench/run/cell.py checks then times it (host and device cells
 alike). Rank 0 appends one JSON row per finished cell to the launch's part file, flushed
 and synced, so an interrupted sweep keeps every finished cell.
@@ -8,16 +11,15 @@ and synced, so an interrupted sweep keeps every finished cell.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-import mpi4py
+from bench.run.mpi_start import defer_mpi_init, start_mpi
 
-# MPI_THREAD_MULTIPLE (mpi4py's default) makes MPICH drop its fast paths; the
-# worker needs no threads. Set before MPI is imported; recorded in every row.
-mpi4py.rc.thread_level = os.environ.get("PCCL_BENCH_THREAD_LEVEL", "single")
+# Before mpi4py.MPI is first imported: the import loads the library without MPI_Init, so a GPU rank
+# binds its device first (main, start_mpi). The thread level is recorded in every row.
+defer_mpi_init()
 
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
@@ -63,17 +65,34 @@ def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None,
 
 
 def record_placement(comm: MPI.Comm, part: Path) -> None:
-    """``parts/<launch>.placement.json``: each host of the job, its machine and its ranks (gathered
-    to rank 0 only: O(p) there, nothing on the others)."""
-    here = (MPI.Get_processor_name(), hostfacts.boot_id())
+    """``parts/<launch>.placement.json``: each host of the job, its machine and its ranks; and
+    ``parts/<launch>.ranks.json``: each rank's host and the variables its launcher set (gathered to
+    rank 0 only: O(p) there, nothing on the others)."""
+    here = (MPI.Get_processor_name(), hostfacts.boot_id(), hostfacts.rank_env())
     placed = comm.gather(here, root=0)
     if comm.rank != 0:
         return
     hosts: dict[str, dict] = {}
-    for rank, (name, boot_id) in enumerate(placed):
+    for rank, (name, boot_id, _) in enumerate(placed):
         entry = hosts.setdefault(name, {"hostname": name, "boot_id": boot_id, "first_rank": rank, "ranks": 0})
         entry["ranks"] += 1
     part.with_suffix(".placement.json").write_text(json.dumps(list(hosts.values())))
+    ranks = [{"rank": rank, "host": name, "env": env} for rank, (name, _, env) in enumerate(placed)]
+    part.with_suffix(".ranks.json").write_text(json.dumps(ranks))
+
+
+def record_gpus(topo: Topology | None, part: Path, rank: int) -> bool:
+    """``parts/<launch>.gpus.json`` once a GPU context is open: every rank's GPU (index, PCI bus id,
+    NUMA node, its CPUs against it: DeviceContext.placements). True once written (rank 0) or
+    there to write (the others)."""
+    contexts = [topo.resources.get(name) for name in topo.resources.names()
+                if name.startswith("context:")] if topo is not None else []
+    placements = next((context.placements for context in contexts if getattr(context, "placements", None)), None)
+    if placements is None:
+        return False
+    if rank == 0:
+        part.with_suffix(".gpus.json").write_text(json.dumps(placements))
+    return True
 
 
 def run_plan(plan: LaunchPlan, comm: MPI.Comm) -> None:
@@ -84,6 +103,7 @@ def run_plan(plan: LaunchPlan, comm: MPI.Comm) -> None:
     topo, facts = launch_facts(comm, plan.requested_ranks_per_node, plan)
     # the machine-speed reference, measured after every cell (bench/run/probe.py)
     probe = Probe(topo) if topo is not None and plan.timing.probe else None
+    gpus_recorded = False
     index = 0
     while index < len(plan.cells):
         cell = plan.cells[index]
@@ -108,14 +128,21 @@ def run_plan(plan: LaunchPlan, comm: MPI.Comm) -> None:
         if comm.rank == 0:
             append_rows(part, [part_row(one, outcome, started, plan.launch_id, facts, plan.row_extra)
                                for one, outcome in zip(cells, outcomes, strict=True)], sync=None)
+        gpus_recorded = gpus_recorded or record_gpus(topo, part, comm.rank)
         index += len(cells)
     if comm.rank == 0:
         sync_file(part)
     close_contexts(topo)  # NCCL/RCCL communicators of GPU cells, shm and UCX state, before MPI finalizes
 
 
+def plan_device(plan: LaunchPlan) -> str:
+    """The memory kind of the launch's cells (a suite has one; host where the plan has none)."""
+    return plan.cells[0].device if plan.cells else "host"
+
+
 def main(plan_path: str) -> int:
     plan = LaunchPlan.read(plan_path)
+    start_mpi(plan_device(plan))  # the GPU first, then MPI_Init_thread
     comm = MPI.COMM_WORLD
     if comm.size != plan.nranks:
         raise SystemExit(f"worker: launched on {comm.size} ranks, plan wants {plan.nranks}")
@@ -136,4 +163,6 @@ if __name__ == "__main__":
 
         traceback.print_exc()
         sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(1)
+        if MPI.Is_initialized() and not MPI.Is_finalized():
+            MPI.COMM_WORLD.Abort(1)
+        sys.exit(1)  # before MPI_Init (a plan it cannot read): no job to end yet

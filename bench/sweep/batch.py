@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.run import slurm
 from bench.run.launchers.srun import find_slurm_tool
 from bench.sweep.options import SweepOptions, lock_folder
-from bench.sweep.session import Sweep, Tables, exit_code, print_summary
+from bench.sweep.session import Sweep, Tables, exit_code, no_gpu_line, print_summary
 
 
 @dataclass
@@ -111,7 +111,7 @@ def run(options: SweepOptions, out: Console) -> int:
         if outcome.interrupted:
             break
         previous = outcome.job_id
-    return _after_submission(outcome, folder, options.wait, out)
+    return _after_submission(outcome, folder, options.wait, out, options.allow_unsupported)
 
 
 def _record(records: list[dict]) -> dict:
@@ -121,7 +121,8 @@ def _record(records: list[dict]) -> dict:
     return {**records[-1], "jobs": list(records)}
 
 
-def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: Console) -> int:
+def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: Console,
+                      allow_unsupported: bool = False) -> int:
     log = folder / "logs" / f"sbatch-{outcome.job_id}.log"
     if outcome.interrupted:
         job = (f"batch job {outcome.job_id} runs on (scancel {outcome.job_id} stops it) and writes {folder}"
@@ -144,4 +145,7 @@ def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: 
     tables = Tables(pd.read_parquet(path), pd.read_parquet(samples_path) if samples_path.exists() else pd.DataFrame(),
                     {})
     print_summary(tables, folder, out)
-    return exit_code(tables.results, outcome.returncode == EXIT_INTERRUPTED)
+    code = exit_code(tables.results, outcome.returncode == EXIT_INTERRUPTED, allow_unsupported)
+    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(tables.results)):
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
+    return code

@@ -18,40 +18,44 @@ import threading
 import traceback
 
 from rich.console import Console
+from rich.markup import escape
 
-from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, BadInput
+from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, BadInput
 from bench.plan.cells import Launch, LaunchPlan
 from bench.plan.hosts import Host, HostPlan
-from bench.run import hostfacts
+from bench.plan.suite_files import read_yaml
+from bench.run import hostfacts, preflight, preflight_probe
 from bench.run.job import follow_part
 from bench.run.launchers import BASE_ENV, MachineLoad, choose_launcher
+from bench.run.mpi_start import start_mpi
 from bench.run.provenance import recorded_env
 from bench.sweep import jobs
-from bench.sweep.options import SweepOptions, lock_folder
-from bench.sweep.session import Sweep, exit_code, print_summary
+from bench.sweep.options import SweepOptions, load_for, lock_folder
+from bench.sweep.session import Sweep, exit_code, no_gpu_line, print_summary
 from bench.sweep.where import Where
 from collectives.envsettings import MACHINE_RANKS_VARIABLE
-
-THREAD_LEVELS = ("single", "funneled", "serialized", "multiple")
 
 #: the argv of every launch is the job the user started: the dry run shows what each would run
 dry_run = jobs.dry_run
 
 
-def _init_mpi():
-    from mpi4py import MPI  # mpi_flavour() imported it without initialising MPI
-
-    if not MPI.Is_initialized():
-        level = os.environ.get("PCCL_BENCH_THREAD_LEVEL", "single")
-        required = {name: getattr(MPI, f"THREAD_{name.upper()}") for name in THREAD_LEVELS}.get(level,
-                                                                                                 MPI.THREAD_SINGLE)
-        MPI.Init_thread(required)
-    return MPI
+def _suite_device(options: SweepOptions) -> str:
+    """The memory kind the suite asks for, read by every rank before MPI_Init so a GPU rank binds
+    its device first; a suite that cannot be read: host (rank 0 reports it once MPI is up)."""
+    try:
+        if options.resume is not None:
+            raw = read_yaml(options.resume / "suite.yaml", "saved suite")
+        else:
+            raw = load_for(options)[1]
+    except (BadInput, OSError):
+        return "host"
+    device = raw.get("device", "host") if isinstance(raw, dict) else "host"
+    return device if isinstance(device, str) else "host"
 
 
 def run(options: SweepOptions, out: Console) -> int:
     launcher = choose_launcher(options.launcher)
-    mpi = _init_mpi()
+    mpi = start_mpi(_suite_device(options))  # the same start as the worker's: the GPU, then MPI_Init
     comm = mpi.COMM_WORLD
     try:
         facts = comm.gather(hostfacts.local(), root=0)
@@ -73,6 +77,8 @@ def _follow(comm) -> int:
             if "plan" in message:
                 os.environ.update(message["env"])
                 run_plan(LaunchPlan.from_dict(message["plan"]), comm)
+            elif "preflight" in message:
+                preflight_probe.probe(**message["preflight"])
             else:
                 return int(message.get("exit", EXIT_BAD_INPUT))
     except BaseException:
@@ -116,14 +122,27 @@ def _lead(options: SweepOptions, out: Console, comm, where: Where) -> int:
         sweep = Sweep.open(options, where)
         _check_job(sweep, comm.size)
         sweep.check_fits()
+        _preflight(sweep, comm, out)
         lock = lock_folder(options, sweep.folder, out)
     except BadInput:
         comm.bcast({"exit": EXIT_BAD_INPUT}, root=0)
         raise
     try:
-        return _measure(sweep, comm, out)
+        return _measure(sweep, comm, out, options.allow_unsupported)
     finally:
         lock.release()
+
+
+def _preflight(sweep: Sweep, comm, out: Console) -> None:
+    """A GPU suite: the pre-flight's probe on every rank of this job (its MPI_Init has passed, so GTL
+    is linked where it is needed): binding, shared GPUs, NUMA, the NCCL/RCCL network."""
+    if not preflight.needed(sweep.suite.device) or not sweep.launches:
+        return
+    asked = {"device": sweep.suite.device, "with_xccl": preflight.uses_xccl(sweep.launches)}
+    comm.bcast({"preflight": asked}, root=0)
+    report = preflight_probe.probe(**asked)
+    found = preflight.conclude(sweep, sweep.launches[0], list(sys.argv), report, out)
+    sweep.preflight = found.record()
 
 
 def _warn_if_unthrottled(sweep: Sweep, env: dict[str, str], out: Console) -> None:
@@ -163,7 +182,7 @@ def _watchdog(sweep: Sweep, launch: Launch, plan: LaunchPlan, start: int, comm, 
     return timer
 
 
-def _measure(sweep: Sweep, comm, out: Console) -> int:
+def _measure(sweep: Sweep, comm, out: Console, allow_unsupported: bool = False) -> int:
     from bench.run.worker import run_plan
 
     sweep.start()
@@ -200,6 +219,8 @@ def _measure(sweep: Sweep, comm, out: Console) -> int:
         comm.Abort(EXIT_INTERRUPTED)  # the other ranks may be inside a collective
     tables = sweep.finish()
     print_summary(tables, sweep.folder, out)
-    code = exit_code(tables.results, False)
+    code = exit_code(tables.results, False, allow_unsupported)
+    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(tables.results)):
+        out.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
     comm.bcast({"exit": code}, root=0)
     return code

@@ -8,17 +8,19 @@ import signal
 from collections.abc import Callable
 
 from rich.console import Console
+from rich.markup import escape
 
-from bench.errors import BadInput
+from bench.errors import EXIT_CHECK_FAILED, BadInput
 from bench.plan.cells import Cell, Launch
 from bench.plan.sizes import format_size
 from bench.present import console as screen
 from bench.results.labels import impl_label
+from bench.run import preflight
 from bench.run.job import run_job
 from bench.run.launchers import BASE_ENV, PACKAGE_HOME
 from bench.run.provenance import recorded_env
 from bench.sweep.options import SweepOptions, lock_folder
-from bench.sweep.session import Sweep, Tables, exit_code, print_summary
+from bench.sweep.session import Sweep, Tables, exit_code, no_gpu_line, print_summary
 from collectives.transports.mpi.library import extension_mpi_mismatch
 
 
@@ -34,9 +36,12 @@ def run_with_tables(options: SweepOptions, out: Console) -> tuple[int, Tables]:
         raise BadInput("", mismatch)
     sweep = Sweep.open(options)
     sweep.check(options.known_installs)
+    # a GPU suite: one tiny launch first (GTL, binding, network); a fatal verdict is bad input, nothing written
+    found = preflight.run(sweep, out)
+    sweep.preflight = found.record() if found is not None else None
     lock = lock_folder(options, sweep.folder, out)
     try:
-        return measure(sweep, out, options.summary, chosen(sweep, options.nodes))
+        return measure(sweep, out, options.summary, chosen(sweep, options.nodes), options.allow_unsupported)
     finally:
         lock.release()
 
@@ -62,6 +67,11 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     if plan.hosts:
         out.print(f"# hosts ({plan.source}): {', '.join(map(str, plan.hosts))}; not probed in a dry run, so each is "
                   "taken for a machine of its own", highlight=False, soft_wrap=True)
+    if preflight.needed(sweep.suite.device) and sweep.launches:
+        first = preflight.probe_launch(sweep.launches)
+        out.print(f"# pre-flight first: one launch shaped as {first.launch_id} runs python -m "
+                  "bench.run.preflight_probe (GTL, GPU binding, NUMA, the NCCL/RCCL network: docs/PREFLIGHT.md)",
+                  highlight=False, soft_wrap=True, markup=False)
     for launch in chosen(sweep, options.nodes):
         argv, _ = sweep.job_command(launch, f"<run>/plans/{launch.launch_id}.json")
         out.print(f"# {launch.launch_id}: {len(launch.cells)} cells, timeout {sweep.suite.timeout_s:g} s",
@@ -71,9 +81,10 @@ def dry_run(options: SweepOptions, out: Console) -> int:
 
 
 def measure(sweep: Sweep, out: Console, summary: bool = True,
-            launches: list[Launch] | None = None) -> tuple[int, Tables]:
+            launches: list[Launch] | None = None, allow_unsupported: bool = True) -> tuple[int, Tables]:
     """The sweep proper, in its locked folder: (exit code, its Tables). ``launches``: those to run
-    (default: all); the tables hold every row of the run so far."""
+    (default: all); the tables hold every row of the run so far. ``allow_unsupported`` False: a GPU
+    suite none of whose cells reached a GPU exits 1 with one line."""
     sweep.start()
     done = sweep.done()
     launcher = sweep.launcher
@@ -109,7 +120,10 @@ def measure(sweep: Sweep, out: Console, summary: bool = True,
         print_summary(tables, sweep.folder, out)
     else:
         out.print(f"{screen.status_line(tables.results)} -> {sweep.folder}", highlight=False)
-    return exit_code(tables.results, interrupted), tables
+    code = exit_code(tables.results, interrupted, allow_unsupported)
+    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(tables.results)) and not allow_unsupported:
+        out.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+    return code, tables
 
 
 def run_launch(sweep: Sweep, launch: Launch, todo: list[Cell], on_row: Callable[[dict], None],

@@ -33,6 +33,7 @@ from bench.run.parts import append_rows, finished_keys, rows_of_cells
 from bench.run.provenance import provenance
 from bench.sweep.options import SweepOptions, folder_flag, open_run, start_folder, where_of
 from bench.sweep.where import Where
+from collectives.memory import device_kinds
 
 #: statuses that a resumed sweep keeps; the rest are measured again
 FINISHED = ("ok", "wrong", "unsupported", "skipped")
@@ -66,6 +67,8 @@ class Sweep:
     #: per launch: the exact command, environment and hosts of its MPI job (meta.json ``launches``)
     records: dict[str, dict] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
+    #: the pre-flight's record of a GPU suite (bench/run/preflight.py), meta.json's ``preflight``
+    preflight: dict | None = None
 
     @classmethod
     def open(cls, options: SweepOptions, where: Where | None = None) -> Sweep:
@@ -147,17 +150,17 @@ class Sweep:
 
     # ------------------------------------------------------------------ launches
 
-    def job_command(self, launch: Launch, plan_path: str) -> tuple[list[str], dict[str, str]]:
+    def job_command(self, launch: Launch, plan_path: str,
+                    program: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
         """The argv and environment of one launch's MPI job (another install's worker for an arm that
-        names one)."""
+        names one; ``program`` in place of the worker: the pre-flight's probe)."""
         load = self.where.load(launch)
         launcher, install = self.where.job(launch)
         # the site's variables first: the suite's own env and an arm's override them
         env = launcher.job_env(load, {**self.where.site_env(launch), **self.suite.env, **launch.env})
-        program = None
         if install is not None:
             env.update(install.job_env())
-            program = [install.python, "-m", "bench.run.worker", plan_path]
+            program = program or [install.python, "-m", "bench.run.worker", plan_path]
         argv = launcher.command(launch.nranks, env, [plan_path], launch.where, self.suite.timeout_s,
                                 load.oversubscribed, program)
         return argv, env
@@ -224,6 +227,8 @@ class Sweep:
             "installs": {given: install.record() for given, install in self.where.installs.items()},
             "launches": self.launch_records(), **provenance(),
         }
+        if self.preflight is not None:
+            meta["preflight"] = self.preflight
         identity = {"run_id": self.run_id, "suite": self.suite.name, "tool_version": meta["tool_version"],
                     "git_sha": meta["git_sha"], "schema_version": SCHEMA_VERSION}
         results, samples = build_tables(rows, identity)
@@ -231,15 +236,17 @@ class Sweep:
         return Tables(results, samples, meta)
 
     def launch_records(self) -> dict:
-        """Every MPI job of the run, with where its ranks ran (the worker's placement file)."""
+        """Every MPI job of the run, with where its ranks ran (the worker's files beside its part:
+        ``placement`` per host, ``ranks``: each rank's launcher variables, ``gpus``: each rank's GPU)."""
         records = {}
         for launch_id, record in sorted(self.records.items()):
-            placed = self.folder / "parts" / f"{launch_id}.placement.json"
-            if placed.exists():
-                try:
-                    record = {**record, "placement": json.loads(placed.read_text())}
-                except ValueError:
-                    pass
+            for name in ("placement", "ranks", "gpus"):
+                written = self.folder / "parts" / f"{launch_id}.{name}.json"
+                if written.exists():
+                    try:
+                        record = {**record, name: json.loads(written.read_text())}
+                    except ValueError:
+                        pass
             records[launch_id] = record
         return records
 
@@ -257,7 +264,32 @@ def earlier_launches(folder: Path) -> dict[str, dict]:
     return records
 
 
-def exit_code(results: pd.DataFrame, interrupted: bool) -> int:
+#: a GPU cell that reached its GPU: it ran its collective there (checked, and timed or found wrong)
+REACHED_GPU = ("ok", "wrong")
+
+
+def gpu_cells(results: pd.DataFrame) -> tuple[int, int]:
+    """(GPU cells that ran on a GPU, GPU cells in the table): cells of a device memory kind."""
+    if not len(results) or "device" not in results:
+        return 0, 0
+    on_gpu = results["device"].isin(device_kinds())
+    return int((on_gpu & results["status"].isin(REACHED_GPU)).sum()), int(on_gpu.sum())
+
+
+def no_gpu_line(results: pd.DataFrame) -> str:
+    """The one line of a GPU suite whose cells never reached a GPU ("" where one did, or none is planned)."""
+    ran, planned = gpu_cells(results)
+    if not planned or ran:
+        return ""
+    reasons = results.loc[results["device"].isin(device_kinds()), "error"].dropna()
+    first = next((text for text in reasons if text), "")
+    return (f"no GPU cell ran: all {planned} GPU cells were refused or failed ({first}); "
+            "--allow-unsupported exits 0 all the same")
+
+
+def exit_code(results: pd.DataFrame, interrupted: bool, allow_unsupported: bool = True) -> int:
+    """The sweep's exit code; ``allow_unsupported`` False: a GPU suite that reached no GPU is a failed
+    check (1), not a success (``run sweep`` asks for that unless --allow-unsupported)."""
     if interrupted:
         return EXIT_INTERRUPTED
     statuses = set(results["status"]) if len(results) else set()
@@ -265,6 +297,8 @@ def exit_code(results: pd.DataFrame, interrupted: bool) -> int:
         return EXIT_CHECK_FAILED
     if statuses & {"failed", "timeout"}:
         return EXIT_CELLS_FAILED
+    if not allow_unsupported and no_gpu_line(results):
+        return EXIT_CHECK_FAILED
     return EXIT_OK
 
 
@@ -276,4 +310,9 @@ def print_summary(tables: Tables, folder: Path, out: Console) -> None:
         out.print(table)
     for reason in screen.reasons(results):
         out.print(reason, highlight=False, markup=False)
+    for warning in (tables.meta.get("preflight") or {}).get("warnings", []):
+        out.print(f"pre-flight warning: {warning}", highlight=False, markup=False, soft_wrap=True)
+    ran, planned = gpu_cells(results)
+    if planned:
+        out.print(f"GPU cells run on a GPU: {ran} of {planned}", highlight=False)
     out.print(f"{screen.status_line(results)} -> {folder}/results.parquet", highlight=False)

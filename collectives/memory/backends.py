@@ -5,8 +5,8 @@ is), and ``HostEmulation``, numpy arrays standing in for device memory so the
 device executor's logic runs in tests on machines without a GPU (never reported
 as a GPU: the harness only opens CuPy backends for ``cuda``/``rocm`` cells).
 
-Every rank binds to one GPU: its local rank (from a shared-memory split of the
-communicator) modulo the GPUs it sees, or the index in ``$PCCL_BENCH_GPU``.
+Every rank binds to one GPU: its local rank (the launcher's variable before MPI_Init, binding.py;
+else a shared-memory split of the communicator) modulo the GPUs it sees, or the index in ``$PCCL_BENCH_GPU``.
 All GPU work of a rank goes to one stream of its own; ``synchronize`` waits for it.
 """
 
@@ -79,8 +79,13 @@ def probe(device: str) -> GpuProbe:
                             cupy_version=cupy.__version__, how=how)
         count = 0
     if count < 1:
-        visible = os.environ.get("HIP_VISIBLE_DEVICES" if device == "rocm" else "CUDA_VISIBLE_DEVICES")
-        return GpuProbe(device, f"no {device} device visible" + (f" (visible devices: {visible!r})" if visible else ""),
+        # ROCm filters by ROCR_VISIBLE_DEVICES (Slurm on Frontier sets it) before HIP_VISIBLE_DEVICES
+        names = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES") if device == "rocm" else ("CUDA_VISIBLE_DEVICES",)
+        set_names = [name for name in names if os.environ.get(name)]
+        visible = "; ".join(f"{name}={os.environ[name]!r}" for name in set_names)
+        if device == "cuda" and visible:
+            visible = repr(os.environ["CUDA_VISIBLE_DEVICES"])  # the one variable: its value alone
+        return GpuProbe(device, f"no {device} device visible" + (f" (visible devices: {visible})" if visible else ""),
                         runtime=runtime, cupy_version=cupy.__version__, how=how)
     return GpuProbe(device, "", count, runtime, cupy.__version__, how)
 
@@ -102,7 +107,7 @@ def choose_device(local_rank: int, count: int, override: str | None = None) -> i
 
 def binding_text(override: str | None) -> str:
     if (override or "local").strip() == "local":
-        return "local rank (shared-memory split) modulo the visible GPUs"
+        return "local rank modulo the visible GPUs"
     return f"device {override} on every rank ({ENV_GPU})"
 
 

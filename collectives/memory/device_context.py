@@ -8,14 +8,19 @@ others skipped).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from collectives.memory import backends as devices
-from collectives.memory import gpu_aware
+from collectives.memory import binding, gpu_aware
 from collectives.schedules.rows import COMM_INTER, COMM_INTRA, COMM_WORLD
 from collectives.transports.xccl import communicators as xccl
+
+#: "yes": ranks of a node may share a GPU (the suite's gpu_sharing); else their GPU cells are refused
+ENV_SHARING = "PCCL_BENCH_GPU_SHARING"
 
 
 @dataclass
@@ -30,6 +35,11 @@ class DeviceContext:
     #: per schedule communicator index: why NCCL/RCCL cannot run there (ranks sharing a GPU)
     xccl_shared: dict[int, str] = field(default_factory=dict)
     communicators: xccl.Communicators | None = None
+    #: every rank's GPU (rank order): host, local rank and its source, index, PCI bus id, NUMA node,
+    #: its CPUs against the GPU (binding.placement_facts); meta.json's ``launches.<id>.gpus``
+    placements: list[dict] = field(default_factory=list)
+    #: how rank 0 found its local rank (a launcher variable before MPI_Init, or the split after it)
+    local_rank_from: str = ""
 
     @property
     def mpi_transport(self) -> str:
@@ -65,7 +75,19 @@ class DeviceContext:
         return PyCallOp(comm, op, self.backend.synchronize, keepalive=op)
 
     def columns(self) -> dict[str, str]:
-        return {"gpu_aware_how": self.gpu_aware.how, "gpu_binding": self.binding}
+        columns = {"gpu_aware_how": self.gpu_aware.how, "gpu_binding": self.binding}
+        if self.placements:
+            columns["gpu_local_rank_from"] = self.local_rank_from
+            columns["gpu_devices_digest"] = devices_digest(self.placements)
+        return columns
+
+    def xccl_columns(self) -> dict[str, str]:
+        """What NCCL/RCCL said at run time (rank 0's view), once it made a communicator: its network
+        and version (bench/run/cell.py puts them on the rows of cells that ran on it)."""
+        net = getattr(self.communicators, "net", None)  # stand-in communicators (tests) say nothing
+        if net is None or not (net.network or net.version):
+            return {}
+        return {"xccl_net": net.summary, "xccl_runtime_version": net.version}
 
     def close(self) -> None:
         """The NCCL/RCCL communicators, destroyed while the process is whole (before MPI finalizes)."""
@@ -82,28 +104,69 @@ def _agreed(values: list[str]) -> str:
     return text if len(set(values)) == 1 else f"rank {rank}: {text}"
 
 
-def _local_facts(device: str, local_rank: int, host: str, env: Mapping[str, str], backend) -> dict:
-    facts = {"reason": "", "index": -1, "identity": None, "aware": False, "how": "", "xccl": ""}
-    if backend is None:
+def local_facts(device: str, topo, host: str, env: Mapping[str, str], backend) -> dict:
+    """This rank's GPU: bound before MPI_Init where the launcher gave the local rank (binding.py),
+    else now from the shared-memory split; ``backend`` given: taken as it is (tests)."""
+    facts = {"reason": "", "index": -1, "identity": None, "aware": False, "how": "", "xccl": "", "host": host}
+    # every rank splits (a collective), whether or not its launcher gave the local rank
+    split = devices.local_rank(topo.comm)
+    early = binding.early_binding(device) if backend is None else None
+    if early is not None and early.local_rank is not None:
+        local, facts["local_rank_from"] = early.local_rank, early.source
+        facts["reason"], facts["index"], backend = early.reason, early.index, early.backend
+    else:
+        why = early.local_rank_from if early is not None else "not bound before MPI_Init"
+        local = split
+        facts["local_rank_from"] = f"shared-memory split after MPI_Init ({why})"
+    facts["local_rank"] = local
+    if backend is None and not facts["reason"]:
         found = devices.probe(device)
         facts["reason"] = found.reason
         if not found.reason:
             try:
-                facts["index"] = devices.choose_device(local_rank, found.count, env.get(devices.ENV_GPU))
+                facts["index"] = devices.choose_device(local, found.count, env.get(devices.ENV_GPU))
                 backend = devices.CupyBackend(device, facts["index"])
             except Exception as error:  # a bad override, a device that refuses a context
                 facts["reason"] = f"cannot use GPU: {type(error).__name__}: {error}"
-    else:
+    elif backend is not None:
         facts["index"] = backend.index
+    bus_id = None
     if backend is not None and not facts["reason"]:
-        identity = backend.identity()
-        facts["identity"] = f"{identity}@{host}" if identity else None
+        bus_id = backend.identity()
+        facts["identity"] = f"{bus_id}@{host}" if bus_id else None
+    facts["placement"] = binding.placement_facts(device, facts["index"], bus_id, env)
     try:
         decided = gpu_aware.detect(device, env)
         facts["aware"], facts["how"] = decided.aware, decided.how
     except ValueError as error:
         facts["reason"] = facts["reason"] or str(error)
     return {**facts, "backend": backend}
+
+
+def shared_gpu_reason(facts: list[dict]) -> str:
+    """Why GPU cells cannot run where ranks of one host share a GPU ("" where none does): fewer
+    visible GPUs than ranks on a node measures contention, not the collective."""
+    owners: dict[str, int] = {}
+    for rank, one in enumerate(facts):
+        identity = one["identity"]  # PCI bus id @ host; None where it is unknown (no GPU, emulation)
+        if identity is None:
+            continue
+        if identity in owners:
+            gpu, host = identity.split("@", 1)
+            ranks = sum(1 for other in facts if other["host"] == host)
+            gpus = len({other["identity"] for other in facts if other["host"] == host and other["identity"]})
+            return (f"ranks {owners[identity]} and {rank} share GPU {gpu} on {host} ({ranks} ranks, {gpus} "
+                    f"distinct GPUs there): one GPU per rank, or the suite's gpu_sharing: yes to measure "
+                    "them sharing")
+        owners[identity] = rank
+    return ""
+
+
+def devices_digest(placements: list[dict]) -> str:
+    """A short digest of every rank's (host, index, PCI bus id, NUMA node): rows of the same
+    binding have the same digest (the full list is meta.json's ``launches.<id>.gpus``)."""
+    text = json.dumps([[one["host"], one["index"], one["pci_bus_id"], one["numa_node"]] for one in placements])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _shared_gpu_reasons(topo, identities: list[str | None], library: str) -> dict[int, str]:
@@ -129,21 +192,25 @@ def open_device(topo, device: str, env: Mapping[str, str] | None = None, backend
 
     env = os.environ if env is None else env
     comm = topo.comm
-    local = devices.local_rank(comm)
-    facts = _local_facts(device, local, MPI.Get_processor_name(), env, backend)
+    facts = local_facts(device, topo, MPI.Get_processor_name(), env, backend)
     backend = facts.pop("backend")
     info = xccl_info or xccl.info(device)
     facts["xccl"] = info.reason
     everyone = comm.allgather(facts)
     reason = _agreed([f["reason"] for f in everyone])
+    if not reason and env.get(ENV_SHARING, "no") != "yes":
+        reason = shared_gpu_reason(everyone)
     aware = all(f["aware"] for f in everyone)
     doubters = [f"rank {r}: {f['how']}" for r, f in enumerate(everyone) if not f["aware"]]
     how = everyone[0]["how"] if aware or len(doubters) == len(everyone) else doubters[0]
+    placements = [{"rank": rank, "host": f["host"], "local_rank": f["local_rank"],
+                   "local_rank_from": f["local_rank_from"], **f["placement"]} for rank, f in enumerate(everyone)]
     context = DeviceContext(
         device, reason, gpu_aware.GpuAwareness(aware, how),
         xccl.XcclInfo(info.library, info.version, _agreed([f["xccl"] for f in everyone])),
         None if reason else backend, facts["index"], devices.binding_text(env.get(devices.ENV_GPU)),
         _shared_gpu_reasons(topo, [f["identity"] for f in everyone], info.library),
+        placements=placements, local_rank_from=everyone[0]["local_rank_from"],
     )
     if not context.reason and not context.xccl.reason:
         if communicators is None:

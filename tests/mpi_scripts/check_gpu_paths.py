@@ -158,7 +158,8 @@ def main(ranks_per_node: int, aware: str, mode: str, quick: bool) -> int:
         gpu_executor.MAX_MESSAGE_BYTES = int(os.environ["CHECK_GPU_PIECE_BYTES"])
     comm = MPI.COMM_WORLD
     topo = topology(comm, ranks_per_node)
-    env = {"PCCL_BENCH_GPU_AWARE": aware}
+    # 1-4 ranks on one GPU on purpose: sharing allowed (NCCL still refuses a shared GPU)
+    env = {"PCCL_BENCH_GPU_AWARE": aware, "PCCL_BENCH_GPU_SHARING": "yes"}
     fakes = FakeCommunicators()
     if mode == "emulated":
         context = open_device(topo, "cuda", env=env, backend=HostEmulation(),

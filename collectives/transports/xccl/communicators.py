@@ -12,6 +12,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
+from collectives.transports.xccl import debug_log
+
 DTYPES = {"int32": "NCCL_INT32", "int64": "NCCL_INT64", "float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32",
           "float64": "NCCL_FLOAT64"}
 OPS = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "min": "NCCL_MIN", "max": "NCCL_MAX"}
@@ -91,9 +93,13 @@ def shared_gpu_reason(identities: list[str | None], members: list[int], library:
 class Communicators:
     """NCCL/RCCL communicators, one per (MPI communicator, GPU index), made on first use (collective)."""
 
-    def __init__(self, nccl, device_index: int) -> None:
+    def __init__(self, nccl, device_index: int, capture: bool = True) -> None:
         self.nccl, self.device_index = nccl, device_index
         self._cache: dict[int, object] = {}
+        # NCCL reads its debug settings at its first call: set before any communicator is made
+        self.capture = debug_log.process_capture() if capture else None
+        #: the network and version NCCL/RCCL said it uses (read after each new communicator)
+        self.net = debug_log.XcclNet()
 
     def get(self, comm):
         from mpi4py import MPI
@@ -103,6 +109,9 @@ class Communicators:
             uid = self.nccl.get_unique_id() if comm.Get_rank() == 0 else None
             uid = comm.bcast(uid, root=0)
             self._cache[key] = self.nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
+            seen = self.capture.read() if self.capture is not None else debug_log.XcclNet()
+            if seen.network or seen.version:
+                self.net = seen
         return self._cache[key]
 
     def close(self) -> None:
@@ -111,6 +120,8 @@ class Communicators:
         while self._cache:
             _, communicator = self._cache.popitem()
             communicator.destroy()
+        if self.capture is not None:
+            self.capture.hand_back()
 
     def dtype(self, name: str) -> int:
         return getattr(self.nccl, DTYPES[name])

@@ -77,3 +77,31 @@ def test_no_module_hands_out_its_last_built_op():
                   for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
                   if isinstance(target, ast.Name)}
         assert not {name for name in names if name.lstrip("_").lower().startswith("last_")}, path
+
+
+def test_recorded_env_keeps_what_decides_the_libraries_and_the_ranks():
+    """LD_PRELOAD and LD_LIBRARY_PATH pick GTL and the NCCL/RCCL network plugin; the loaded modules and
+    srun's step and task variables say how the job was set up; secrets and the rest stay out."""
+    from bench.run.provenance import recorded_env
+
+    env = {"LD_PRELOAD": "/opt/cray/pe/mpich/8.1.31/gtl/lib/libmpi_gtl_hsa.so",
+           "LD_LIBRARY_PATH": "/x/aws-ofi-rccl/lib",
+           "LOADEDMODULES": "PrgEnv-cray/8.5.0:craype-accel-amd-gfx90a:rocm/6.2.4", "SLURM_STEP_NUM_TASKS": "16",
+           "SLURM_CPU_BIND": "quiet,mask_cpu:0xfe", "SLURM_LOCALID": "3", "SLURM_PROCID": "11",
+           "ROCR_VISIBLE_DEVICES": "3", "CRAY_MPICH_VERSION": "8.1.31", "AWS_SECRET_ACCESS_KEY": "no", "HOME": "/h"}
+    recorded = recorded_env(env)
+    assert set(recorded) == set(env) - {"AWS_SECRET_ACCESS_KEY", "HOME"}
+
+
+def test_package_versions_name_every_gpu_build(monkeypatch):
+    from bench.run import provenance
+
+    def dist(name: str, version: str):
+        return type("Dist", (), {"metadata": {"Name": name}, "version": version})()
+
+    found = [dist("cupy-rocm-6-0", "13.3.0"), dist("amd-cupy", "13.0"), dist("nvidia-nccl-cu12", "2.21.5"),
+             dist("rich", "13")]
+    monkeypatch.setattr(provenance, "distributions", lambda: found)
+    versions = provenance.package_versions()
+    assert {"cupy-rocm-6-0": "13.3.0", "amd-cupy": "13.0", "nvidia-nccl-cu12": "2.21.5"}.items() <= versions.items()
+    assert "rich" not in versions and "python" in versions

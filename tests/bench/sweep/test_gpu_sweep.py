@@ -11,11 +11,12 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from conftest import describe, run_cli
+from conftest import describe, find_mpiexec, run_cli
 
 from bench.plan.site import load_site
 from bench.plan.suite import parse_suite
 from bench.plan.suite_files import load_suite, resolve_suite_path
+from bench.run.launchers import mpi_flavour
 from collectives.memory.backends import probe
 
 pytestmark = pytest.mark.mpi
@@ -39,7 +40,8 @@ def sweep(tmp_path, **changes) -> tuple[pd.DataFrame, dict]:
     path = tmp_path / "suite.yaml"
     path.write_text(yaml.safe_dump({**SUITE, **changes}, sort_keys=False))
     out = tmp_path / "run"
-    result = run_cli("run", "sweep", path, "--out", out, timeout=180)
+    # no GPU here: every cell is refused, which exits 1 unless --allow-unsupported (tested below)
+    result = run_cli("run", "sweep", path, "--out", out, "--allow-unsupported", timeout=180)
     assert result.returncode == 0, describe(result)
     return pd.read_parquet(out / "results.parquet"), json.loads((out / "meta.json").read_text())
 
@@ -59,6 +61,12 @@ def test_gpu_cells_are_unsupported_with_the_reason(tmp_path):
     assert set(results.loc[results["impl"] == "xccl", "library"]) == {"NCCL"}
     launch = next(iter(meta["launches"].values()))
     assert launch["env"]["PCCL_BENCH_GPU_AWARE"] == "yes"
+    # every rank's GPU in meta.json (none bound here), its digest and the local rank's source on the rows
+    assert [(one["rank"], one["index"], one["pci_bus_id"]) for one in launch["gpus"]] == [(0, -1, None), (1, -1, None)]
+    assert results["gpu_devices_digest"].nunique() == 1 and results["gpu_devices_digest"].notna().all()
+    if mpi_flavour() == "mpich":
+        assert set(results["gpu_local_rank_from"]) == {"MPI_LOCALRANKID (before MPI_Init)"}
+    assert results["xccl_net"].isna().all()  # NCCL never made a communicator
 
 
 @pytest.mark.skipif(GPU_HERE, reason="a GPU is here")
@@ -129,7 +137,7 @@ def test_shipped_gpu_suites():
 def test_run_point_takes_the_device_and_gpu_aware(tmp_path):
     out = tmp_path / "point"
     result = run_cli("run", "point", "-np", "1", "--device", "cuda", "--gpu-aware", "no", "-i", "mpi", "-i", "xccl",
-                     "-b", "64", "-e", "64", "--out", out, timeout=180)
+                     "-b", "64", "-e", "64", "--out", out, "--allow-unsupported", timeout=180)
     assert result.returncode == 0, describe(result)
     results = pd.read_parquet(out / "results.parquet")
     assert (results["device"] == "cuda").all() and (results["status"] == "unsupported").all()
@@ -143,3 +151,62 @@ def test_run_point_refuses_an_unknown_device_or_gpu_aware(tmp_path, flag, value)
     assert result.returncode == 2, describe(result)
     assert value in result.stderr and "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.skipif(GPU_HERE, reason="a GPU is here")
+def test_a_gpu_suite_that_reached_no_gpu_exits_1(tmp_path):
+    """Every cell unsupported used to exit 0: a CI or batch job "succeeded" without a GPU."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, "implementations": ["mpi", "xccl"], "collectives": ["allreduce"]}))
+    out = tmp_path / "run"
+    result = run_cli("run", "sweep", path, "--out", out, timeout=180)
+    assert result.returncode == 1, describe(result)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("no GPU cell ran")]
+    assert len(lines) == 1 and "all 2 GPU cells" in lines[0] and "device cuda: " in lines[0], result.stdout
+    assert "GPU cells run on a GPU: 0 of 2" in result.stdout
+    meta = json.loads((out / "meta.json").read_text())
+    verdicts = {verdict["check"]: verdict["verdict"] for verdict in meta["preflight"]["verdicts"]}
+    assert verdicts["gpu"] == "warning" and verdicts["gtl"] == "ok"
+    assert meta["preflight"]["warnings"] and "pre-flight warning: gpu:" in result.stdout
+    # --allow-unsupported: today's behaviour, the same table
+    again = run_cli("run", "sweep", path, "--out", tmp_path / "again", "--allow-unsupported", timeout=180)
+    assert again.returncode == 0, describe(again)
+    assert "no GPU cell ran" not in again.stdout
+
+
+def test_a_host_suite_has_no_preflight(tmp_path):
+    results, meta = sweep(tmp_path, device="host", implementations=["mpi"], collectives=["allgather"])
+    assert (results["status"] == "ok").all() and "preflight" not in meta
+    launch = next(iter(meta["launches"].values()))
+    assert [one["rank"] for one in launch["ranks"]] == [0, 1] and "gpus" not in launch  # no GPU context
+    if mpi_flavour() == "mpich":  # the variables Hydra set on each rank
+        assert [one["env"].get("MPI_LOCALRANKID") for one in launch["ranks"]] == ["0", "1"]
+    assert results["gpu_devices_digest"].isna().all()
+
+
+def test_gpu_sharing_field_becomes_rank_environment(tmp_path):
+    assert parse_suite({**SUITE, "gpu_sharing": True}, "s.yaml").env == {"PCCL_BENCH_GPU_SHARING": "yes"}
+    assert "PCCL_BENCH_GPU_SHARING" not in parse_suite(SUITE, "s.yaml").env
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, "gpu_sharing": "sometimes"}))
+    result = run_cli("suites", "validate", path)
+    assert result.returncode == 2 and "gpu_sharing" in result.stderr, describe(result)
+
+
+@pytest.mark.skipif(GPU_HERE, reason="a GPU is here")
+def test_launcher_none_binds_before_mpi_init_and_runs_the_preflight_in_the_job(tmp_path):
+    """Inside an outer mpiexec: the ranks bind from the launcher's local rank before MPI_Init (the same
+    start as the worker's), the pre-flight runs in the job, and no GPU reached still exits 1."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, "implementations": ["mpi"], "collectives": ["allreduce"]}))
+    outer = [find_mpiexec(), "-n", "2"]
+    result = run_cli("run", "sweep", path, "--launcher", "none", "--out", tmp_path / "run", prefix=outer,
+                     timeout=180)
+    assert result.returncode == 1, describe(result)
+    assert "no GPU cell ran" in result.stdout and "pre-flight gpu: warning" in result.stdout, describe(result)
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert [one["rank"] for one in meta["preflight"]["ranks"]] == [0, 1]
+    gpus = next(iter(meta["launches"].values()))["gpus"]
+    assert [one["local_rank"] for one in gpus] == [0, 1]  # the real host's ranks, whatever the virtual nodes
+    if mpi_flavour() == "mpich":  # Hydra's variable, read before MPI_Init
+        assert {one["local_rank_from"] for one in gpus} == {"MPI_LOCALRANKID (before MPI_Init)"}

@@ -243,7 +243,7 @@ def test_communicators_and_contexts_are_closed_before_mpi_finalizes():
         def destroy(self) -> None:
             destroyed.append(self.name)
 
-    communicators = xccl.Communicators(types.SimpleNamespace(), 0)
+    communicators = xccl.Communicators(types.SimpleNamespace(), 0, capture=False)
     communicators._cache.update({1: Communicator("world"), 2: Communicator("intra")})
     with_nccl = DeviceContext("cuda", "", gpu_aware.GpuAwareness(False, ""), xccl.XcclInfo("NCCL"),
                               communicators=communicators)
