@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from bench.importers.kinds import busbw_factor, ranks_in_total
 from bench.plan.cells import Cell
 from bench.plan.hosts import hosts_digest
 from bench.results.table import SAMPLE_COLUMNS, SCHEMA_VERSION, timing_stats
 from bench.results.table import make_row as table_row
-from bench.importers.kinds import busbw_factor, ranks_in_total
 
 #: element sizes of the types other tools print (pccl-bench's own names where they exist)
 ITEMSIZE = {"int8": 1, "uint8": 1, "char": 1, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,

@@ -26,7 +26,15 @@ import pyarrow.compute as pc
 from bench.errors import BadInput
 from bench.importers.inputs import INT64_MAX
 from bench.importers.kinds import busbw_factor, ranks_in_total
-from bench.importers.rows import ITEMSIZE, SAMPLE_STATS, Measurement, bandwidth_mismatch, bandwidths, sample_stats, status_of
+from bench.importers.rows import (
+    ITEMSIZE,
+    SAMPLE_STATS,
+    Measurement,
+    bandwidth_mismatch,
+    bandwidths,
+    sample_stats,
+    status_of,
+)
 from bench.plan.cells import cell_keys
 from bench.plan.hosts import hosts_digest
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
