@@ -111,6 +111,11 @@ def head(path: Path, size: int = HEAD_BYTES) -> bytes:
         return handle.read(size)
 
 
+class NoResults(BadInput):
+    """A file or run that holds none of its tool's result lines (a run that crashed before its table
+    is skipped when its file holds other runs; alone, it is refused)."""
+
+
 # ---------------------------------------------------------------------------------------------
 # what a file looks like
 
