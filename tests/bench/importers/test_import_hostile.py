@@ -314,7 +314,7 @@ def test_runs_of_different_rank_counts_are_two_runs(tmp_path):
     eight = (NCCL / "all_gather_perf.txt").read_text()
     four = [line for line in eight.splitlines() if not any(f"Rank  {r}" in line for r in range(4, 8))]
     # an all_gather on 4 ranks: size = count x 4 B x 4
-    four = [re.sub(r"^\s*\d+", lambda m: f"{int(line.split()[1]) * 16:>{len(m.group(0))}}", line)
+    four = [re.sub(r"^\s*\d+", f"{int(line.split()[1]) * 16:>12}", line)
             if len(line.split()) > 3 and line.split()[2] == "float" else line for line in four]
     path = _write(tmp_path / "job.log", eight + "\n".join(four) + "\n")
     code, _, stderr = run_in_process("import", "nccl-tests", str(path), "--out", str(tmp_path / "out"))
