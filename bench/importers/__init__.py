@@ -33,4 +33,4 @@ def tools() -> list[str]:
     return sorted({*IMPORTERS, *WHOLE_IMPORTERS})
 
 
-from bench.importers import nccl_tests, osu, pccl_reproducer  # noqa: E402,F401  (registers)
+from bench.importers import imb, nccl_tests, osu, pccl_reproducer  # noqa: E402,F401  (registers)

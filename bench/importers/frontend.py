@@ -120,6 +120,10 @@ SIDE_BY_SIDE = (re.compile(r"#\s+size\s+count\s+type\b"), re.compile(r"#\s*OSU\b
                 re.compile(r"\btime(?:_\w+)? = [\d.]+ ms"))
 
 
+#: a launcher's command line (a run that follows it starts there: its rank count is read from it)
+LAUNCHER = re.compile(r"^\s*(?:\+\s*)?(?:\S*/)?(?:mpirun|mpiexec(?:\.\w+)?|srun|orterun|aprun|jsrun|flux\s+run)\s")
+
+
 @dataclass
 class Part:
     """Lines ``first`` to ``last`` of a file (``offset``: the byte where ``first`` starts), read
@@ -129,6 +133,8 @@ class Part:
     first: int = 1
     last: int | None = None
     offset: int = 0
+    #: the run's first part (its banner: IMB's types and version), None for the first part itself
+    head: Part | None = None
 
     def lines(self) -> Iterator[tuple[int, str]]:
         """(line number in the file, cleaned line) of this part."""
@@ -159,7 +165,7 @@ class Run:
         return self.parts[-1].last
 
     def span(self) -> str:
-        return f"lines {self.first}-{self.last}" if self.last else f"line {self.first}-"
+        return f"lines {self.first}-{self.last}" if self.last else "(the whole file)"
 
 
 def _refuse_side_by_side(line: str, where: str) -> None:
@@ -194,9 +200,15 @@ def split_runs(path: Path) -> list[Run]:
     runs: list[Run] = []
     current: Run | None = None
     preamble: tuple[int, int] | None = None  # lines before the first header: (first line, its offset)
+    launched: tuple[int, int] | None = None  # the last launcher line since the current run opened
+    final = 0
     for number, line, offset in numbered(path):
+        final = number
         if preamble is None:
             preamble = (number, offset)
+        if LAUNCHER.match(line):
+            launched = (number, offset)
+            continue
         found = _markers(line, f"{path}:{number}")
         if found is None:
             continue
@@ -205,18 +217,21 @@ def split_runs(path: Path) -> list[Run]:
         if opens and current is not None and name == REPRODUCER_LOG == current.format:
             opens = False
         if opens:
+            # a run starts at its launcher's line when one follows the previous run's opening
+            start = preamble if not runs else launched if launched and launched[0] > current.first else (number, offset)
             if current is not None:
-                current.parts[-1].last = number - 1
-            start = (preamble if not runs else (number, offset))
+                current.parts[-1].last = start[0] - 1
+            launched = None
             current = Run(name, f"line {number}: {line.strip()[:80]!r}", [Part(path, start[0], None, start[1])])
             current.head = current.parts[0]
             runs.append(current)
         elif kind in PART.get(name, ()) and current.parts[-1].first != number:
             current.parts[-1].last = number - 1
-            current.parts.append(Part(path, number, None, offset))
+            current.parts.append(Part(path, number, None, offset, current.parts[0]))
         current.last_kind = kind if kind in OPENING[name] else max(current.last_kind, kind)
     if not runs:
         return [Run(seen[0] if seen else "", seen[1] if seen else "", [Part(path)])]
+    runs[-1].parts[-1].last = final
     return runs
 
 

@@ -27,6 +27,7 @@ from bench.errors import BadInput
 from bench.files import output_folder
 from bench.importers import IMPORTERS, WHOLE_IMPORTERS, tools
 from bench.importers.frontend import Run, head_text, split_runs
+from bench.importers.imb import NO_BLOCK
 from bench.importers.inputs import FORMATS, TOOL_OF, NoResults, check_input, not_this_format
 from bench.importers.rows import ImportOptions
 from bench.importers.writer import RESULT_SCHEMA, SAMPLE_SCHEMA, ImportCounts, ImportTable
@@ -164,28 +165,34 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
         launch = item.path.name if runs_of[item.path] == 1 else f"{item.path.name}:{item.run.first}"
         entry = {"path": str(item.path), "run": item.run.span(), "run_id": run_id, "read_as": item.tool,
                  "chosen_by": item.chosen_by, "cells": 0, "cells_with_samples": 0, "inferred": []}
-        try:
-            for part in item.run.parts:
-                cells, sampled = table.cells, table.cells_with_samples
+        missing: list[NoResults] = []
+        for part in item.run.parts:
+            cells, sampled = table.cells, table.cells_with_samples
+            try:
                 parsed, measurements = IMPORTERS[item.tool](part, options)
                 context = _context(parsed, options, item.path, run_id, item.tool, launch)
                 table.begin(context)
                 for measurement in measurements:
                     table.add(measurement)
-                entry.update(cells=entry["cells"] + table.cells - cells, nranks=context["nranks"],
-                             cells_with_samples=entry["cells_with_samples"] + table.cells_with_samples - sampled,
-                             library=context["library"], library_version=context["library_version"],
-                             tool_version=context.get("tool_version", item.tool),
-                             inferred=[*entry["inferred"], *(note for note in context.get("inferred", [])
-                                                             if note not in entry["inferred"])])
-                if table.mismatches[0]:
-                    count, first = table.mismatches
-                    entry["bandwidth_check"] = (f"{count} cells' printed bandwidth differs from the one their "
-                                                f"printed time gives (kept as printed); first: {first}")
-        except NoResults as error:
-            if runs_of[item.path] == 1 or entry["cells"]:
-                raise
-            entry["skipped"] = f"no result lines: {error}"
+            except NoResults as error:  # a part without results (IMB's banner, a rate-only block)
+                missing.append(error)
+                continue
+            entry.update(cells=entry["cells"] + table.cells - cells, nranks=context["nranks"],
+                         cells_with_samples=entry["cells_with_samples"] + table.cells_with_samples - sampled,
+                         library=context["library"], library_version=context["library_version"],
+                         tool_version=context.get("tool_version", item.tool),
+                         inferred=[*entry["inferred"], *(note for note in context.get("inferred", [])
+                                                         if note not in entry["inferred"])])
+            if table.mismatches[0]:
+                count, first = table.mismatches
+                entry["bandwidth_check"] = (f"{count} cells' printed bandwidth differs from the one their printed "
+                                            f"time gives (kept as printed); first: {first}")
+        if missing and not entry["cells"] and runs_of[item.path] == 1:
+            raise missing[-1]  # the file's only run has no results
+        # what was skipped, but the preamble before a run's first block (IMB's banner)
+        skipped = [str(error) for error in missing if not str(error).endswith(NO_BLOCK)]
+        if skipped:
+            entry["skipped"] = "; ".join(skipped)[:2000]
         files.append(entry)
     table.finish()
     meta = {"schema_version": SCHEMA_VERSION, "run_id": base, "suite": f"import:{kind or 'auto'}",
