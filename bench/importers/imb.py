@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from bench.errors import BadInput
 from bench.importers import importer
 from bench.importers.frontend import Part
-from bench.importers.inputs import NoResults, count, time_us
+from bench.importers.inputs import NoResults, RowWidth, count, time_us
 from bench.importers.kinds import op_of
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
@@ -106,12 +106,14 @@ def _rows(part: Part, collective: str, block: str, nranks: int, dtype: str, op: 
     source = str(part)
     columns: list[str] | None = None
     produced = 0
+    widths = RowWidth()
     for number, line in part.lines():
         stripped = line.strip()
         if not stripped:
             continue
         if HEADER.match(stripped):
             columns = [COLUMNS.get(label, label) for label in stripped.split()]
+            widths.reset()
             if "avg" not in columns:
                 raise BadInput(f"{source}:{number}", f"an IMB table without a time column: {stripped[:80]!r}")
             continue
@@ -121,6 +123,7 @@ def _rows(part: Part, collective: str, block: str, nranks: int, dtype: str, op: 
         where = f"{source}:{number}"
         if len(tokens) < len(columns):
             raise BadInput(where, f"{len(tokens)} values, but the header has {len(columns)} columns (a cut line?)")
+        widths.check(line, where)
         values = dict(zip(columns, tokens, strict=False))
         size = count(values["size"], where, "#bytes") if "size" in values else 0
         iters = count(values["iters"], where, "#repetitions", 1)
@@ -169,5 +172,7 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
     context = {"nranks": nranks, "hosts": [], "warmup": 0, "library": options.library or "MPI",
                "library_version": options.library_version or "", "impl": options.impl or "imb-mpi",
                "device": "host", "transport": "mpi", "tool_version": f"IMB {facts['version']}".strip(),
+               # MPI_Reduce_scatter_block is another call than MPI_Reduce_scatter of equal counts: its own cells
+               "algorithm": "native:Reduce_scatter_block" if block == "reduce_scatter_block" else "native",
                "inferred": inferred}
     return context, _rows(part, collective, block, nranks, dtype, op_of(collective, facts["op"]))

@@ -111,6 +111,25 @@ def head(path: Path, size: int = HEAD_BYTES) -> bytes:
         return handle.read(size)
 
 
+class RowWidth:
+    """The cut-line check of a table whose rows the tool prints at fixed widths (OSU, IMB): a row
+    shorter than the row before it lost its end (a truncated log), whatever its tokens now read as.
+    Tab-separated tables (old OSU) are not fixed-width and are not checked."""
+
+    def __init__(self) -> None:
+        self.width = 0
+
+    def reset(self) -> None:
+        self.width = 0
+
+    def check(self, line: str, where: str) -> None:
+        width = len(line.rstrip())
+        if "\t" not in line and width < self.width:
+            raise BadInput(where, f"a row {self.width - width} characters shorter than the one before it: a cut "
+                                  f"line? ({line.strip()[:60]!r})")
+        self.width = width
+
+
 class NoResults(BadInput):
     """A file or run that holds none of its tool's result lines (a run that crashed before its table
     is skipped when its file holds other runs; alone, it is refused)."""

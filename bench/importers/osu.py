@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator
 from bench.errors import BadInput
 from bench.importers import importer
 from bench.importers.frontend import Part, head_text
-from bench.importers.inputs import OSU, NoResults, count, hint_of, time_us
+from bench.importers.inputs import OSU, NoResults, RowWidth, count, hint_of, time_us
 from bench.importers.kinds import op_of
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
@@ -184,6 +184,7 @@ def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int
     """Every table of the run, row by row; each ``# Datatype:`` line sets the type of the table
     after it, each header its columns. Rows count only under a header."""
     dtype, columns = default_dtype(collective), None
+    widths = RowWidth()
     for number, line in numbered:
         stripped = line.lstrip()
         if not stripped:
@@ -193,6 +194,7 @@ def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int
                 dtype = _dtype(datatype.group(1), f"{source}:{number}")
             elif TABLE_HEADER.match(stripped):
                 columns = _columns(stripped)
+                widths.reset()
                 if "avg" not in columns and "bw" not in columns or "size" not in columns and collective != "barrier":
                     raise BadInput(f"{source}:{number}", f"table header without Size and a latency or bandwidth: "
                                                          f"{stripped[:80]!r}")
@@ -203,6 +205,7 @@ def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int
         where = f"{source}:{number}"
         if len(tokens) < len(columns):
             raise BadInput(where, f"{len(tokens)} values, but the header has {len(columns)} columns (a cut line?)")
+        widths.check(line, where)
         values = dict(zip(columns, tokens, strict=False))
         size = count(values["size"], where, "Size") if "size" in values else 0
         times = {name: time_us(values[name], where, f"{name.capitalize()} Latency") for name in TIMES if name in values}

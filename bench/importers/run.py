@@ -205,9 +205,10 @@ def import_files(kind: str | None, paths: list[Path],
                  options: ImportOptions) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
     """(results, meta, samples) for every measurement in ``paths``, in memory (``import_to_folder``
     writes a large import without holding it). ``kind`` None: each run's tool from its headers."""
-    if kind in WHOLE_IMPORTERS:  # its tables are already frames
-        preflight(kind, paths)
-        return WHOLE_IMPORTERS[kind](paths, options)
+    planned = plan_import(kind, paths)
+    whole = _whole_tool(kind, planned)
+    if whole:  # its tables are already frames
+        return WHOLE_IMPORTERS[whole](paths, options)
     results: list[pa.RecordBatch] = []
     samples: list[pa.RecordBatch] = []
 
@@ -216,7 +217,7 @@ def import_files(kind: str | None, paths: list[Path],
         if sampled is not None:
             samples.append(sampled)
 
-    meta, _ = import_rows(kind, paths, options, keep)
+    meta, _ = import_rows(kind, paths, options, keep, planned)
     return (pa.Table.from_batches(results, RESULT_SCHEMA).to_pandas(), meta,
             pa.Table.from_batches(samples, SAMPLE_SCHEMA).to_pandas())
 

@@ -208,12 +208,14 @@ class ImportTable:
         context = self._context
         assert context is not None, "begin() first"
         nranks = context["nranks"]
-        shared = {**self._placement(), "collective": m.collective, "impl": context["impl"], "algorithm": "native",
+        shared = {**self._placement(), "collective": m.collective, "impl": context["impl"],
+                  "algorithm": context.get("algorithm", "native"),
                   "intra": "", "inter": "", "device": context["device"], "nranks": nranks, "dtype": m.dtype,
                   "op": m.op, "placement": m.placement, "timing_mode": TIMING_MODE, "arm": ""}
         keys = cell_keys(shared)
         # repeats count a cell's occurrences in the import wherever it ran (as before the key held the hosts)
-        key_id = self._key_ids.setdefault((m.collective, context["impl"], context["device"], nranks,
+        key_id = self._key_ids.setdefault((m.collective, context["impl"], context.get("algorithm", "native"),
+                                           context["device"], nranks,
                                            context["nnodes"], context["ranks_per_node"], m.dtype, m.op, m.placement),
                                           len(self._key_ids))
         group = _Group(len(self._group_values), keys, key_id, ITEMSIZE[m.dtype],
@@ -239,7 +241,8 @@ class ImportTable:
             **{name: context.get(name) for name in ("run_id", "suite", "launch_id", "impl", "transport", "library",
                                                      "library_version", "device", "nranks", "nnodes",
                                                      "ranks_per_node", "hosts", "tool_version", "warmup")},
-            "algorithm": "native", "intra": "", "inter": "", "resolved_algorithm": "native", "virtual_nodes": False,
+            "algorithm": context.get("algorithm", "native"), "intra": "", "inter": "",
+            "resolved_algorithm": context.get("algorithm", "native"), "virtual_nodes": False,
             "timing_mode": TIMING_MODE, "mpi_thread_level": "", "oversubscribed": False, "git_sha": "",
             "schema_version": SCHEMA_VERSION, "arm": "",
             **{f"planned_{name}": value for name, value in self._placement().items()},
