@@ -258,6 +258,7 @@ def test_reproducer_current_csv():
     ("2024-01-02T03:04:05.123Z # Size", "# Size"), ("[10:00:01] 1  2.0", "1  2.0"),
     ("user@host:~/omb$ srun -n 2", "srun -n 2"),
     ("$ mpirun -np 4", "mpirun -np 4"), ("[2024-03-01 10:00:00] [1,3]<stderr>: x", "x"),
+    ("[user@login2 ~]$ mpirun -np 2 ./osu_bw", "mpirun -np 2 ./osu_bw"),
     ("        1024           128   float", "        1024           128   float"), ("# Size", "# Size")])
 def test_prefixes_stripped(line, cleaned):
     assert clean(line) == cleaned
@@ -278,6 +279,23 @@ def test_auto_says_which_importer(tmp_path):
     assert "imb_3.2.4_allreduce_check.txt lines 1-19: read as imb: an IMB" in stderr
     assert "rccl_2node_all_reduce.txt lines 1-20: read as nccl-tests" in stderr
     assert stdout.startswith("9 cells (allreduce on 4 ranks, allreduce on 8 ranks)")
+
+
+def test_report_plot_and_gate_take_collectives_the_sweep_does_not_run(tmp_path):
+    """Point-to-point, barrier, broadcast and IMB rows beside all-gathers: report and plot show them
+    (zero-byte calls off the size axis), the gate judges what it can (no traceback)."""
+    out = tmp_path / "run"
+    code, _, stderr = run_in_process("import", *(CORPUS / name for name in (
+        "imb_2021.3_mpi1.txt", "osu_5.6_bw.txt", "osu_7.4_bcast_full.txt", "nccl_2.11_all_gather_old.txt")),
+        "--out", out)
+    assert code == 0, stderr
+    code, stdout, stderr = run_in_process("report", out)
+    assert code == 0 and "Traceback" not in stderr, stderr
+    code, stdout, stderr = run_in_process("plot", out, "--out", tmp_path / "plots")
+    assert code == 0 and "Traceback" not in stderr, stderr
+    assert any(path.name.startswith("p2p_bw") for path in (tmp_path / "plots").iterdir())
+    code, stdout, stderr = run_in_process("gate", out, out)
+    assert code == 1 and "Traceback" not in stdout + stderr  # imported cells have no samples: insufficient
 
 
 def test_side_by_side_logs_are_refused_naming_the_line(tmp_path):
