@@ -118,8 +118,8 @@ def _tool_of_run(kind: str | None, path: Path, run: Run) -> Planned:
     tool = TOOL_OF.get(run.format)
     if tool is None:
         seen = f" (it looks like {run.format}: {run.evidence})" if run.format else ""
-        raise BadInput(str(path), f"{run.span()}: no importer recognises it{seen}; the formats read are "
-                                  f"{', '.join(sorted(FORMATS))}' outputs (docs/INPUTS.md): name the tool")
+        raise BadInput(str(path), f"{run.span()}: no importer recognises it{seen} (no header of "
+                                  f"{', '.join(sorted(FORMATS))}: docs/INPUTS.md); name the tool")
     return Planned(path, run, tool, f"{run.format} ({run.evidence})")
 
 

@@ -16,6 +16,7 @@ from hostile import assert_bad_input, run_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.errors import BadInput
 from bench.importers.frontend import clean, split_runs
 from bench.importers.rows import ImportOptions
 from bench.importers.run import import_files
@@ -76,6 +77,20 @@ def test_nccl_old_generation_without_redop_root_and_its_error_column():
                                       "nccl-tests error 3e-02 above its tolerance 1e-05"]
     check = meta["imported_from"][0]["bandwidth_check"]
     assert check.startswith("1 cells'") and "line 13: busbw printed 0.3 GB/s, 0.1 from its time 20.48 us" in check
+
+
+def test_old_generation_pasted_without_its_header(tmp_path):
+    """The same old table pasted without any '#' line: its columns from each line's shape (no redop, no
+    root, the error columns), nranks from size / (count x type size); was 'redop: ... not a reduction op'."""
+    path = tmp_path / "paste.txt"
+    path.write_text("".join(line + "\n" for line in (CORPUS / "nccl_2.11_all_gather_old.txt").read_text().splitlines()
+                            if not line.startswith("#")))
+    with pytest.raises(BadInput, match="no importer recognises it"):  # --auto goes by headers: none here
+        import_files(None, [path], ImportOptions())
+    results, _, _ = import_files("nccl-tests", [path], ImportOptions())
+    expected, _ = table("nccl_2.11_all_gather_old.txt")
+    columns = ["collective", "op", "count_per_rank", "placement", "time_us_mean", "busbw_gbps", "status", "nranks"]
+    assert results[columns].equals(expected[columns])
 
 
 def test_rccl_multi_node_without_group_and_its_version_block():
