@@ -152,8 +152,7 @@ class Run:
     format: str
     evidence: str
     parts: list[Part] = field(default_factory=list)
-    #: where the run's own preamble starts (IMB's banner: the facts every part shares)
-    head: Part | None = None
+    #: the latest marker kind seen in the run (MARKERS): an opening one at or before it opens a new run
     last_kind: int = -1
 
     @property
@@ -214,8 +213,6 @@ def split_runs(path: Path) -> list[Run]:
             continue
         name, kind = found
         opens = current is None or current.format != name or (kind in OPENING[name] and kind <= current.last_kind)
-        if opens and current is not None and name == REPRODUCER_LOG == current.format:
-            opens = False
         if opens:
             # a run starts at its launcher's line when one follows the previous run's opening
             start = preamble if not runs else launched if launched and launched[0] > current.first else (number, offset)
@@ -223,7 +220,6 @@ def split_runs(path: Path) -> list[Run]:
                 current.parts[-1].last = start[0] - 1
             launched = None
             current = Run(name, f"line {number}: {line.strip()[:80]!r}", [Part(path, start[0], None, start[1])])
-            current.head = current.parts[0]
             runs.append(current)
         elif kind in PART.get(name, ()) and current.parts[-1].first != number:
             current.parts[-1].last = number - 1
