@@ -3,8 +3,10 @@
 Samples exist only where the tool wrote per-iteration times (nccl-tests/rccl-tests ``-I 1 -J
 file.json``: ``<placement>_per_iter.times_us``); every other cell has none, as before.
 
-Before anything is parsed, every input must be a regular file that does not look like another
-tool's output, and ``--out`` a folder that holds no run. The rows then stream from the parsers
+Before anything is parsed, every input must be a regular file, ``--out`` a folder that holds no run,
+and every file is split into runs by the front end (bench/importers/frontend.py): each run is read by
+the named tool (a run of another tool's format refused, naming its line) or, without a tool, by the
+importer its headers name. The rows then stream from the parsers
 through ``bench.importers.writer.ImportTable`` (a tool read whole, the pccl-reproducer: its tables
 in one chunk) into ``bench.results.writer.RunFolderWriter``'s temp files, renamed into place only
 when every file parsed: a bad line anywhere leaves nothing behind.
