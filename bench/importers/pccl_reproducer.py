@@ -55,6 +55,7 @@ import pandas as pd
 from bench import __version__
 from bench.errors import BadInput
 from bench.importers import importer
+from bench.importers.frontend import numbered
 from bench.importers.inputs import INT64_MAX, REPRODUCER_CSV, REPRODUCER_LOG, check_input, head, hint_of, lines
 from bench.importers.inputs import count as whole
 from bench.importers.kinds import op_of
@@ -320,7 +321,8 @@ def _read_rows(path: Path, machine: str | None) -> list[ReproRow]:
     elif first.lstrip().startswith(b"machine,") or path.suffix == ".csv":
         rows = parse_csv(lines(path), str(path))
     else:
-        scan = scan_log(lines(path), str(path))
+        # through the front end: a log behind srun --label or rank tags reads as a bare one
+        scan = scan_log(((number, line) for number, line, _ in numbered(path)), str(path))
         if scan.problems:
             raise BadInput(str(path), scan.problems[0])
         if scan.rows:
