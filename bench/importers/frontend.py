@@ -20,6 +20,8 @@ thousands of runs is read a bounded number of times, never held whole).
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -70,10 +72,11 @@ def clean(line: str) -> str:
 
 
 def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = None,
-             raw: bool = False) -> Iterator[tuple[int, str, int]]:
+             raw: bool = False, cut: list[int] | None = None) -> Iterator[tuple[int, str, int]]:
     """(line number, line without line break and prefixes (``raw``: as written), its byte offset) of
     ``path`` from ``offset`` (which is line ``number``) to line ``last``. A line over MAX_LINE comes as
-    "" (its number kept), never whole; bytes that are not UTF-8 become U+FFFD."""
+    "" (its number kept), never whole; bytes that are not UTF-8 become U+FFFD. ``cut``: the number of
+    a last line without its line break is appended to it before that line comes (a truncated log)."""
     with open_binary(path) as handle:
         handle.seek(offset)
         while last is None or number <= last:
@@ -87,6 +90,8 @@ def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = No
                 yield number, "", start
                 number += 1
                 continue
+            if cut is not None and not data.endswith(b"\n"):
+                cut.append(number)
             text = data.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
             for piece in text.split("\r") if "\r" in text else (text,):  # a bare CR ends a line too
                 yield number, piece if raw else clean(piece), start
@@ -135,10 +140,15 @@ class Part:
     offset: int = 0
     #: the run's first part (its banner: IMB's types and version), None for the first part itself
     head: Part | None = None
+    #: the file's last line when it has no line break (set while ``lines`` reads it): maybe cut
+    cut_line: int | None = None
 
     def lines(self) -> Iterator[tuple[int, str]]:
         """(line number in the file, cleaned line) of this part."""
-        for number, line, _ in numbered(self.path, self.offset, self.first, self.last):
+        cut: list[int] = []
+        for number, line, _ in numbered(self.path, self.offset, self.first, self.last, cut=cut):
+            if cut:
+                self.cut_line = cut[0]
             yield number, line
 
     def __str__(self) -> str:
@@ -232,8 +242,15 @@ def split_runs(path: Path) -> list[Run]:
 
 
 def head_text(path: Path, size: int = HEAD_BYTES) -> bytes:
-    """The first ``size`` bytes of ``path`` as the importers see them: line prefixes stripped."""
-    with open_binary(path) as handle:
+    """The first ``size`` bytes of ``path`` as the importers see them: line prefixes stripped (read once
+    per version of the file: every run of a log of thousands asks)."""
+    status = os.stat(path)
+    return _head_text(str(path), status.st_mtime_ns, status.st_size, size)
+
+
+@functools.lru_cache(maxsize=16)
+def _head_text(path: str, _mtime_ns: int, _size: int, size: int) -> bytes:
+    with open_binary(Path(path)) as handle:
         data = handle.read(size)
     if JSON_START.match(data):
         return data

@@ -111,10 +111,16 @@ def head(path: Path, size: int = HEAD_BYTES) -> bytes:
         return handle.read(size)
 
 
+#: the decimals OSU (FLOAT_PRECISION) and IMB (%.2f) print a time or bandwidth with, at least
+MIN_DECIMALS = 2
+
+
 class RowWidth:
-    """The cut-line check of a table whose rows the tool prints at fixed widths (OSU, IMB): a row
-    shorter than the row before it lost its end (a truncated log), whatever its tokens now read as.
-    Tab-separated tables (old OSU) are not fixed-width and are not checked."""
+    """The cut-line check of a table whose rows the tool prints at fixed widths with two decimals
+    (OSU, IMB): a row shorter than the row before it, a time with fewer decimals than the tool prints,
+    or a table's first row that ends the file without its line break lost its end (a truncated log),
+    whatever its tokens now read as. Tab-separated tables (old OSU) are not fixed-width: only their
+    decimals are checked."""
 
     def __init__(self) -> None:
         self.width = 0
@@ -122,11 +128,20 @@ class RowWidth:
     def reset(self) -> None:
         self.width = 0
 
-    def check(self, line: str, where: str) -> None:
+    def check(self, line: str, where: str, floats: list[str], unterminated: bool = False) -> None:
+        """``floats``: the row's time and bandwidth tokens; ``unterminated``: it is the file's last line
+        and has no line break."""
         width = len(line.rstrip())
+        cut = next((token for token in floats if "." not in token or len(token.split(".")[1]) < MIN_DECIMALS), None)
+        if cut is not None:
+            raise BadInput(where, f"{cut!r} has fewer than {MIN_DECIMALS} decimals, which the tool always prints: a "
+                                  f"cut line? ({line.strip()[:60]!r})")
         if "\t" not in line and width < self.width:
             raise BadInput(where, f"a row {self.width - width} characters shorter than the one before it: a cut "
                                   f"line? ({line.strip()[:60]!r})")
+        if unterminated and not self.width:
+            raise BadInput(where, f"the file ends inside its table's first row, without a line break: a cut line? "
+                                  f"({line.strip()[:60]!r})")
         self.width = width
 
 

@@ -117,6 +117,8 @@ def _old_error(token: str, where: str, name: str, dtype: str, nranks: int | None
         raise BadInput(where, f"{name}: not a number: {token[:40]!r}") from None
     if not math.isfinite(value) or value < 0:
         raise BadInput(where, f"{name}: {token[:40]!r} is not an error magnitude (a finite number >= 0)")
+    if "e" not in token.lower():  # nccl-tests prints it "%5.0le": a value without its exponent was cut
+        raise BadInput(where, f"{name}: {token[:40]!r} is not as nccl-tests prints it (like 2e-06): a cut line?")
     if value == 0:
         return 0, None, ""
     tolerance = ERROR_TOLERANCE.get(dtype, EXACT) * max((nranks or 2) - 1, 1)

@@ -235,6 +235,7 @@ def text_rows(part: Part, h: TextHeader, collective: str, nranks: int, kind: str
     layout = layout_of(h.columns, f"{source}:{h.header_line}") if h.columns else None
     iters = h.iters[1]
     produced = 0
+    width = 1 << 20  # of the last result row (a first row that ends the file unterminated is refused)
     for number, line in part.lines():
         stripped = line.lstrip()
         if not stripped:
@@ -244,6 +245,13 @@ def text_rows(part: Part, h: TextHeader, collective: str, nranks: int, kind: str
                 layout = layout_of(columns_of(stripped), f"{source}:{number}")
             continue
         found = parse_data_line(line, layout, collective, nranks, f"{source}:{number}", iters, number)
+        if found and number == part.cut_line and len(line.rstrip()) < width:
+            # the file's last line, without its line break, shorter than the row before (nccl-tests
+            # prints fixed-width rows; the first row has none before it): cut, whatever it now reads as
+            raise BadInput(f"{source}:{number}", "the file ends inside this row, without a line break, and it is "
+                                                 f"shorter than the row before it: a cut line? ({line.strip()[:60]!r})")
+        if found:
+            width = len(line.rstrip())
         produced += len(found)
         yield from found
     if not produced:

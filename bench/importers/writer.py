@@ -66,7 +66,9 @@ SAMPLE_SCHEMA = pa.schema([(name, TYPES.get(name, _INT if name == "iteration" el
 #: constants, the group's, or null)
 PER_CELL = ("cell_key", "count_per_rank", "bytes_per_rank", "bytes_total", "repeat", "iters", "time_us_min",
             "time_us_p50", "time_us_mean", "time_us_p95", "time_us_p99", "time_us_max", "time_us_std", "algbw_gbps",
-            "busbw_gbps", "n_wrong", "status", "error")
+            "busbw_gbps", "n_wrong", "status", "error", "run_id", "launch_id")
+#: per-cell text columns whose values come from files or flags: quoted in results.csv where CSV needs it
+FREE_TEXT = ("error", "run_id", "launch_id")
 #: set per group of cells (one collective, type, op and placement)
 PER_GROUP = ("collective", "dtype", "op", "placement")
 #: the fields of a results.csv line that are not the file's constants
@@ -184,11 +186,19 @@ class ImportTable:
         self.mismatches: tuple[int, str] = (0, "")
 
     def begin(self, context: dict) -> None:
-        """The next cells are of the file ``context`` describes."""
-        self.flush()
-        self._context = {**context, "ranks_per_node": max(int(context["nranks"]) // int(context["nnodes"]), 1)}
-        self._groups, self._group_values = {}, []
+        """The next cells are of the run ``context`` describes. A run that shares every constant column
+        with the one before (the runs of one log: only run_id and launch_id differ, and they are set
+        per cell) goes on in the same chunk; another one starts a new chunk."""
+        new = {**context, "ranks_per_node": max(int(context["nranks"]) // int(context["nnodes"]), 1)}
+        previous = self._context
         self.mismatches = (0, "")
+        if previous is not None and previous.get("timestamp_ns") == new.get("timestamp_ns") \
+                and self._constants(previous) == self._constants(new):
+            self._context = new
+            return
+        self.flush()  # the cells of the previous context
+        self._context = new
+        self._groups, self._group_values = {}, []
         values = {**self._constants(), "timestamp": str(pd.Timestamp(context["timestamp_ns"], unit="ns", tz="UTC"))}
         # results.csv lines: runs of the file's constant fields written out once, and the per-cell columns
         self._segments: list[tuple[str | None, str]] = []
@@ -225,27 +235,27 @@ class ImportTable:
         self.shapes.add((m.collective, nranks))
         return group
 
-    def _placement(self) -> dict:
-        """The current file's placement, as its cells' key takes it: what the file says ran (an
-        import has no plan of its own), the hosts' digest "" where it names none."""
-        context = self._context
+    def _placement(self, context: dict | None = None) -> dict:
+        """A context's (default: the current one's) placement, as its cells' key takes it: what the file
+        says ran (an import has no plan of its own), the hosts' digest "" where it names none."""
+        context = context or self._context
         hosts = context["hosts"].split(",") if context.get("hosts") else []
         return {"nnodes": context["nnodes"], "ranks_per_node": context["ranks_per_node"], "virtual_nodes": False,
                 "hosts_digest": hosts_digest(hosts) if hosts else ""}
 
-    def _constants(self) -> dict:
-        """The columns every cell of the current file shares."""
-        context = self._context
+    def _constants(self, context: dict | None = None) -> dict:
+        """The columns every cell of a context (default: the current one) shares."""
+        context = context or self._context
         assert context is not None
         return {
-            **{name: context.get(name) for name in ("run_id", "suite", "launch_id", "impl", "transport", "library",
-                                                     "library_version", "device", "nranks", "nnodes",
-                                                     "ranks_per_node", "hosts", "tool_version", "warmup")},
+            **{name: context.get(name) for name in ("suite", "impl", "transport", "library", "library_version",
+                                                     "device", "nranks", "nnodes", "ranks_per_node", "hosts",
+                                                     "tool_version", "warmup")},
             "algorithm": context.get("algorithm", "native"), "intra": "", "inter": "",
             "resolved_algorithm": context.get("algorithm", "native"), "virtual_nodes": False,
             "timing_mode": TIMING_MODE, "mpi_thread_level": "", "oversubscribed": False, "git_sha": "",
             "schema_version": SCHEMA_VERSION, "arm": "",
-            **{f"planned_{name}": value for name, value in self._placement().items()},
+            **{f"planned_{name}": value for name, value in self._placement(context).items()},
         }
 
     def add(self, m: Measurement) -> None:
@@ -277,12 +287,13 @@ class ImportTable:
             self._pending_samples += len(m.samples_us)
             self.cells_with_samples += 1
             self._values.extend((cell_key, count, bytes_per_rank, bytes_total, repeat, len(m.samples_us), low, p50,
-                                 mean, p95, p99, high, std, algbw, busbw, m.n_wrong, status, m.note, group.index))
+                                 mean, p95, p99, high, std, algbw, busbw, m.n_wrong, status, m.note,
+                                 self._context["run_id"], self._context["launch_id"], group.index))
         else:
             self._values.extend((cell_key, count, bytes_per_rank, bytes_total, repeat, m.iters, m.time_us_min,
                                  mean if m.time_us_p50 is None else m.time_us_p50, mean, m.time_us_p95,
                                  m.time_us_p99, m.time_us_max, None, algbw, busbw, m.n_wrong, status, m.note,
-                                 group.index))
+                                 self._context["run_id"], self._context["launch_id"], group.index))
         self.cells += 1
         if len(self._values) >= self._chunk_values or self._pending_samples >= SAMPLE_CHUNK:
             self.flush()
@@ -316,7 +327,7 @@ class ImportTable:
             elif name in PER_GROUP:  # names from files, quoted where CSV needs it
                 shown = [csv_field(names[PER_GROUP.index(name)]) for names in self._group_values]
                 parts.append(pa.array(shown, pa.string()).take(groups))
-            elif name == "error":  # free text: quoted where CSV needs it
+            elif name in FREE_TEXT:  # text from files and flags: quoted where CSV needs it
                 parts.append(pa.array([csv_field(text) for text in arrays[name].to_pylist()], pa.string()))
             else:
                 parts.append(_csv_text(arrays[name]))
