@@ -132,7 +132,7 @@ def plan_import(kind: str | None, paths: list[Path]) -> list[Planned]:
     return [_tool_of_run(kind, path, run) for path in paths for run in split_runs(path)]
 
 
-def _whole_tool(kind: str | None, planned: list[Planned]) -> str | None:
+def _whole_tool(planned: list[Planned]) -> str | None:
     """The whole-file tool of an import (the pccl-reproducer), None for per-run tools; a mix refused."""
     whole = {item.tool for item in planned if item.tool in WHOLE_IMPORTERS}
     if not whole:
@@ -155,7 +155,7 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
     if kind is not None and kind not in tools():
         raise BadInput(kind, f"unknown tool; expected one of {', '.join(tools())}")
     planned = planned if planned is not None else plan_import(kind, paths)
-    if whole := _whole_tool(kind, planned):
+    if whole := _whole_tool(planned):
         return _import_whole(whole, paths, options, emit)
     base = f"import-{kind or 'auto'}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     started = time.time()
@@ -208,7 +208,7 @@ def import_files(kind: str | None, paths: list[Path],
     """(results, meta, samples) for every measurement in ``paths``, in memory (``import_to_folder``
     writes a large import without holding it). ``kind`` None: each run's tool from its headers."""
     planned = plan_import(kind, paths)
-    whole = _whole_tool(kind, planned)
+    whole = _whole_tool(planned)
     if whole:  # its tables are already frames
         return WHOLE_IMPORTERS[whole](paths, options)
     results: list[pa.RecordBatch] = []
@@ -232,7 +232,7 @@ def import_to_folder(kind: str | None, paths: list[Path], options: ImportOptions
     if kind is not None and kind not in tools():
         raise BadInput(kind, f"unknown tool; expected one of {', '.join(tools())}")
     planned = plan_import(kind, paths)
-    per_run = _whole_tool(kind, planned) is None
+    per_run = _whole_tool(planned) is None
     with RunFolderWriter(folder, RESULT_SCHEMA if per_run else None, SAMPLE_SCHEMA if per_run else None) as writer:
         meta, table = import_rows(kind, paths, options, writer.write, planned)
         writer.commit(meta)

@@ -313,6 +313,20 @@ def test_report_plot_and_gate_take_collectives_the_sweep_does_not_run(tmp_path):
     assert code == 1 and "Traceback" not in stdout + stderr  # imported cells have no samples: insufficient
 
 
+def test_a_run_that_stopped_before_its_table_is_skipped_and_said(tmp_path):
+    """A job that crashed in its first run and was run again: the second run's rows, the first named."""
+    text = (CORPUS / "nccl_2.19_all_reduce_tagged.log").read_text().splitlines()
+    path = tmp_path / "slurm.out"
+    path.write_text("\n".join([*text[:10], "srun: error: gpu-a1: task 0: Killed", *text]) + "\n")
+    code, stdout, stderr = run_in_process("import", path, "--out", tmp_path / "out")
+    assert code == 0, stderr
+    assert "lines 1-11: skipped, " in stderr and "no nccl-tests result lines" in stderr
+    assert stdout.startswith("10 cells (allreduce on 4 ranks)")
+    alone = tmp_path / "alone.out"
+    alone.write_text("\n".join(text[:10]) + "\n")  # the only run has no table: refused
+    assert_bad_input(run_in_process("import", alone, "--out", tmp_path / "out2"), str(alone), "no nccl-tests result")
+
+
 def test_side_by_side_logs_are_refused_naming_the_line(tmp_path):
     left = (CORPUS / "osu_5.6_bw.txt").read_text().splitlines()
     path = tmp_path / "paste.txt"
