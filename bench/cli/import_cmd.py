@@ -17,6 +17,8 @@ from bench.importers.run import MAX_RANKS, check_out_folder, import_to_folder, p
 TOOLS = ("nccl-tests", "rccl-tests", "osu", "imb", "pccl-reproducer")
 #: the first argument that asks for the importer to be chosen by content
 AUTO = "auto"
+#: runs of one file said on stderr one by one (a 200 MB log holds 30,000)
+MAX_RUNS_SHOWN = 20
 #: the longest name flag (--impl, --library, --library-version) a table cell takes
 MAX_NAME = 200
 
@@ -97,7 +99,11 @@ def import_results(
                            for name in sorted({c for c, _ in table.shapes}))
         print(f"{table.cells} cells ({meta['machine']['name']}; {shapes}) -> {out}/results.parquet")
         return
+    shown: dict[str, int] = {}
     for entry in meta["imported_from"]:
+        shown[entry["path"]] = shown.get(entry["path"], 0) + 1
+        if shown[entry["path"]] > MAX_RUNS_SHOWN:  # a log of thousands of runs: the rest in meta.json
+            continue
         where = f"{entry['path']} {entry['run']}" if entry.get("run") else entry["path"]
         if entry.get("chosen_by"):  # --auto: which importer read the run, and why
             typer.echo(f"{where}: read as {entry['read_as']}: {entry['chosen_by']}", err=True)
@@ -107,6 +113,10 @@ def import_results(
             typer.echo(f"{where}: inferred {'; '.join(entry['inferred'])}", err=True)
         if entry.get("bandwidth_check"):
             typer.echo(f"{where}: {entry['bandwidth_check']}", err=True)
+    for path, runs in shown.items():
+        if runs > MAX_RUNS_SHOWN:
+            typer.echo(f"{path}: {runs - MAX_RUNS_SHOWN} more runs, each in meta.json imported_from (its lines, "
+                       "importer and what was inferred)", err=True)
     shapes = ", ".join(sorted(f"{collective} on {ranks} ranks" for collective, ranks in table.shapes))
     print(f"{table.cells} cells ({shapes}), {table.cells_with_samples} with per-iteration samples "
           f"-> {out}/results.parquet")

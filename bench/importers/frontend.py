@@ -72,8 +72,8 @@ def clean(line: str) -> str:
 
 
 def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = None,
-             raw: bool = False, cut: list[int] | None = None) -> Iterator[tuple[int, str, int]]:
-    """(line number, line without line break and prefixes (``raw``: as written), its byte offset) of
+             cut: list[int] | None = None) -> Iterator[tuple[int, str, int]]:
+    """(line number, line without line break and prefixes, its byte offset) of
     ``path`` from ``offset`` (which is line ``number``) to line ``last``. A line over MAX_LINE comes as
     "" (its number kept), never whole; bytes that are not UTF-8 become U+FFFD. ``cut``: the number of
     a last line without its line break is appended to it before that line comes (a truncated log)."""
@@ -94,7 +94,7 @@ def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = No
                 cut.append(number)
             text = data.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
             for piece in text.split("\r") if "\r" in text else (text,):  # a bare CR ends a line too
-                yield number, piece if raw else clean(piece), start
+                yield number, clean(piece), start
                 number += 1
 
 
