@@ -44,12 +44,15 @@ def import_results(
              "logs, pccl-reproducer Slurm logs or CSVs.", show_default=False, metavar="[TOOL] FILE...")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder to write (results.parquet/csv, "
                                                           "samples.parquet, meta.json).")],
-    nranks: Annotated[int | None, typer.Option("--nranks", "-np", help="Ranks (GPUs) that ran; required for OSU, "
-                                                                        "else its '#  Rank' lines.")] = None,
+    nranks: Annotated[int | None, typer.Option("--nranks", "-np", help="Ranks (GPUs) that ran (default: nccl-tests' "
+                                                                        "'#  Rank' lines, IMB's '#processes', OSU's "
+                                                                        "launcher line).")] = None,
     nnodes: Annotated[int | None, typer.Option(help="Nodes (default: distinct hosts in the output, else 1).")] = None,
-    collective: Annotated[str | None, typer.Option(help="allgather | reduce_scatter | allreduce (default: from "
-                                                        "'# Collective test starting: ...' / the OSU title, else "
-                                                        "the file name).")] = None,
+    collective: Annotated[str | None, typer.Option(help="allgather | reduce_scatter | allreduce | broadcast | "
+                                                        "reduce | alltoall | ... (bench/importers/kinds.py; "
+                                                        "default: from '# Collective test starting: ...', the OSU "
+                                                        "title or IMB's '# Benchmarking', else the file name).")]
+    = None,
     impl: Annotated[str | None, typer.Option(help="Implementation name (default: xccl for nccl/rccl-tests, "
                                                   "osu-<library> for OSU).")] = None,
     device: Annotated[str | None, typer.Option(help="host | cuda | rocm (default: from the tool).")] = None,
