@@ -51,6 +51,8 @@ PREFIX = re.compile(
     r"|[ \t]*\d{1,7}:[ \t]"  # srun --label, mpiexec -l ("  0: ")
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*(?:[|:-][ \t]*)?"
     r"|\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\][ \t]*"  # [10:00:01]
+    # asctime, as Open MPI's --timestamp-output and `date` print it
+    r"|\[?[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{3,4})? \d{4}\]?[ \t]*"
     r"|\S{1,64}@\S{1,64}[:\s]\S{0,200}[$#%][ \t]+"  # user@host:~/dir$
     r"|\((?:\w|[-.]){1,64}\)[ \t]+(?=\S+@)"  # (venv) before a prompt
     r"|[$>][ \t]+"  # a bare prompt

@@ -274,6 +274,7 @@ def test_reproducer_current_csv():
     ("user@host:~/omb$ srun -n 2", "srun -n 2"),
     ("$ mpirun -np 4", "mpirun -np 4"), ("[2024-03-01 10:00:00] [1,3]<stderr>: x", "x"),
     ("[user@login2 ~]$ mpirun -np 2 ./osu_bw", "mpirun -np 2 ./osu_bw"),
+    ("[Mon Jan  1 10:00:00 2024][1,0]<stdout>:# OSU MPI", "# OSU MPI"),
     ("        1024           128   float", "        1024           128   float"), ("# Size", "# Size")])
 def test_prefixes_stripped(line, cleaned):
     assert clean(line) == cleaned
