@@ -226,8 +226,8 @@ def split_runs(path: Path) -> list[Run]:
         name, kind = found
         opens = current is None or current.format != name or (kind in OPENING[name] and kind <= current.last_kind)
         if opens:
-            # a run starts at its launcher's line when one follows the previous run's opening
-            start = preamble if not runs else launched if launched and launched[0] > current.first else (number, offset)
+            # the first run holds the file's preamble; a later one starts at the launcher line before it
+            start = preamble if not runs else launched or (number, offset)
             if current is not None:
                 current.parts[-1].last = start[0] - 1
             launched = None
