@@ -127,6 +127,8 @@ SIDE_BY_SIDE = (re.compile(r"#\s+size\s+count\s+type\b"), re.compile(r"#\s*OSU\b
                 re.compile(r"\btime(?:_\w+)? = [\d.]+ ms"))
 
 
+#: what tells an rccl-tests run from an nccl-tests one (the same table)
+RCCL_MARK = re.compile(r"rccl-tests|\bRCCL version")
 #: a launcher's command line (a run that follows it starts there: its rank count is read from it)
 LAUNCHER = re.compile(r"^\s*(?:\+\s*)?(?:\S*/)?(?:mpirun|mpiexec(?:\.\w+)?|srun|orterun|aprun|jsrun|flux\s+run)\s")
 
@@ -166,6 +168,8 @@ class Run:
     parts: list[Part] = field(default_factory=list)
     #: the latest marker kind seen in the run (MARKERS): an opening one at or before it opens a new run
     last_kind: int = -1
+    #: an nccl-tests-format run that names rccl-tests or RCCL (read as rccl-tests under --auto)
+    rccl: bool = False
 
     @property
     def first(self) -> int:
@@ -213,10 +217,15 @@ def split_runs(path: Path) -> list[Run]:
     preamble: tuple[int, int] | None = None  # lines before the first header: (first line, its offset)
     launched: tuple[int, int] | None = None  # the last launcher line since the current run opened
     final = 0
+    rccl = False  # RCCL named since the current run opened (or in the preamble)
     for number, line, offset in numbered(path):
         final = number
         if preamble is None:
             preamble = (number, offset)
+        if "CCL" in line or "ccl" in line:
+            rccl = rccl or bool(RCCL_MARK.search(line))
+            if current is not None:
+                current.rccl = current.rccl or rccl
         if LAUNCHER.match(line):
             launched = (number, offset)
             continue
@@ -231,7 +240,9 @@ def split_runs(path: Path) -> list[Run]:
             if current is not None:
                 current.parts[-1].last = start[0] - 1
             launched = None
-            current = Run(name, f"line {number}: {line.strip()[:80]!r}", [Part(path, start[0], None, start[1])])
+            current = Run(name, f"line {number}: {line.strip()[:80]!r}", [Part(path, start[0], None, start[1])],
+                          rccl=rccl and not runs)
+            rccl = current.rccl
             runs.append(current)
         elif kind in PART.get(name, ()) and current.parts[-1].first != number:
             current.parts[-1].last = number - 1

@@ -30,7 +30,7 @@ from bench.files import output_folder
 from bench.importers import IMPORTERS, WHOLE_IMPORTERS, tools
 from bench.importers.frontend import Run, head_text, split_runs
 from bench.importers.imb import NO_BLOCK
-from bench.importers.inputs import FORMATS, TOOL_OF, NoResults, check_input, not_this_format
+from bench.importers.inputs import FORMATS, NCCL_TESTS, TOOL_OF, NoResults, check_input, not_this_format
 from bench.importers.rows import ImportOptions
 from bench.importers.writer import RESULT_SCHEMA, SAMPLE_SCHEMA, ImportCounts, ImportTable
 from bench.results.table import SCHEMA_VERSION, write_run
@@ -117,7 +117,7 @@ def _tool_of_run(kind: str | None, path: Path, run: Run) -> Planned:
             raise BadInput(f"{path}:{run.first}", f"{run.span()} look like {run.format} ({run.evidence}), not "
                                                   f"{kind} output{hint}")
         return Planned(path, run, kind)
-    tool = TOOL_OF.get(run.format)
+    tool = "rccl-tests" if run.rccl and run.format == NCCL_TESTS else TOOL_OF.get(run.format)
     if tool is None:
         seen = f" (it looks like {run.format}: {run.evidence})" if run.format else ""
         raise BadInput(str(path), f"{run.span()}: no importer recognises it{seen} (no header of "

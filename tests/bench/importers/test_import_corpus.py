@@ -293,7 +293,7 @@ def test_auto_says_which_importer(tmp_path):
                                           str(CORPUS / "rccl_2node_all_reduce.txt"), "--out", tmp_path / "out")
     assert code == 0, stderr
     assert "imb_3.2.4_allreduce_check.txt lines 1-19: read as imb: an IMB" in stderr
-    assert "rccl_2node_all_reduce.txt lines 1-20: read as nccl-tests" in stderr
+    assert "rccl_2node_all_reduce.txt lines 1-20: read as rccl-tests" in stderr
     assert stdout.startswith("9 cells (allreduce on 4 ranks, allreduce on 8 ranks)")
 
 
