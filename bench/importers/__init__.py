@@ -1,9 +1,12 @@
 """Other tools' outputs as pccl-bench result tables (bench.results.table's schema, status ok).
 
-One module per tool registers a parser with ``@importer("name")``; a parser takes one file's path
-and the options and returns (context, measurements): the file's facts (ranks, hosts, library ...),
-complete before the first measurement is read, and its measurements (``bench.importers.rows.Measurement``)
-as an iterable that may read the file as it goes (a large log is never held whole).
+One module per tool registers a parser with ``@importer("name")``; a parser takes one part of a run
+(``bench.importers.frontend.Part``: a file's lines from one line to another, read through the front
+end that strips launcher prefixes) and the options and returns (context, measurements): the run's
+facts (ranks, hosts, library ...), complete before the first measurement is read, and its measurements
+(``bench.importers.rows.Measurement``) as an iterable that may read the file as it goes (a large log
+is never held whole). The front end splits each file into runs and recognises each run's tool by its
+headers (``pccl-bench import`` without a tool).
 
 A tool whose rows depend on all its files at once registers with ``@importer("name", whole=True)``
 a reader that takes every path and the options and returns (results, meta, samples): the
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-#: tool name -> parser(path, options) -> (context dict, iterable of Measurement)
+#: tool name -> parser(part, options) -> (context dict, iterable of Measurement)
 IMPORTERS: dict[str, Callable] = {}
 #: tool name -> reader(paths, options) -> (results DataFrame, meta, samples DataFrame)
 WHOLE_IMPORTERS: dict[str, Callable] = {}
@@ -33,4 +36,4 @@ def tools() -> list[str]:
     return sorted({*IMPORTERS, *WHOLE_IMPORTERS})
 
 
-from bench.importers import nccl_tests, osu, pccl_reproducer  # noqa: E402,F401  (registers)
+from bench.importers import imb, nccl_tests, osu, pccl_reproducer  # noqa: E402,F401  (registers)

@@ -9,6 +9,7 @@ as garbage (OSU's importer once took the count column of an nccl-tests log for a
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import re
@@ -110,6 +111,45 @@ def head(path: Path, size: int = HEAD_BYTES) -> bytes:
         return handle.read(size)
 
 
+#: the decimals OSU (FLOAT_PRECISION) and IMB (%.2f) print a time or bandwidth with, at least
+MIN_DECIMALS = 2
+
+
+class RowWidth:
+    """The cut-line check of a table whose rows the tool prints at fixed widths with two decimals
+    (OSU, IMB): a row shorter than the row before it, a time with fewer decimals than the tool prints,
+    or a table's first row that ends the file without its line break lost its end (a truncated log),
+    whatever its tokens now read as. Tab-separated tables (old OSU) are not fixed-width: only their
+    decimals are checked."""
+
+    def __init__(self) -> None:
+        self.width = 0
+
+    def reset(self) -> None:
+        self.width = 0
+
+    def check(self, line: str, where: str, floats: list[str], unterminated: bool = False) -> None:
+        """``floats``: the row's time and bandwidth tokens; ``unterminated``: it is the file's last line
+        and has no line break."""
+        width = len(line.rstrip())
+        cut = next((token for token in floats if "." not in token or len(token.split(".")[1]) < MIN_DECIMALS), None)
+        if cut is not None:
+            raise BadInput(where, f"{cut!r} has fewer than {MIN_DECIMALS} decimals, which the tool always prints: a "
+                                  f"cut line? ({line.strip()[:60]!r})")
+        if "\t" not in line and width < self.width:
+            raise BadInput(where, f"a row {self.width - width} characters shorter than the one before it: a cut "
+                                  f"line? ({line.strip()[:60]!r})")
+        if unterminated and not self.width:
+            raise BadInput(where, f"the file ends inside its table's first row, without a line break: a cut line? "
+                                  f"({line.strip()[:60]!r})")
+        self.width = width
+
+
+class NoResults(BadInput):
+    """A file or run that holds none of its tool's result lines (a run that crashed before its table
+    is skipped when its file holds other runs; alone, it is refused)."""
+
+
 # ---------------------------------------------------------------------------------------------
 # what a file looks like
 
@@ -122,27 +162,47 @@ REPRODUCER_LOG = "a pccl-reproducer Slurm log"
 REPRODUCER_CSV = "the pccl-reproducer CSV"
 #: the ``pccl-bench import`` tool that reads each format (None: no importer reads it)
 TOOL_OF = {NCCL_TESTS: "nccl-tests", NCCL_JSON: "nccl-tests", RCCL_REPORT: "rccl-tests", OSU: "osu",
-           REPRODUCER_LOG: "pccl-reproducer", REPRODUCER_CSV: "pccl-reproducer", IMB: None}
+           REPRODUCER_LOG: "pccl-reproducer", REPRODUCER_CSV: "pccl-reproducer", IMB: "imb"}
 #: the formats each ``pccl-bench import`` tool reads
 FORMATS = {"nccl-tests": (NCCL_TESTS, NCCL_JSON, RCCL_REPORT), "rccl-tests": (NCCL_TESTS, NCCL_JSON, RCCL_REPORT),
-           "osu": (OSU,), "pccl-reproducer": (REPRODUCER_LOG, REPRODUCER_CSV)}
+           "osu": (OSU,), "imb": (IMB,), "pccl-reproducer": (REPRODUCER_LOG, REPRODUCER_CSV)}
 #: what each tool's output has and a file of another format lacks
 HALLMARK = {"nccl-tests": "no nccl-tests header or result line of a collective",
             "rccl-tests": "no rccl-tests header or result line of a collective",
-            "osu": "no '# Size  Avg Latency(us)' table", "pccl-reproducer": "no '<Collective> bus bw for N GPUs' line"}
+            "osu": "no '# Size  Avg Latency(us)' table", "imb": "no '#bytes #repetitions' table",
+            "pccl-reproducer": "no '<Collective> bus bw for N GPUs' line"}
 
 #: (format, a line only that format prints); searched in the first HEAD_BYTES of a file, in order
 SIGNATURES = (
     (NCCL_TESTS, re.compile(r"^#\s*(?:[nr]ccl-tests version|Collective test starting:|nThread\s+\d+\s+nGpus\s+\d+"
                             r"|\s*size\s+count\s+type\b|\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+)", re.MULTILINE)),
     (OSU, re.compile(r"^#\s*OSU\b.*\bTest\b|^#\s*Size\s+(?:Avg\s+)?Latency", re.MULTILINE | re.IGNORECASE)),
-    (IMB, re.compile(r"Intel\(R\) MPI Benchmarks|^#\s*Benchmarking\s+\w+|^\s*#bytes\s+#repetitions", re.MULTILINE)),
-    (REPRODUCER_LOG, re.compile(r"^\s*(?:All-gather|Reduce scatter) bus bw for \d+ GPUs is|^\s*Method = \S+\s*$",
-                                re.MULTILINE)),
+    (IMB, re.compile(r"Intel\s?\(R\) MPI Benchmark|^#\s*Benchmarking\s+\w+|^\s*#bytes\s+#repetitions", re.MULTILINE)),
+    (REPRODUCER_LOG, re.compile(r"^\s*(?:All-gather|Reduce scatter) bus bw for \d+ GPUs is|^\s*Method = \S+\s*$"
+                                r"|^\s*time_\w+ = [\d.]+ ms\s*$", re.MULTILINE)),
+    (REPRODUCER_CSV, re.compile(r"\A\s*gpu_count,slurm_job_id,output_size,unit,time_\w+")),
     (REPRODUCER_CSV, re.compile(r"\A\s*machine,(?:[^,\n]*,)*dir,(?:[^,\n]*,)*file,")),
 )
 BINARY = ((b"PAR1", "a Parquet file"), (b"\x1f\x8b", "gzip data"), (b"PK\x03\x04", "a zip archive"),
           (b"\x7fELF", "an executable"), (b"BZh", "bzip2 data"), (b"\xfd7zXZ", "xz data"))
+
+
+#: a JSON document's start: an object's first key, or an array of objects (a log starting with
+#: "[1,0]<stdout>:", "[0]" or "[user@host]$" is not JSON)
+JSON_START = re.compile(rb"\A\s*(?:\{\s*(?:\"|\})|\[\s*(?:\{|\]))")
+
+
+def json_like(data: bytes) -> bool:
+    """Whether a file that starts with ``data`` is a JSON document: it starts like one and, when it is
+    all in ``data``, parses as one (a larger one is parsed by its importer, within its limit)."""
+    if not JSON_START.match(data):
+        return False
+    if len(data) < HEAD_BYTES:
+        try:
+            json.loads(data.decode("utf-8", errors="replace"))
+        except ValueError:
+            return False
+    return True
 
 
 def looks_like(data: bytes) -> tuple[str, str] | None:
@@ -153,13 +213,12 @@ def looks_like(data: bytes) -> tuple[str, str] | None:
     if b"\0" in data[:4096]:
         return "binary data", "it holds NUL bytes"
     text = data.decode("utf-8", errors="replace")
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
+    if json_like(data):
         if re.search(r'"inPlace"\s*:', text):
             return RCCL_REPORT, "its records have 'inPlace'"
         if re.search(r'"(?:results|nccl_version)"\s*:', text):
             return NCCL_JSON, "it has 'results'"
-        return "JSON", f"it starts with {stripped[:1]!r}"
+        return "JSON", f"it starts with {text.lstrip()[:1]!r} and parses as JSON"
     for name, pattern in SIGNATURES:
         if found := pattern.search(text):
             number = text.count("\n", 0, found.start()) + 1

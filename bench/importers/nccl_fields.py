@@ -7,17 +7,22 @@ import os
 import re
 
 from bench.errors import BadInput
+from bench.importers.kinds import op_of
 from bench.importers.rows import ImportOptions
 
+#: nccl-tests' and rccl-tests' programs (and their JSON names) as the table's collectives: the three the
+#: sweep runs and the others under their own names (bench/importers/kinds.py)
 COLLECTIVES = {"all_gather": "allgather", "allgather": "allgather", "reduce_scatter": "reduce_scatter",
-               "reducescatter": "reduce_scatter", "all_reduce": "allreduce", "allreduce": "allreduce"}
+               "reducescatter": "reduce_scatter", "all_reduce": "allreduce", "allreduce": "allreduce",
+               "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "alltoallv": "alltoallv",
+               "sendrecv": "sendrecv", "gather": "gather", "scatter": "scatter", "hypercube": "hypercube"}
 DTYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int8": "int8",
           "uint8": "uint8", "int32": "int32", "int": "int32", "uint32": "uint32", "int64": "int64",
           "uint64": "uint64", "float32": "float32", "float64": "float64", "float16": "float16",
           "f8e4m3": "fp8_e4m3", "f8e5m2": "fp8_e5m2", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
           "char": "int8"}
-TEST_NAME = re.compile(r"(?<![a-z])(all_gather|reduce_scatter|all_reduce|alltoall|broadcast|reduce|sendrecv|gather|"
-                       r"scatter|hypercube)_perf")
+TEST_NAME = re.compile(r"(?<![a-z])(all_gather|reduce_scatter|all_reduce|alltoallv|alltoall|broadcast|reduce|sendrecv|"
+                       r"gather|scatter|hypercube)_perf")
 #: a reduction op as nccl-tests prints it (sum, prod, max, min, avg, mulsum, none)
 REDOP = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 #: more ranks than any machine has: a rank count beyond it is a corrupt number
@@ -47,11 +52,7 @@ def choose_collective(candidates: list[tuple[str, str]], source: str) -> tuple[s
     for program, evidence in candidates:
         if not (found := TEST_NAME.search(program)):
             continue
-        name = found.group(1)
-        if name not in COLLECTIVES:
-            raise BadInput(source, f"{name}_perf is not a collective pccl-bench compares "
-                                   "(all_gather, reduce_scatter, all_reduce); pass --collective to override")
-        return COLLECTIVES[name], evidence
+        return COLLECTIVES[found.group(1)], evidence
     raise BadInput(source, "cannot tell which collective this is (no '# Collective test starting: <test>_perf' "
                            "line, no test name in the file name): pass --collective")
 
@@ -59,8 +60,8 @@ def choose_collective(candidates: list[tuple[str, str]], source: str) -> tuple[s
 def reduction_op(token: str, collective: str, where: str) -> str:
     if not REDOP.fullmatch(token):
         raise BadInput(where, f"redop: {token[:40]!r} is not a reduction op")
-    # pccl-bench records all-gathers with the suite's op; nccl-tests says "none"
-    return "sum" if token == "none" or collective == "allgather" else token
+    # as printed: nccl-tests prints "none" for a collective that reduces nothing (all_gather, alltoall ...)
+    return op_of(collective, token)
 
 
 def decode_version(code: object) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 
 from bench.errors import BadInput
 from bench.importers.inputs import INT64_MAX
+from bench.importers.kinds import op_of, ranks_in_total
 from bench.importers.nccl_fields import COLLECTIVES, DTYPES, MAX_RANKS, decode_version, infer_collective, reduction_op
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
@@ -145,7 +146,7 @@ def parse_json(text: str, source: str, options: ImportOptions, kind: str) -> tup
 
 
 def _check_size(size: int, m: Measurement, nranks: int, where: str) -> None:
-    ranks = 1 if m.collective == "allreduce" else nranks
+    ranks = ranks_in_total(m.collective, nranks)
     expected = m.count_per_rank * ITEMSIZE[m.dtype] * ranks
     if size != expected:
         raise BadInput(where, f"size {size} is not count {m.count_per_rank} x {ITEMSIZE[m.dtype]} B"
@@ -266,13 +267,13 @@ def _rccl_report(records: list, source: str, options: ImportOptions, kind: str) 
             raise BadInput(where, "ranks x gpusPerRank (or gpus) must give a rank count")
         collective = options.collective or COLLECTIVES.get(str(record.get("name", "")).lower())
         if not collective:
-            raise BadInput(where, f"name: {str(record.get('name'))[:40]!r} is not all_gather, reduce_scatter or "
-                                  "all_reduce")
+            raise BadInput(where, f"name: {str(record.get('name'))[:40]!r} is not an rccl-tests collective "
+                                  "(AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, SendRecv ...)")
         if str(record.get("type")) not in DTYPES:
             raise BadInput(where, f"type: unknown type {str(record.get('type'))[:40]!r}")
         size = _json_int(record.get("size"), where, "size", 0)
         dtype = DTYPES[str(record["type"])]
-        ranks = 1 if collective == "allreduce" else nranks
+        ranks = ranks_in_total(collective, nranks)
         if size % (ITEMSIZE[dtype] * ranks):
             raise BadInput(where, f"size {size} is not a whole count of {ITEMSIZE[dtype]} B elements"
                                   + (f" on each of {ranks} ranks" if ranks > 1 else ""))
@@ -280,7 +281,7 @@ def _rccl_report(records: list, source: str, options: ImportOptions, kind: str) 
         time_value = _json_time(record.get("time"), where, "time", allow_zero=count == 0)
         if time_value is None:
             raise BadInput(where, "time: not measured")
-        op = "sum" if collective == "allgather" or record.get("redop") in (None, "none") else \
+        op = op_of(collective, "sum") if record.get("redop") in (None, "none") else \
             reduction_op(str(record["redop"]), collective, f"{where}: redop")
         placement = "in_place" if _json_int(record["inPlace"], where, "inPlace", 0) else "out_of_place"
         wrong = record.get("wrong")

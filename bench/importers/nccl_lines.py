@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from bench.errors import BadInput
 from bench.importers.inputs import INT64_MAX, time_us
 from bench.importers.inputs import count as whole
+from bench.importers.kinds import op_of, ranks_in_total
 from bench.importers.nccl_fields import DTYPES, reduction_op
 from bench.importers.rows import ITEMSIZE, Measurement
 
@@ -20,6 +21,13 @@ WRONG_LABELS = ("#wrong", "error", "wrong")
 #: used when a file has no column header (a pasted excerpt): the layout of nccl-tests >= 2.13
 DEFAULT_COLUMNS = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
                    "time", "algbw", "busbw", "#wrong"]
+#: the older generations (before 2.13, NVIDIA/nccl-tests 51af557): no root column (reductions print
+#: redop, rooted tests root, all_gather/alltoall/sendrecv neither) and a float ``error`` per placement
+OLD_BLOCKS = ["time", "algbw", "busbw", "error", "time", "algbw", "busbw", "error"]
+#: nccl-tests' own tolerance for the old ``error`` column (common.cu DeltaMaxValue, times nranks - 1):
+#: an error above it made the test fail; every other type had to be exact
+ERROR_TOLERANCE = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-12}
+EXACT = 1e-200
 #: "-S 1" appends "%Y-%m-%d %H:%M:%S" (two tokens) after the in-place block
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s*$")
 TIMESTAMP_DATE, TIMESTAMP_TIME = re.compile(r"\d{4}-\d\d-\d\d"), re.compile(r"\d\d:\d\d:\d\d")
@@ -48,6 +56,9 @@ class Layout:
     wrong_label: str
     low: int | None
     high: int | None
+    algbw: int | None = None
+    busbw: int | None = None
+    root: int | None = None
 
 
 def layout_of(columns: list[str], where: str) -> Layout:
@@ -62,7 +73,19 @@ def layout_of(columns: list[str], where: str) -> Layout:
 
     return Layout(len(preamble), len(block), preamble.index("redop") if "redop" in preamble else None,
                   next(i for i, label in enumerate(block) if label in TIME_LABELS), at(wrong) if wrong else None,
-                  wrong or "", at("i_min"), at("i_max"))
+                  wrong or "", at("i_min"), at("i_max"), at("algbw"), at("busbw"),
+                  preamble.index("root") if "root" in preamble else None)
+
+
+def columns_without_header(tokens: list[str]) -> list[str]:
+    """The columns of a result line pasted without its header, from its shape: the current layout
+    (redop and root), or an old one (redop or root, or neither) with its ``error`` columns."""
+    if len(tokens) >= len(DEFAULT_COLUMNS):
+        return DEFAULT_COLUMNS
+    named = "redop" if tokens[3][:1].isalpha() else "root"
+    if len(tokens) == 3 + 1 + len(OLD_BLOCKS):
+        return ["size", "count", "type", named, *OLD_BLOCKS]
+    return ["size", "count", "type", *OLD_BLOCKS]
 
 
 def _optional_time(token: str, where: str, name: str) -> float | None:
@@ -70,20 +93,62 @@ def _optional_time(token: str, where: str, name: str) -> float | None:
 
 
 def _wrong_count(token: str, where: str, name: str) -> int:
-    """#wrong (a count), or the old layouts' ``error`` (a magnitude; as before, its integer part)."""
+    """#wrong: a count of wrong elements."""
     if token in TEXT_NOT_MEASURED:  # -c 0: not checked
         return 0
     try:
         value = float(token)
     except ValueError:
         raise BadInput(where, f"{name}: not a number: {token[:40]!r}") from None
-    if not math.isfinite(value) or value < 0 or value > INT64_MAX:
+    if not math.isfinite(value) or value < 0 or value > INT64_MAX or value != int(value):
         raise BadInput(where, f"{name}: {token[:40]!r} is not a count of wrong elements")
     return int(value)
 
 
-def parse_data_line(line: str, layout: Layout, collective: str, nranks: int | None, where: str,
-                    iters: int = 0) -> list[Measurement]:
+def _old_error(token: str, where: str, name: str, dtype: str, nranks: int | None) -> tuple[int | None, str | None, str]:
+    """The old ``error`` column (the largest deviation from the expected value, not a count):
+    (n_wrong, status, note). 0 is 0 wrong; any other value leaves the count unknown (None), and the
+    row is ``wrong`` when it is above nccl-tests' own tolerance, which failed the test."""
+    if token in TEXT_NOT_MEASURED:
+        return 0, None, ""
+    try:
+        value = float(token)
+    except ValueError:
+        raise BadInput(where, f"{name}: not a number: {token[:40]!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise BadInput(where, f"{name}: {token[:40]!r} is not an error magnitude (a finite number >= 0)")
+    if "e" not in token.lower():  # nccl-tests prints it "%5.0le": a value without its exponent was cut
+        raise BadInput(where, f"{name}: {token[:40]!r} is not as nccl-tests prints it (like 2e-06): a cut line?")
+    if value == 0:
+        return 0, None, ""
+    tolerance = ERROR_TOLERANCE.get(dtype, EXACT) * max((nranks or 2) - 1, 1)
+    verdict = "above" if value > tolerance else "within"
+    return None, "wrong" if value > tolerance else None, (f"nccl-tests error {token} {verdict} its tolerance "
+                                                          f"{tolerance:g}")
+
+
+def _bandwidth(token: str, where: str, name: str) -> float | None:
+    """A printed bandwidth (GB/s), kept as printed; None where the tool printed none."""
+    if token in TEXT_NOT_MEASURED:
+        return None
+    try:
+        value = float(token)
+    except ValueError:
+        raise BadInput(where, f"{name}: not a number: {token[:40]!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise BadInput(where, f"{name}: {token[:40]!r} is not a bandwidth (a finite number >= 0)")
+    return value
+
+
+def _decimals(token: str) -> int | None:
+    """Decimals of a printed time (%.2f, %.1f, %.0f); None for the exponent form (no check then)."""
+    if "e" in token.lower():
+        return None
+    return len(token) - token.index(".") - 1 if "." in token else 0
+
+
+def parse_data_line(line: str, layout: Layout | None, collective: str, nranks: int | None, where: str,
+                    iters: int = 0, number: int = 0) -> list[Measurement]:
     """One result line, its columns named by the header; [] for a line that is not a result.
 
     A result line is one whose size and count are whole numbers and whose type is an nccl-tests
@@ -96,18 +161,23 @@ def parse_data_line(line: str, layout: Layout, collective: str, nranks: int | No
             and TIMESTAMP_DATE.fullmatch(tokens[-2]):
         tokens = tokens[:-2]
         body = TIMESTAMP.sub("", line)
+    if layout is None:  # no header: the columns from the line's shape
+        if len(tokens) < 4:
+            return []
+        layout = layout_of(columns_without_header(tokens), where)
     if len(tokens) < layout.preamble + layout.block:
         return []
     size, count = whole(tokens[0], where, "size"), whole(tokens[1], where, "count")
     dtype = DTYPES[tokens[2]]
     itemsize = ITEMSIZE[dtype]
     if nranks is not None:
-        ranks = 1 if collective == "allreduce" else nranks
+        ranks = ranks_in_total(collective, nranks)
         if size != count * itemsize * ranks:
             raise BadInput(where, f"size {size} is not count {count} x {itemsize} B ({tokens[2]})"
                                   + (f" x {ranks} ranks" if ranks > 1 else "") + f" = {count * itemsize * ranks}: "
                                   "a corrupt line, or a wrong --nranks/--collective")
-    op = reduction_op(tokens[layout.redop], collective, where) if layout.redop is not None else "sum"
+    op = reduction_op(tokens[layout.redop], collective, where) if layout.redop is not None \
+        else op_of(collective, "sum")  # no redop column: old all_gather/broadcast (none), else sum
     start, width = layout.preamble, layout.block
     if len(tokens) - start >= 2 * width:
         blocks = (("out_of_place", start), ("in_place", start + width))
@@ -130,8 +200,18 @@ def parse_data_line(line: str, layout: Layout, collective: str, nranks: int | No
             else None
         high = _optional_time(tokens[offset + layout.high], where, f"{placement} i_max") \
             if layout.high is not None else None
-        wrong = _wrong_count(tokens[offset + layout.wrong], where, f"{placement} {layout.wrong_label}") \
-            if layout.wrong is not None else 0
+        status, note = None, ""
+        if layout.wrong is None:
+            wrong: int | None = 0
+        elif layout.wrong_label == "error":
+            wrong, status, note = _old_error(tokens[offset + layout.wrong], where, f"{placement} error", dtype, nranks)
+        else:
+            wrong = _wrong_count(tokens[offset + layout.wrong], where, f"{placement} {layout.wrong_label}")
+        algbw = _bandwidth(tokens[offset + layout.algbw], where, f"{placement} algbw") \
+            if layout.algbw is not None else None
+        busbw = _bandwidth(tokens[offset + layout.busbw], where, f"{placement} busbw") \
+            if layout.busbw is not None else None
         found.append(Measurement(collective, dtype, op, count, placement, mean, time_us_min=low, time_us_max=high,
-                                 n_wrong=wrong, iters=iters))
+                                 n_wrong=wrong, iters=iters, algbw_gbps=algbw, busbw_gbps=busbw,
+                                 time_decimals=_decimals(token), status=status, note=note, line=number))
     return found

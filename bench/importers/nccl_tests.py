@@ -33,39 +33,38 @@ The modules: ``nccl_fields`` (what the names mean), ``nccl_lines`` (one line of 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 from bench.importers import importer
-from bench.importers.inputs import NCCL_JSON, NCCL_TESTS, RCCL_REPORT, head, not_this_format, read_limited
+from bench.importers.frontend import Part, head_text
+from bench.importers.inputs import json_like, read_limited
 from bench.importers.nccl_json import MAX_JSON_BYTES, parse_json
 from bench.importers.nccl_text import parse_text_file
 from bench.importers.rows import ImportOptions, Measurement
 
 
 @importer("nccl-tests")
-def nccl_tests(path: Path, options: ImportOptions) -> tuple[dict, Iterable[Measurement]]:
-    return _parse(path, options, "nccl-tests")
+def nccl_tests(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]]:
+    return _parse(part, options, "nccl-tests")
 
 
 @importer("rccl-tests")
-def rccl_tests(path: Path, options: ImportOptions) -> tuple[dict, Iterable[Measurement]]:
-    return _parse(path, options, "rccl-tests")
+def rccl_tests(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]]:
+    return _parse(part, options, "rccl-tests")
 
 
-def _parse(path: Path, options: ImportOptions, kind: str) -> tuple[dict, Iterable[Measurement]]:
-    """(context, measurements) of one nccl-tests/rccl-tests file: JSON read whole (bounded), text
+def _parse(part: Part, options: ImportOptions, kind: str) -> tuple[dict, Iterable[Measurement]]:
+    """(context, measurements) of one nccl-tests/rccl-tests run: JSON read whole (bounded), text
     streamed. The context is complete before the first measurement is read."""
-    first = head(path)
-    if refused := not_this_format(path, first, kind, (NCCL_TESTS, NCCL_JSON, RCCL_REPORT)):
-        raise refused
+    path = part.path
+    first = head_text(path)  # the run's format was checked when the file was split (bench.importers.run)
     measurements: Iterable[Measurement]
-    if first.lstrip().startswith((b"{", b"[")):
+    if json_like(first):
         text = read_limited(path, MAX_JSON_BYTES, f"{kind} JSON")
         measurements, context = parse_json(text, str(path), options, kind)
         for measurement in measurements:
             measurement.iters = context.get("iters", 0)
     else:
-        context, measurements = parse_text_file(path, options, kind, first)
+        context, measurements = parse_text_file(part, options, kind, first)
     context["device"] = "rocm" if context["library"] == "RCCL" else "cuda"
     context.update(impl="xccl", transport=context["library"].lower())
     return context, measurements

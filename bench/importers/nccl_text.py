@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from bench.errors import BadInput
-from bench.importers.inputs import NCCL_TESTS, hint_of, lines
+from bench.importers.frontend import Part
+from bench.importers.inputs import NCCL_TESTS, NoResults, hint_of
 from bench.importers.inputs import count as whole
+from bench.importers.kinds import kind as kind_of
 from bench.importers.nccl_fields import (
     DTYPES,
     MAX_RANKS,
@@ -20,16 +21,18 @@ from bench.importers.nccl_fields import (
     choose_collective,
     decode_version,
 )
-from bench.importers.nccl_lines import DEFAULT_COLUMNS, HEADER, columns_of, layout_of, parse_data_line
+from bench.importers.nccl_lines import HEADER, columns_of, layout_of, parse_data_line
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
-#: "#  Rank  0 Group  0 Pid  41721 on     nid001 device  0 [0x07] ..." (bounded: a number of 5000 digits
-#: is no rank, and int() refuses it)
-RANK_LINE = re.compile(r"#\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+(\d{1,12})\s+on\s+(\S{1,255})\s+device\s+\d+")
+#: "#  Rank  0 Group  0 Pid  41721 on     nid001 device  0 [0x07] ..." (nccl-tests >= 2.13), and without
+#: "Group N" (older nccl-tests, rccl-tests): bounded, a number of 5000 digits is no rank
+RANK_LINE = re.compile(r"#\s*Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?Pid\s+(\d{1,12})\s+on\s+(\S{1,255})\s+device\s+\d+")
 ITERS = re.compile(r"warmup iters:\s*(\d+)\s+iters:\s*(\d+)")
-VERSION = re.compile(r"\b([NR]CCL) version (\d{1,4}\.\d{1,4}\.\d{1,4})")
+#: "NCCL version 2.18.5+cuda12.2" (NCCL_DEBUG=INFO), "RCCL version 2.20.5-HEAD:..." / "RCCL version : 2.20.5"
+VERSION = re.compile(r"\b([NR]CCL) version\s*:?\s*(\d{1,4}\.\d{1,4}\.\d{1,4})")
 LIBRARY_CODE = re.compile(r"nccl-library=(\d{1,9})")
-TOOL_VERSION = re.compile(r"#\s*([nr]ccl-tests) version (\S{1,80})")
+#: "# nccl-tests version 2.13.8 ..." and rccl-tests' "rccl-tests: Version develop:4d8e1f2"
+TOOL_VERSION = re.compile(r"#?\s*([nr]ccl-tests):? [Vv]ersion (\S{1,80})")
 #: "# nThread 1 nGpus 4 ...": every process drives nThread * nGpus ranks
 THREADS_GPUS = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
 
@@ -131,6 +134,8 @@ def scan_text(numbered: Iterable[tuple[int, str]], source: str) -> TextHeader:
                 h.columns, h.header_line = columns_of(stripped), number
             if h.tool is None and "-tests version" in stripped and (found := TOOL_VERSION.search(stripped)):
                 h.tool = f"{found.group(1)} {found.group(2)}"
+        elif h.tool is None and stripped.startswith("rccl-tests") and (found := TOOL_VERSION.match(stripped)):
+            h.tool = f"{found.group(1)} {found.group(2)}"
         elif h.data_lines < 2 or (not h.rank_lines and len(h.implied) < 2):
             # the first result-looking lines, and the rank count their sizes imply (rank lines lacking)
             tokens = stripped.split(None, 3)
@@ -182,20 +187,22 @@ def _text_ranks(h: TextHeader, source: str, collective: str, options: ImportOpti
             text, per_process = h.threads_gpus
             evidence += f" ({text}: {nranks // per_process or 1} processes)"
         return nranks, evidence
-    if collective != "allreduce" and len(h.implied) == 1 and next(iter(h.implied)) >= 1:
+    spread = kind_of(collective).ranks_in_total
+    if spread and len(h.implied) == 1 and next(iter(h.implied)) >= 1:
         return next(iter(h.implied)), "size / (count * type size) of the result lines"
     raise BadInput(source, "cannot tell how many ranks ran (no '#  Rank N ... device' lines"
-                           + (", and all-reduce sizes do not tell" if collective == "allreduce" else "")
-                           + "): pass --nranks")
+                           + ("" if spread else f", and {collective} sizes do not tell") + "): pass --nranks")
 
 
-def parse_text_file(path: Path, options: ImportOptions, kind: str,
+def parse_text_file(part: Part, options: ImportOptions, kind: str,
                     first_bytes: bytes = b"") -> tuple[dict, Iterator[Measurement]]:
-    """(context, the result lines' measurements as they are read) of a text log, in two passes."""
-    source = str(path)
-    h = scan_text(lines(path), source)
+    """(context, the result lines' measurements as they are read) of a text log's run, in two passes."""
+    source = str(part)
+    h = scan_text(part.lines(), source)
+    if h.tool and h.tool.startswith("rccl") and kind == "nccl-tests":
+        kind = "rccl-tests"  # its library when no version line names one
     if not h.data_lines:
-        raise BadInput(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)"
+        raise NoResults(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)"
                                + hint_of(first_bytes, (NCCL_TESTS,)))
     collective, collective_from = _text_collective(h, source, options)
     nranks, ranks_from = _text_ranks(h, source, collective, options)
@@ -211,7 +218,7 @@ def parse_text_file(path: Path, options: ImportOptions, kind: str,
     context = {"nranks": nranks, "hosts": sorted(h.hosts), "nnodes": h.max_hosts or None,
                "warmup": h.iters[0], "iters": h.iters[1], "library": library, "library_version": version,
                "tool_version": h.tool or kind, "inferred": inferred}
-    return context, text_rows(path, h, collective, nranks, kind, first_bytes)
+    return context, text_rows(part, h, collective, nranks, kind, first_bytes)
 
 
 def _library_of(h: TextHeader, kind: str) -> tuple[str, str]:
@@ -220,14 +227,16 @@ def _library_of(h: TextHeader, kind: str) -> tuple[str, str]:
     return library, version
 
 
-def text_rows(path: Path, h: TextHeader, collective: str, nranks: int, kind: str,
+def text_rows(part: Part, h: TextHeader, collective: str, nranks: int, kind: str,
               first_bytes: bytes = b"") -> Iterator[Measurement]:
     """The second pass: every result line's measurements, each checked (BadInput at file:line)."""
-    source = str(path)
-    layout = layout_of(h.columns or DEFAULT_COLUMNS, f"{source}:{h.header_line}" if h.columns else source)
+    source = str(part)
+    # no header (a pasted excerpt): each line's columns from its shape
+    layout = layout_of(h.columns, f"{source}:{h.header_line}") if h.columns else None
     iters = h.iters[1]
     produced = 0
-    for number, line in lines(path):
+    width = 1 << 20  # of the last result row (a first row that ends the file unterminated is refused)
+    for number, line in part.lines():
         stripped = line.lstrip()
         if not stripped:
             continue
@@ -235,9 +244,16 @@ def text_rows(path: Path, h: TextHeader, collective: str, nranks: int, kind: str
             if HEADER.match(stripped):  # a later run may print another layout (-I, -S)
                 layout = layout_of(columns_of(stripped), f"{source}:{number}")
             continue
-        found = parse_data_line(line, layout, collective, nranks, f"{source}:{number}", iters)
+        found = parse_data_line(line, layout, collective, nranks, f"{source}:{number}", iters, number)
+        if found and number == part.cut_line and len(line.rstrip()) < width:
+            # the file's last line, without its line break, shorter than the row before (nccl-tests
+            # prints fixed-width rows; the first row has none before it): cut, whatever it now reads as
+            raise BadInput(f"{source}:{number}", "the file ends inside this row, without a line break, and it is "
+                                                 f"shorter than the row before it: a cut line? ({line.strip()[:60]!r})")
+        if found:
+            width = len(line.rstrip())
         produced += len(found)
         yield from found
     if not produced:
-        raise BadInput(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)"
+        raise NoResults(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)"
                                + hint_of(first_bytes, (NCCL_TESTS,)))

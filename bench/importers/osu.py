@@ -1,29 +1,34 @@
-"""OSU micro-benchmarks (osu_allgather, osu_reduce_scatter, osu_allreduce and their NCCL/CUDA/ROCm
-variants): the ``# Size  Avg Latency(us) [Min Max Iterations] [Validation] [Pxx Tail Lat(us)]`` table
+"""OSU micro-benchmarks: every blocking collective (allgather[v], allreduce, reduce_scatter, reduce, bcast,
+alltoall[v], gather[v], scatter[v], barrier) and point-to-point latency, bandwidth and bi-directional
+bandwidth, MPI or NCCL/RCCL (xccl) and their -d cuda/rocm variants, with or without ``-f`` (full stats),
 as result rows.
 
-Checked against the OMB sources (c/mpi/collective/blocking/*.c and c/util/osu_util_mpi.c of 7.x,
-mpi/collective/*.c of 5.x; see docs/PLOTS.md): "Size" is the byte length of each rank's send buffer.
-* osu_allgather: each rank contributes Size bytes (MPI_Allgather sendcount = Size / type size)
-  -> bytes_total = Size * nranks, count_per_rank = Size / type size;
-* osu_allreduce: Size is the whole vector -> bytes_total = Size, count_per_rank = Size / type size;
-* osu_reduce_scatter: Size is the whole vector every rank sends (MPI_Reduce_scatter with recvcounts
-  splitting it over the ranks) -> bytes_total = Size, count_per_rank = Size / type size / nranks.
-  OSU spreads a remainder over the first ranks (and gives 1 element to each rank when there are
-  fewer elements than ranks), so sizes not divisible into nranks equal parts are skipped.
+Checked against the OMB sources (c/mpi/collective/blocking/*.c, c/mpi/pt2pt/standard/*.c and
+c/util/osu_util_mpi.c of 7.x; mpi/collective/*.c, mpi/pt2pt/*.c of 5.x): "Size" is the byte length of
+each rank's send buffer.
+* allgather, alltoall, gather, scatter (and v): each rank contributes Size bytes (for alltoall: to
+  each peer) -> count_per_rank = Size / type size, bytes_total = Size * nranks (nccl-tests' size);
+* allreduce, reduce, bcast: Size is the whole vector -> count_per_rank = Size / type size = bytes_total;
+* reduce_scatter: Size is the whole vector every rank sends (recvcounts split it over the ranks) ->
+  count_per_rank = Size / type size / nranks. OSU spreads a remainder over the first ranks, so sizes
+  not divisible into nranks equal parts are skipped.
+* point-to-point (2 ranks): latency is OSU's one-way latency (half the round trip); bandwidth and
+  bi-bandwidth print MB/s (10^6 B/s) of a window of messages: algbw is that figure / 1000 as printed,
+  and the time the mean per message it implies (Size / bandwidth; bi-bandwidth: 2 x Size / it).
+  Point-to-point rows have no bus bandwidth (none is defined).
 OMB 7 prints ``# Datatype: MPI_CHAR.`` before each table (``-T`` may run several types in one
-file); OMB 5 prints none (allgather MPI_CHAR, allreduce and reduce_scatter MPI_FLOAT).
-The output does not say how many ranks ran: --nranks is required. The collective, the library
-family (MPI, NCCL, RCCL) and the device come from the title (or the file name), and the
-import says so on stderr; --collective, --library and --device override them. "Avg Latency" (each rank's
-mean over iterations, averaged over ranks) goes into time_us_mean and, unless a P50 tail column
-is printed, time_us_p50; Min/Max (the smallest/largest rank mean, ``-f``) into time_us_min/max;
-``P50/P95/P99 Tail Lat(us)`` (percentiles over iterations of the rank-averaged latency) into
-time_us_p50/p95/p99.
+file); OMB 5 prints none (reductions MPI_FLOAT, the rest MPI_CHAR).
+Collective runs do not say how many ranks ran: --nranks, else the launcher line of the log (``mpirun
+-np 8``, ``srun -n 8``); point-to-point tests always run 2. The collective, the library family (MPI,
+NCCL, RCCL) and the device come from the title (or the file name), and the import says so on stderr;
+--collective, --library and --device override them. "Avg Latency" (each rank's mean over iterations,
+averaged over ranks) goes into time_us_mean and, unless a P50 tail column is printed, time_us_p50;
+Min/Max (``-f``) into time_us_min/max; ``P50/P95/P99 Tail Lat(us)`` into time_us_p50/p95/p99.
 
-The file must hold OSU's own table header (``# Size  Avg Latency(us) ...``): rows are read only
-under one, so another tool's numbers (an nccl-tests count, IMB's #repetitions) are never taken for
-latencies. Every value is checked where it is read (BadInput at ``file:line``).
+The file must hold OSU's own table header (``# Size  Avg Latency(us) ...``): rows are read only under
+one, so another tool's numbers are never taken for latencies. Every value is checked where it is read
+(BadInput at ``file:line``). Non-blocking, one-sided, multi-pair and message-rate tests are refused by
+name (their figures are not one collective's time).
 """
 
 
@@ -31,69 +36,105 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from bench.errors import BadInput
 from bench.importers import importer
-from bench.importers.inputs import OSU, count, head, hint_of, lines, not_this_format, time_us
+from bench.importers.frontend import Part, head_text
+from bench.importers.inputs import OSU, NoResults, RowWidth, count, hint_of, time_us
+from bench.importers.kinds import op_of
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
-TITLE = re.compile(r"#\s*OSU\s+(.*?)\s*(Allgather|Allreduce|Reduce[_ ]scatter(?:[_ ]block)?)\b.*?(?:v(\S+))?\s*$",
-                   re.IGNORECASE)
-#: any OMB title ("# OSU MPI Bcast Latency Test v7.4"): a test pccl-bench does not compare when TITLE fails
-ANY_TITLE = re.compile(r"#\s*OSU\b.*\bTest\b", re.IGNORECASE)
-#: OMB's table header: "# Size       Avg Latency(us) [Min Latency(us) Max Latency(us) Iterations] ..."
-TABLE_HEADER = re.compile(r"#\s*Size\b.*\bLatency\b", re.IGNORECASE)
-FILE_NAME = re.compile(r"osu_(?:xccl_)?(allgather|allreduce|reduce_scatter)", re.IGNORECASE)
+#: "# OSU MPI Allgather Latency Test v7.4", "# OSU NCCL-CUDA Allreduce Latency Test", "# OSU MPI-CUDA Bandwidth Test"
+TITLE = re.compile(r"#\s*OSU\s+(?P<body>.*?)\s*(?:\bTest\b|\bBenchmark\b)"
+                   r"(?:\s+\(?(?:v|Version\s*)(?P<version>[\w.]+)\)?)?", re.IGNORECASE)
+#: the library/device words of a title, before the benchmark's name
+FAMILY = re.compile(r"^(?:(?:MPI|NCCL|RCCL|XCCL|CUDA|ROCm|HIP|OpenACC|Managed)[-_ ]?)+", re.IGNORECASE)
+#: benchmark names in titles (lowercased, spaces and dashes as "_") -> collective; checked in order
+BENCHMARKS = (
+    ("non_blocking", None), ("one_sided", None), ("multi", None), ("message_rate", None), ("_mt", None),
+    ("put", None), ("get", None), ("accumulate", None), ("compare_and_swap", None), ("fetch_and_op", None),
+    ("reduce_scatter_block", None),
+    ("allgatherv", "allgatherv"), ("allgather", "allgather"), ("allreduce", "allreduce"),
+    ("reduce_scatter", "reduce_scatter"), ("alltoallv", "alltoallv"), ("all_to_allv", "alltoallv"),
+    ("alltoall", "alltoall"), ("all_to_all", "alltoall"), ("broadcast", "broadcast"), ("bcast", "broadcast"),
+    ("gatherv", "gatherv"), ("gather", "gather"), ("scatterv", "scatterv"), ("scatter", "scatter"),
+    ("reduce", "reduce"), ("barrier", "barrier"),
+    ("bi_directional_bandwidth", "p2p_bibw"), ("bidirectional_bandwidth", "p2p_bibw"), ("bibw", "p2p_bibw"),
+    ("bandwidth", "p2p_bw"), ("latency", "p2p_latency"),
+)
+#: OMB table headers: "# Size  Avg Latency(us) ...", "# Size  Bandwidth (MB/s)", barrier's "# Avg Latency(us)"
+TABLE_HEADER = re.compile(r"#\s*(?:Size\b|Avg\s+Latency)", re.IGNORECASE)
+FILE_NAME = re.compile(r"osu_(?:xccl_)?(allgatherv|allgather|allreduce|reduce_scatter|alltoallv|alltoall|bcast|reduce|"
+                       r"gatherv|gather|scatterv|scatter|barrier|latency|bibw|bw)(?![a-z])", re.IGNORECASE)
+FILE_COLLECTIVE = {"bcast": "broadcast", "latency": "p2p_latency", "bw": "p2p_bw", "bibw": "p2p_bibw"}
 DATATYPE = re.compile(r"#\s*Datatype:\s*MPI_(\w{1,40})", re.IGNORECASE)  # MPI_Type_get_name
-DTYPES = {"char": "char", "signed_char": "int8", "unsigned_char": "uint8", "int": "int32", "float": "float32",
-          "double": "float64", "long": "int64", "long_long": "int64", "int64_t": "int64", "int32_t": "int32"}
-DEFAULT_DTYPE = {"allgather": "char", "allreduce": "float32", "reduce_scatter": "float32"}
+DTYPES = {"char": "char", "signed_char": "int8", "unsigned_char": "uint8", "byte": "uint8", "int": "int32",
+          "float": "float32", "double": "float64", "long": "int64", "long_long": "int64", "int64_t": "int64",
+          "int32_t": "int32"}
+#: OMB 5's types (no Datatype line): MPI_FLOAT for the reductions, MPI_CHAR for the rest
+REDUCTIONS = ("allreduce", "reduce", "reduce_scatter")
 #: the columns that hold latencies (us)
 TIMES = ("avg", "min", "max", "p50", "p95", "p99")
+POINT_TO_POINT = ("p2p_latency", "p2p_bw", "p2p_bibw")
+#: a launcher's rank count on a command line in the log: "mpirun -np 8", "srun -n 8", "--ntasks=8"
+LAUNCH = re.compile(r"\b(?:mpirun|mpiexec(?:\.\w+)?|srun|orterun|aprun|jsrun|flux run)\b.*?"
+                    r"(?:\s-(?:np?|c)\s*|\s--(?:np|n|ntasks)[= ])(\d{1,7})\b")
 
 
-def _collective(name: str) -> str:
-    name = name.lower().replace(" ", "_")
-    return "reduce_scatter" if name.startswith("reduce_scatter") else name
+def default_dtype(collective: str) -> str:
+    return "float32" if collective in REDUCTIONS else "char"
 
 
-def scan(path: Path) -> tuple[re.Match | None, str | None, int]:
-    """The first pass: (the first title TITLE matches, the first other OMB title, the number of
-    table header lines)."""
-    title = other = None
+def benchmark_of(title: str) -> tuple[str | None, str]:
+    """(collective or None for a test not imported, the benchmark's words) of a title's body."""
+    words = FAMILY.sub("", title.strip()).strip()
+    key = re.sub(r"[\s-]+", "_", words.lower())
+    for name, collective in BENCHMARKS:
+        if name in key:
+            return collective, words
+    return None, words
+
+
+def scan(lines_of: Iterable[tuple[int, str]]) -> tuple[re.Match | None, int, tuple[int, str] | None]:
+    """The first pass: (the title, the number of table header lines, a launcher's rank count)."""
+    title = None
     headers = 0
-    for _, line in lines(path):
-        if not line.lstrip().startswith("#"):
+    launched = None
+    for number, line in lines_of:
+        stripped = line.lstrip()
+        if not stripped.startswith("#"):
+            if launched is None and (found := LAUNCH.search(line)):
+                launched = (int(found.group(1)), f"line {number}: {line.strip()[:60]!r}")
             continue
-        if title is None and (found := TITLE.search(line)):
+        if title is None and (found := TITLE.match(stripped)):
             title = found
-        elif other is None and ANY_TITLE.search(line):
-            other = line.strip()[:80]
-        if TABLE_HEADER.match(line.lstrip()):
+        if TABLE_HEADER.match(stripped):
             headers += 1
-    return title, other, headers
+    return title, headers, launched
 
 
-def title_info(found: re.Match | None, source: str, options: ImportOptions, other: str | None = None) -> dict:
+def title_info(found: re.Match | None, source: str, options: ImportOptions) -> dict:
     """Collective, device, library family and OSU version from the title line."""
-    prefix = found.group(1) if found else ""
+    body = found.group("body") if found else ""
     title = repr(found.group(0).strip()) if found else ""
     inferred = []
     if options.collective:
         collective = options.collective
     elif found:
-        collective = _collective(found.group(2))
+        collective, words = benchmark_of(body)
+        if collective is None:
+            raise BadInput(source, f"{found.group(0).strip()[:80]!r}: not imported ({words!r} measures no single "
+                                   "collective's or message's time: non-blocking overlap, one-sided, multi-pair "
+                                   "or message-rate tests); pass --collective to override")
         inferred.append(f"collective={collective} from {title}")
-    elif other:
-        raise BadInput(source, f"{other!r} is not a test of a collective pccl-bench compares (allgather, "
-                               "reduce_scatter, allreduce); pass --collective to override")
     elif name := FILE_NAME.search(source):
-        collective = _collective(name.group(1))
+        collective = FILE_COLLECTIVE.get(name.group(1).lower(), name.group(1).lower())
         inferred.append(f"collective={collective} from the file name {name.group(0)!r}")
     else:
-        raise BadInput(source, "no '# OSU MPI <Collective> Latency Test' title and no osu_<collective> file "
-                               "name: pass --collective")
+        raise BadInput(source, "no '# OSU MPI <Benchmark> Test' title and no osu_<benchmark> file name: "
+                               "pass --collective")
+    family = FAMILY.match(body.strip())
+    prefix = family.group(0) if family else ""
     xccl = next((lib for lib in ("NCCL", "RCCL") if lib in prefix.upper()), None)
     device = "rocm" if re.search(r"ROCM|RCCL|HIP", prefix, re.I) else "cuda" if re.search(r"CUDA|NCCL", prefix, re.I) \
         else "host"
@@ -102,13 +143,24 @@ def title_info(found: re.Match | None, source: str, options: ImportOptions, othe
     if found and not options.device:
         inferred.append(f"device={device} from {title}")
     return {"collective": collective, "xccl": xccl, "device": options.device or device, "inferred": inferred,
-            "osu_version": found.group(3)[:40] if found and found.group(3) else ""}
+            "osu_version": (found.group("version") or "")[:40] if found else ""}
 
 
 def _columns(line: str) -> list[str]:
-    """Column keys of a ``# Size ...`` header line, in print order."""
-    line = line.replace("Transmit Size", "Transmit")  # the -D (derived datatype) column
-    return [name.lower() for name in re.findall(r"\b(Size|Avg|Min|Max|Iterations|Validation|P\d+|Transmit)\b", line)]
+    """Column keys of a table header line, in print order: size, avg (``Avg Latency`` or the
+    point-to-point ``Latency``), min, max, iterations, validation, p50/p95/p99, bw (``Bandwidth`` or
+    ``Bi-Bandwidth`` MB/s), transmit (the -D derived-datatype column)."""
+    line = line.replace("Transmit Size", "Transmit")
+    keys: list[str] = []
+    for name in re.findall(r"\b(Size|Avg|Min|Max|Iterations|Validation|P\d+|Transmit|Bi-Bandwidth|Bandwidth|"
+                           r"Latency)\b", line, re.IGNORECASE):
+        name = name.lower()
+        if name == "latency":  # "Avg Latency(us)" is one column; a bare "Latency (us)" is the mean
+            if not keys or keys[-1] not in ("avg", "min", "max"):
+                keys.append("avg")
+        else:
+            keys.append("bw" if name.endswith("bandwidth") else name)
+    return keys
 
 
 def _dtype(name: str, where: str) -> str:
@@ -117,10 +169,23 @@ def _dtype(name: str, where: str) -> str:
     return DTYPES[name.lower()]
 
 
-def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int, source: str) -> Iterator[Measurement]:
-    """Every table of the file, row by row; each ``# Datatype:`` line sets the type of the table
-    after it, each ``# Size ...`` header its columns. Rows count only under a header."""
-    dtype, columns = DEFAULT_DTYPE[collective], None
+def _count(collective: str, size: int, itemsize: int, nranks: int) -> int | None:
+    """count_per_rank of a row of Size bytes (None: not a regular call of the collective)."""
+    elements, left = divmod(size, itemsize)
+    if left:
+        return None
+    if collective == "reduce_scatter":
+        # uneven recvcounts (or fewer elements than ranks): not a regular reduce-scatter
+        return elements // nranks if elements % nranks == 0 and elements >= nranks else None
+    return elements
+
+
+def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int, source: str,
+               part: Part | None = None) -> Iterator[Measurement]:
+    """Every table of the run, row by row; each ``# Datatype:`` line sets the type of the table
+    after it, each header its columns. Rows count only under a header."""
+    dtype, columns = default_dtype(collective), None
+    widths = RowWidth()
     for number, line in numbered:
         stripped = line.lstrip()
         if not stripped:
@@ -130,69 +195,81 @@ def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int
                 dtype = _dtype(datatype.group(1), f"{source}:{number}")
             elif TABLE_HEADER.match(stripped):
                 columns = _columns(stripped)
-                if "size" not in columns or "avg" not in columns:
-                    raise BadInput(f"{source}:{number}", f"table header without Size and Avg Latency: "
+                widths.reset()
+                if "avg" not in columns and "bw" not in columns or "size" not in columns and collective != "barrier":
+                    raise BadInput(f"{source}:{number}", f"table header without Size and a latency or bandwidth: "
                                                          f"{stripped[:80]!r}")
             continue
         tokens = stripped.split()
-        if columns is None or not tokens[0].isdigit():
+        if columns is None or not tokens[0][:1].isdigit():
             continue
         where = f"{source}:{number}"
         if len(tokens) < len(columns):
             raise BadInput(where, f"{len(tokens)} values, but the header has {len(columns)} columns (a cut line?)")
         values = dict(zip(columns, tokens, strict=False))
-        size = count(values["size"], where, "Size")
+        size = count(values["size"], where, "Size") if "size" in values else 0
         times = {name: time_us(values[name], where, f"{name.capitalize()} Latency") for name in TIMES if name in values}
         iterations = count(values["iterations"], where, "Iterations", 1) if "iterations" in values else 0
-        elements = size // ITEMSIZE[dtype]
-        if collective == "reduce_scatter" and elements % nranks:
-            continue  # uneven recvcounts (or fewer elements than ranks): not a regular reduce-scatter
-        per_rank = elements // nranks if collective == "reduce_scatter" else elements
-        if per_rank < 1:
+        per_rank = _count(collective, size, ITEMSIZE[dtype], nranks)
+        if per_rank is None or per_rank < 1 and collective != "barrier":
             continue
+        algbw = None
+        if "bw" in values:  # MB/s: the time per message it implies (bi-directional: two messages)
+            rate = time_us(values["bw"], where, "Bandwidth")
+            times["avg"] = (2 if collective == "p2p_bibw" else 1) * size / rate
+            algbw = rate / 1e3
         wrong = 1 if values.get("validation", "pass").lower().startswith("fail") else 0
-        yield Measurement(collective, dtype, "sum", per_rank, "out_of_place", times["avg"],
+        # its values read: now whether the row is whole (a cut one can read as other numbers)
+        widths.check(line, where, [values[name] for name in (*TIMES, "bw") if name in values],
+                     part is not None and part.cut_line == number)
+        yield Measurement(collective, dtype, op_of(collective, "sum"), per_rank, "out_of_place", times["avg"],
                           time_us_min=times.get("min"), time_us_max=times.get("max"), time_us_p50=times.get("p50"),
                           time_us_p95=times.get("p95"), time_us_p99=times.get("p99"), n_wrong=wrong,
-                          iters=iterations)
+                          iters=iterations, algbw_gbps=algbw, line=number)
 
 
-def _rows(path: Path, collective: str, nranks: int, first_bytes: bytes) -> Iterator[Measurement]:
-    source, produced, table_rows = str(path), 0, 0
-    for measurement in parse_rows(lines(path), collective, nranks, source):
+def _rows(part: Part, collective: str, nranks: int, first_bytes: bytes) -> Iterator[Measurement]:
+    source, produced, table_rows = str(part), 0, 0
+    for measurement in parse_rows(part.lines(), collective, nranks, source, part):
         produced += 1
         yield measurement
     if produced:
         return
     if collective == "reduce_scatter":
-        table_rows = sum(1 for _, line in lines(path) if re.match(r"\s*\d+\s+\d", line))
+        table_rows = sum(1 for _, line in part.lines() if re.match(r"\s*\d+\s+\d", line))
     if table_rows:
         raise BadInput(source, f"no size splits into {nranks} equal parts (OSU gives the remainder "
                                "to the first ranks): nothing comparable to import")
-    raise BadInput(source, "no OSU result lines (# Size  Avg Latency(us) ...)" + hint_of(first_bytes, (OSU,)))
+    raise NoResults(source, "no OSU result lines (# Size  Avg Latency(us) ...)" + hint_of(first_bytes, (OSU,)))
 
 
 @importer("osu")
-def osu(path: Path, options: ImportOptions) -> tuple[dict, Iterable[Measurement]]:
-    source = str(path)
-    first = head(path)
-    if refused := not_this_format(path, first, "osu", (OSU,)):
-        raise refused
-    title, other, headers = scan(path)
+def osu(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]]:
+    source = str(part)
+    first = head_text(part.path)
+    title, headers, launched = scan(part.lines())
     if not headers:
-        raise BadInput(source, "no OSU table header ('# Size  Avg Latency(us) ...'): not OSU micro-benchmarks "
-                               "output" + hint_of(first, (OSU,)))
-    info = title_info(title, source, options, other)
-    if not options.nranks:
+        raise NoResults(source, "no OSU table header ('# Size  Avg Latency(us) ...'): not OSU micro-benchmarks "
+                                "output" + hint_of(first, (OSU,)))
+    info = title_info(title, source, options)
+    collective = info["collective"]
+    nranks = options.nranks
+    if not nranks and collective in POINT_TO_POINT:
+        nranks = 2  # OMB's point-to-point tests run on exactly two processes
+        info["inferred"].append("nranks=2 (a point-to-point test)")
+    elif not nranks and launched:
+        nranks = launched[0]
+        info["inferred"].append(f"nranks={nranks} from the launcher, {launched[1]}")
+    if not nranks:
         # OMB prints its title, the datatype and the table, never the number of processes
-        raise BadInput(source, "OSU output does not say how many ranks ran (OMB prints no rank count): "
-                               "pass --nranks N")
+        raise BadInput(source, "OSU output does not say how many ranks ran (OMB prints no rank count, and no "
+                               "mpirun/srun line gives one): pass --nranks N")
     library = options.library or info["xccl"] or "MPI"
     impl = options.impl or f"osu-{library.lower().split()[0]}"
     context = {
-        "nranks": options.nranks, "hosts": [], "warmup": 0, "library": library, "device": info["device"],
+        "nranks": nranks, "hosts": [], "warmup": 0, "library": library, "device": info["device"],
         "library_version": options.library_version or "", "impl": impl,
         "transport": (info["xccl"] or "mpi").lower(), "tool_version": f"osu {info['osu_version']}".strip(),
         "inferred": info["inferred"],
     }
-    return context, _rows(path, info["collective"], options.nranks, first)
+    return context, _rows(part, collective, nranks, first)

@@ -8,6 +8,17 @@ A log is one Slurm job of ``benchmark_all_gather.py`` / ``benchmark_reduce_scatt
     All-gather bus bw for 64 GPUs is 0.702 GBPS for message output size 1.049 MB
     time = 1.470 ms
 
+The reproducer's current scripts (``benchmark_raw_collectives/all_gather.py`` / ``reduce_scatter.py``,
+branch develop) print, per size, ``output size = N MB`` then ``time_<library> = T ms`` (library
+``xccl``, ``mpi``, ``pccl_cpp_ring``, ``pccl_cpp_rec``, ``pccl_py_ring``, ``pccl_py_rec``; the collective
+from the script named on the launch line), and write ``data/<collective>/<machine>/gpus_N_slurm_J.csv``
+with the columns ``gpu_count,slurm_job_id,output_size,unit,time_<library>``: both are read too.
+Their all-gather runs bfloat16 unless ``--dtype fp32`` is on the launch line (the CSV cannot say);
+their reduce-scatter float32. ``xccl`` is the vendor library, ``mpi`` Cray MPICH (reduce-scatter: the
+C++ backend's recursive halving, the default), ``pccl_*`` PCCL's 2-D composition: inner xccl, outer
+MPI (all-gather ``_ring``: MPI_Allgather; ``_rec`` and reduce-scatter: recursive doubling/halving
+over MPI point-to-point); the Python backend (``_py``) is its own algorithm name, ``hier-py``.
+
 Size semantics: the announced ``output size`` (all-gather) / ``input size`` (reduce-scatter) is
 the whole buffer in MiB (the benchmark multiplies by 2**20), i.e. nccl-tests' ``size``
 (``bytes_total``); the bus-bandwidth line prints decimal MB, and for reduce-scatter the per-rank
@@ -44,8 +55,10 @@ import pandas as pd
 from bench import __version__
 from bench.errors import BadInput
 from bench.importers import importer
+from bench.importers.frontend import numbered
 from bench.importers.inputs import INT64_MAX, REPRODUCER_CSV, REPRODUCER_LOG, check_input, head, hint_of, lines
 from bench.importers.inputs import count as whole
+from bench.importers.kinds import op_of
 from bench.importers.rows import ImportOptions, Measurement, make_row
 from bench.plan.cells import Cell
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
@@ -54,7 +67,11 @@ from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
 MACHINES = {"frontier": {"gpus_per_node": 8, "device": "rocm", "xccl": "RCCL"},
             "perlmutter": {"gpus_per_node": 4, "device": "cuda", "xccl": "NCCL"}}
 MPI_LIBRARY = "Cray MPICH"
-DTYPE, ITEMSIZE_BYTES = "bfloat16", 2
+#: the published logs' type (benchmark_all_gather.py / benchmark_reduce_scatter.py)
+DTYPE = "bfloat16"
+#: the current scripts' types: all-gather bf16 (or --dtype fp32), reduce-scatter float32
+CURRENT_DTYPES = {"allgather": "bfloat16", "reduce_scatter": "float32"}
+ITEMSIZES = {"bfloat16": 2, "float32": 4}
 MIB = 1 << 20
 #: more GPUs than either machine has
 MAX_GPUS = 1 << 20
@@ -66,7 +83,15 @@ ANNOUNCE = re.compile(r"^\s*(?:output|input) size = (?P<size>[\d.]+) MB\s*$")
 METHOD = re.compile(r"^\s*Method = (?P<method>\S+)\s*$")
 BUSBW = re.compile(r"^\s*(?P<coll>All-gather|Reduce scatter) bus bw for (?P<gpus>\d+) GPUs is (?P<busbw>[\d.eE+-]+) "
                    r"GBPS for message (?:output |input )?size (?P<printed>[\d.eE+-]+) MB\s*$")
-TIME = re.compile(r"^\s*time = (?P<ms>[\d.eE+-]+) ms\s*$")
+TIME = re.compile(r"^\s*time(?:_(?P<lib>\w{1,40}))? = (?P<ms>[\d.eE+-]+) ms\s*$")
+#: the script a launch line runs names the collective (current scripts print no collective)
+SCRIPT = re.compile(r"\b(?:benchmark_)?(all_gather|reduce_scatter)\.py\b")
+SCRIPT_DTYPE = re.compile(r"--dtype[= ](bf16|fp32)\b")
+#: the current scripts' CSV: data/<collective>/<machine>/gpus_N_slurm_J.csv
+RUN_CSV = re.compile(r"\A\s*gpu_count,slurm_job_id,output_size,unit,time_(\w{1,40})\s*$")
+UNITS = {"MB": 1 << 20, "KB": 1 << 10}
+#: the current scripts' library names -> the published logs' methods
+LIBRARIES = {"xccl": "nccl", "mpi": "mpi"}
 COLLECTIVES = {"All-gather": "allgather", "Reduce scatter": "reduce_scatter",
                "all-gather": "allgather", "reduce-scatter": "reduce_scatter"}
 
@@ -83,6 +108,7 @@ class ReproRow:
     nnodes: int | None
     bytes_total: int
     time_ms: float
+    dtype: str = DTYPE
 
 
 def impl_of(method: str, collective: str, machine: str) -> dict:
@@ -94,6 +120,10 @@ def impl_of(method: str, collective: str, machine: str) -> dict:
         resolved = "rh-dd" if collective == "reduce_scatter" else "native"
         return {"impl": "mpi", "algorithm": "native", "intra": "", "inter": "", "library": MPI_LIBRARY,
                 "resolved": resolved}
+    if method.startswith("pccl_") and method.endswith(("_ring", "_rec")):  # the current scripts' PCCL
+        recursive = method.endswith("_rec") or collective == "reduce_scatter"
+        return {"impl": "pccl-hier", "algorithm": "hier-py" if "_py_" in method else "hier", "intra": "xccl",
+                "inter": "rd" if recursive else "mpi", "library": f"{vendor} (intra) + {MPI_LIBRARY} (inter)"}
     if method in ("hybrid", "hybrid-nccl-mpi", "hybrid-nccl-nccl"):
         outer = "xccl" if method == "hybrid-nccl-nccl" else "mpi"
         inter = outer if collective == "allgather" else "rd"
@@ -152,6 +182,9 @@ class LogScan:
     problems: list[str]
     frontier: bool = False
     perlmutter: bool = False
+    #: the collective and type the launch line's script names (current scripts)
+    collective: str | None = None
+    dtype: str | None = None
 
 
 def scan_log(numbered: Iterable[tuple[int, str]], source: str) -> LogScan:
@@ -165,6 +198,11 @@ def scan_log(numbered: Iterable[tuple[int, str]], source: str) -> LogScan:
         lower = line.lower()  # the machine: host names, Frontier's "-c7", Perlmutter's "-C gpu"
         scan.frontier = scan.frontier or "frontier" in lower or bool(FRONTIER_SRUN.search(line))
         scan.perlmutter = scan.perlmutter or "perlmutter" in lower or bool(PERLMUTTER_SRUN.search(line))
+        if scan.collective is None and "_" in line and (match := SCRIPT.search(line)):
+            scan.collective = COLLECTIVES[match.group(1).replace("_", "-")]
+            chosen = SCRIPT_DTYPE.search(line)
+            scan.dtype = ("float32" if chosen.group(1) == "fp32" else "bfloat16") if chosen \
+                else CURRENT_DTYPES[scan.collective]
         if shape is None and (match := SRUN.match(line)):
             shape = _srun_shape(match.group("args"), where)
         elif match := ANNOUNCE.match(line):
@@ -173,6 +211,19 @@ def scan_log(numbered: Iterable[tuple[int, str]], source: str) -> LogScan:
             method = _method(match.group("method"), where)
         elif match := BUSBW.match(line):
             pending = (match, number)
+        elif (match := TIME.match(line)) and match.group("lib") and pending is None:
+            # the current scripts: "time_<library> = T ms" after "output size = N MB"
+            time_ms = _positive(match.group("ms"), where, "time")
+            gpus = (shape or (None, None))[1]
+            if announced is None or scan.collective is None or gpus is None:
+                scan.problems.append(f"line {number}: 'time_{match.group('lib')}' without "
+                                     + ("an 'output size =' line" if announced is None else
+                                        "the launch line naming the script (all_gather.py / reduce_scatter.py)"
+                                        if scan.collective is None else "an srun line with -n (the GPU count)"))
+            else:
+                library = match.group("lib")
+                scan.rows.append(ReproRow("", source, scan.collective, LIBRARIES.get(library, library), gpus, None,
+                                          _bytes_of(announced, where, "size"), time_ms, scan.dtype or DTYPE))
         elif (match := TIME.match(line)) and pending is not None:
             busbw, busbw_line = pending
             gpus = _gpus(busbw.group("gpus"), f"{source}:{busbw_line}")
@@ -227,13 +278,51 @@ def parse_csv(numbered: Iterable[tuple[int, str]] | str, source: str) -> list[Re
     return rows
 
 
+def parse_run_csv(numbered: Iterable[tuple[int, str]], path: Path, machine: str | None) -> list[ReproRow]:
+    """Rows of a current script's CSV (``gpu_count,slurm_job_id,output_size,unit,time_<library>``): its
+    collective and machine from its folders (data/<collective>/<machine>/), --machine first (the
+    published Frontier script passes ``--machine perlmutter``)."""
+    source = str(path)
+    folders = [part.lower() for part in path.parts[:-1]]
+    collective = next((COLLECTIVES[name.replace("_", "-")] for name in reversed(folders)
+                       if name in ("all_gather", "reduce_scatter")), None)
+    found = machine or next((name for name in reversed(folders) if name in MACHINES), None)
+    if collective is None or found is None:
+        raise BadInput(source, "a reproducer CSV outside data/<all_gather|reduce_scatter>/<machine>/: cannot tell "
+                               + ("the collective" if collective is None else "the machine: pass --machine"))
+    reader = csv.reader(line for _, line in numbered)
+    rows = []
+    try:
+        header = next(reader, [])
+        library = header[4][len("time_"):] if len(header) == 5 and header[4].startswith("time_") else ""
+        for record in reader:
+            where = f"{source}:{reader.line_num}"
+            if len(record) != 5:
+                raise BadInput(where, f"{len(record)} fields, the header has 5")
+            gpus = _gpus(record[0], where)
+            if record[3] not in UNITS:
+                raise BadInput(where, f"unit: {record[3][:20]!r} is not MB or KB")
+            size = _positive(record[2], where, "output_size") * UNITS[record[3]]
+            if size > INT64_MAX:
+                raise BadInput(where, f"output_size: {record[2][:40]} {record[3]} is beyond a 64-bit byte count")
+            rows.append(ReproRow(found, f"{source}#{record[1][:40]}", collective, LIBRARIES.get(library, library),
+                                 gpus, None, round(size), _positive(record[4], where, f"time_{library}"),
+                                 CURRENT_DTYPES[collective]))
+    except csv.Error as error:
+        raise BadInput(f"{source}:{reader.line_num}", f"not CSV: {error}") from None
+    return rows
+
+
 def _read_rows(path: Path, machine: str | None) -> list[ReproRow]:
     check_input(path)
     first = head(path)
-    if first.lstrip().startswith(b"machine,") or path.suffix == ".csv":
+    if RUN_CSV.match(first.split(b"\n", 1)[0].decode("utf-8", errors="replace")):
+        rows = parse_run_csv(lines(path), path, machine)
+    elif first.lstrip().startswith(b"machine,") or path.suffix == ".csv":
         rows = parse_csv(lines(path), str(path))
     else:
-        scan = scan_log(lines(path), str(path))
+        # through the front end: a log behind srun --label or rank tags reads as a bare one
+        scan = scan_log(((number, line) for number, line, _ in numbered(path)), str(path))
         if scan.problems:
             raise BadInput(str(path), scan.problems[0])
         if scan.rows:
@@ -244,7 +333,8 @@ def _read_rows(path: Path, machine: str | None) -> list[ReproRow]:
         else:
             rows = []
     if not rows:
-        raise BadInput(str(path), "no '<Collective> bus bw for N GPUs ...' line followed by 'time = T ms'"
+        raise BadInput(str(path), "no '<Collective> bus bw for N GPUs ...' line followed by 'time = T ms', and no "
+                                  "'output size = N MB' followed by 'time_<library> = T ms'"
                        + hint_of(first, (REPRODUCER_LOG, REPRODUCER_CSV)))
     return rows
 
@@ -255,8 +345,10 @@ def _row(item: ReproRow, run_id: str, repeat: int) -> dict:
     nnodes = item.nnodes or max(item.nranks // per_node, 1)
     per_node = min(per_node, item.nranks)
     names = impl_of(item.method, item.collective, item.machine)
-    count = item.bytes_total // (ITEMSIZE_BYTES * item.nranks)
-    m = Measurement(item.collective, DTYPE, "sum", count, "out_of_place", item.time_ms * 1e3)
+    itemsize = ITEMSIZES[item.dtype]
+    count = item.bytes_total // (itemsize * item.nranks)
+    op = op_of(item.collective, "sum")
+    m = Measurement(item.collective, item.dtype, op, count, "out_of_place", item.time_ms * 1e3)
     context = {"run_id": run_id, "suite": f"import:pccl-reproducer:{item.machine}", "launch_id": item.source,
                "timestamp": None, "impl": names["impl"], "device": shape["device"], "nranks": item.nranks,
                "nnodes": nnodes, "hosts": "", "library": names["library"], "library_version": "",
@@ -264,8 +356,8 @@ def _row(item: ReproRow, run_id: str, repeat: int) -> dict:
     row = make_row(m, context, repeat)
     cell = Cell(collective=item.collective, impl=names["impl"], algorithm=names["algorithm"],
                 intra=names["intra"], inter=names["inter"], device=shape["device"], nranks=item.nranks,
-                nnodes=nnodes, ranks_per_node=per_node, virtual_nodes=False, dtype=DTYPE, op="sum",
-                placement="out_of_place", count_per_rank=count, bytes_per_rank=count * ITEMSIZE_BYTES,
+                nnodes=nnodes, ranks_per_node=per_node, virtual_nodes=False, dtype=item.dtype, op=op,
+                placement="out_of_place", count_per_rank=count, bytes_per_rank=count * itemsize,
                 bytes_total=item.bytes_total, timing_mode="sync", repeat=repeat)
     row.update(cell.to_dict(), resolved_algorithm=names.get("resolved", names["algorithm"]))
     return row

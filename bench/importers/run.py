@@ -3,8 +3,10 @@
 Samples exist only where the tool wrote per-iteration times (nccl-tests/rccl-tests ``-I 1 -J
 file.json``: ``<placement>_per_iter.times_us``); every other cell has none, as before.
 
-Before anything is parsed, every input must be a regular file that does not look like another
-tool's output, and ``--out`` a folder that holds no run. The rows then stream from the parsers
+Before anything is parsed, every input must be a regular file, ``--out`` a folder that holds no run,
+and every file is split into runs by the front end (bench/importers/frontend.py): each run is read by
+the named tool (a run of another tool's format refused, naming its line) or, without a tool, by the
+importer its headers name. The rows then stream from the parsers
 through ``bench.importers.writer.ImportTable`` (a tool read whole, the pccl-reproducer: its tables
 in one chunk) into ``bench.results.writer.RunFolderWriter``'s temp files, renamed into place only
 when every file parsed: a bad line anywhere leaves nothing behind.
@@ -16,6 +18,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +28,9 @@ from bench import __version__
 from bench.errors import BadInput
 from bench.files import output_folder
 from bench.importers import IMPORTERS, WHOLE_IMPORTERS, tools
-from bench.importers.inputs import FORMATS, check_input, head, not_this_format
+from bench.importers.frontend import Run, head_text, split_runs
+from bench.importers.imb import NO_BLOCK
+from bench.importers.inputs import FORMATS, NCCL_TESTS, TOOL_OF, NoResults, check_input, not_this_format
 from bench.importers.rows import ImportOptions
 from bench.importers.writer import RESULT_SCHEMA, SAMPLE_SCHEMA, ImportCounts, ImportTable
 from bench.results.table import SCHEMA_VERSION, write_run
@@ -49,17 +54,18 @@ def check_out_folder(folder: Path) -> Path:
     return folder
 
 
-def preflight(kind: str, paths: list[Path]) -> None:
-    """Every input a regular file, readable, not of another tool's format: before any is parsed."""
+def preflight(kind: str | None, paths: list[Path]) -> None:
+    """Every input a regular file, readable, and (a tool named) not of another tool's format by its
+    first lines, prefixes stripped: before any is parsed. Each run is checked again when it is split."""
     if not paths:
         raise BadInput("import", "no FILE given")
     for path in paths:
         check_input(path)
-        if refused := not_this_format(path, head(path), kind, FORMATS.get(kind, ())):
+        if kind is not None and (refused := not_this_format(path, head_text(path), kind, FORMATS.get(kind, ()))):
             raise refused
 
 
-def _context(parsed: dict, options: ImportOptions, path: Path, run_id: str, kind: str) -> dict:
+def _context(parsed: dict, options: ImportOptions, path: Path, run_id: str, kind: str, launch: str) -> dict:
     nranks = options.nranks or parsed.get("nranks")
     if not nranks:
         raise BadInput(str(path), "cannot tell how many ranks ran: pass --nranks N")
@@ -70,7 +76,7 @@ def _context(parsed: dict, options: ImportOptions, path: Path, run_id: str, kind
     if nnodes > nranks:
         raise BadInput("--nnodes" if options.nnodes else str(path), f"{nnodes} nodes for {nranks} ranks: a node "
                                                                     "runs at least one rank")
-    return {**parsed, "run_id": run_id, "suite": f"import:{kind}", "launch_id": path.name,
+    return {**parsed, "run_id": run_id, "suite": f"import:{kind}", "launch_id": launch,
             "timestamp_ns": os.stat(path).st_mtime_ns, "nranks": int(nranks), "nnodes": int(nnodes),
             "hosts": ",".join(hosts), "impl": options.impl or parsed["impl"],
             "device": options.device or parsed.get("device", "host"),
@@ -92,45 +98,119 @@ def _import_whole(kind: str, paths: list[Path], options: ImportOptions, emit: Em
     return meta, ImportCounts(len(results), sampled, shapes)
 
 
-def import_rows(kind: str, paths: list[Path], options: ImportOptions,
-                emit: Emit) -> tuple[dict, ImportTable | ImportCounts]:
-    """Every measurement of ``paths`` as result rows, chunk by chunk to ``emit``; (meta, the table's
-    counts). A cell that occurs more than once (the same test in several files, nccl-tests ``-N``
-    cycles, a log of many runs) gets ``repeat`` 0, 1, ... as pccl-bench's own repeats do, so every
-    row has its own cell_key; its launch is the file it came from (``launch_id``)."""
-    if kind not in tools():
-        raise BadInput(kind, f"unknown tool; expected one of {', '.join(tools())}")
+@dataclass
+class Planned:
+    """One run of one file and the importer that reads it."""
+
+    path: Path
+    run: Run
+    tool: str
+    #: how the tool was chosen: "" (named on the command line) or the header that told
+    chosen_by: str = ""
+
+
+def _tool_of_run(kind: str | None, path: Path, run: Run) -> Planned:
+    if kind is not None:
+        if run.format and run.format not in FORMATS.get(kind, ()):
+            tool = TOOL_OF.get(run.format)
+            hint = f"; import it with `pccl-bench import {tool}`" if tool and tool != kind else ""
+            raise BadInput(f"{path}:{run.first}", f"{run.span()} look like {run.format} ({run.evidence}), not "
+                                                  f"{kind} output{hint}")
+        return Planned(path, run, kind)
+    tool = "rccl-tests" if run.rccl and run.format == NCCL_TESTS else TOOL_OF.get(run.format)
+    if tool is None:
+        seen = f" (it looks like {run.format}: {run.evidence})" if run.format else ""
+        raise BadInput(str(path), f"{run.span()}: no importer recognises it{seen} (no header of "
+                                  f"{', '.join(sorted(FORMATS))}: docs/INPUTS.md); name the tool")
+    return Planned(path, run, tool, f"{run.format} ({run.evidence})")
+
+
+def plan_import(kind: str | None, paths: list[Path]) -> list[Planned]:
+    """Every run of every file with its importer: the named tool's (a run of another format refused,
+    naming its line), or the one its headers name (``kind`` None: --auto)."""
     preflight(kind, paths)
-    if kind in WHOLE_IMPORTERS:
-        return _import_whole(kind, paths, options, emit)
-    run_id = f"import-{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    return [_tool_of_run(kind, path, run) for path in paths for run in split_runs(path)]
+
+
+def _whole_tool(planned: list[Planned]) -> str | None:
+    """The whole-file tool of an import (the pccl-reproducer), None for per-run tools; a mix refused."""
+    whole = {item.tool for item in planned if item.tool in WHOLE_IMPORTERS}
+    if not whole:
+        return None
+    if len(whole) < len({item.tool for item in planned}):
+        other = next(item for item in planned if item.tool not in WHOLE_IMPORTERS)
+        raise BadInput(str(other.path), f"{other.run.span()} are {other.tool} output, imported apart from the "
+                                        f"{', '.join(sorted(whole))} files (one machine over all its files)")
+    return next(iter(whole))
+
+
+def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
+                emit: Emit, planned: list[Planned] | None = None) -> tuple[dict, ImportTable | ImportCounts]:
+    """Every measurement of ``paths`` as result rows, chunk by chunk to ``emit``; (meta, the table's
+    counts). ``kind`` None: each run's importer chosen by its headers. Each run of a file (where a
+    tool's header starts again) has its own run_id and launch; a cell that occurs more than once (in
+    several runs or files, nccl-tests ``-N`` cycles) gets ``repeat`` 0, 1, ... as pccl-bench's own
+    repeats do, so every row has its own cell_key. A run without result lines (one that stopped before
+    its table) is skipped when its file holds others, and meta.json says so."""
+    if kind is not None and kind not in tools():
+        raise BadInput(kind, f"unknown tool; expected one of {', '.join(tools())}")
+    planned = planned if planned is not None else plan_import(kind, paths)
+    if whole := _whole_tool(planned):
+        return _import_whole(whole, paths, options, emit)
+    base = f"import-{kind or 'auto'}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     started = time.time()
     table = ImportTable(emit)
-    files = []
-    for path in paths:
-        parsed, measurements = IMPORTERS[kind](path, options)
-        context = _context(parsed, options, path, run_id, kind)
-        cells, sampled = table.cells, table.cells_with_samples
-        table.begin(context)
-        for measurement in measurements:
-            table.add(measurement)
-        files.append({"path": str(path), "cells": table.cells - cells, "cells_with_samples": table.cells_with_samples
-                      - sampled, "nranks": context["nranks"], "library": context["library"],
-                      "library_version": context["library_version"],
-                      "tool_version": context.get("tool_version", kind), "inferred": context.get("inferred", [])})
+    files: list[dict] = []
+    runs_of = {path: sum(1 for item in planned if item.path == path) for path in paths}
+    for index, item in enumerate(planned, 1):
+        run_id = base if len(planned) == 1 else f"{base}-{index}"
+        launch = item.path.name if runs_of[item.path] == 1 else f"{item.path.name}:{item.run.first}"
+        entry = {"path": str(item.path), "run": item.run.span(), "run_id": run_id, "read_as": item.tool,
+                 "chosen_by": item.chosen_by, "cells": 0, "cells_with_samples": 0, "inferred": []}
+        missing: list[NoResults] = []
+        for part in item.run.parts:
+            cells, sampled = table.cells, table.cells_with_samples
+            try:
+                parsed, measurements = IMPORTERS[item.tool](part, options)
+                context = _context(parsed, options, item.path, run_id, item.tool, launch)
+                table.begin(context)
+                for measurement in measurements:
+                    table.add(measurement)
+            except NoResults as error:  # a part without results (IMB's banner, a rate-only block)
+                missing.append(error)
+                continue
+            entry.update(cells=entry["cells"] + table.cells - cells, nranks=context["nranks"],
+                         cells_with_samples=entry["cells_with_samples"] + table.cells_with_samples - sampled,
+                         library=context["library"], library_version=context["library_version"],
+                         tool_version=context.get("tool_version", item.tool),
+                         inferred=[*entry["inferred"], *(note for note in context.get("inferred", [])
+                                                         if note not in entry["inferred"])])
+            if table.mismatches[0]:
+                count, first = table.mismatches
+                entry["bandwidth_check"] = (f"{count} cells' printed bandwidth differs from the one their printed "
+                                            f"time gives (kept as printed); first: {first}")
+        if missing and not entry["cells"] and runs_of[item.path] == 1:
+            raise missing[-1]  # the file's only run has no results
+        # what was skipped, but the preamble before a run's first block (IMB's banner)
+        skipped = [str(error) for error in missing if not str(error).endswith(NO_BLOCK)]
+        if skipped:
+            entry["skipped"] = "; ".join(skipped)[:2000]
+        files.append(entry)
     table.finish()
-    meta = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "suite": f"import:{kind}", "imported_from": files,
-            "tool_version": __version__, "started": started, "finished": time.time(),
+    meta = {"schema_version": SCHEMA_VERSION, "run_id": base, "suite": f"import:{kind or 'auto'}",
+            "imported_from": files, "tool_version": __version__, "started": started, "finished": time.time(),
             "note": _note(table.cells_with_samples, table.cells), "machine": {}, "env": {}, "versions": {}}
     return meta, table
 
 
-def import_files(kind: str, paths: list[Path], options: ImportOptions) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+def import_files(kind: str | None, paths: list[Path],
+                 options: ImportOptions) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
     """(results, meta, samples) for every measurement in ``paths``, in memory (``import_to_folder``
-    writes a large import without holding it)."""
-    if kind in WHOLE_IMPORTERS:  # its tables are already frames
-        preflight(kind, paths)
-        return WHOLE_IMPORTERS[kind](paths, options)
+    writes a large import without holding it). ``kind`` None: each run's tool from its headers."""
+    planned = plan_import(kind, paths)
+    whole = _whole_tool(planned)
+    if whole:  # its tables are already frames
+        return WHOLE_IMPORTERS[whole](paths, options)
     results: list[pa.RecordBatch] = []
     samples: list[pa.RecordBatch] = []
 
@@ -139,20 +219,22 @@ def import_files(kind: str, paths: list[Path], options: ImportOptions) -> tuple[
         if sampled is not None:
             samples.append(sampled)
 
-    meta, _ = import_rows(kind, paths, options, keep)
+    meta, _ = import_rows(kind, paths, options, keep, planned)
     return (pa.Table.from_batches(results, RESULT_SCHEMA).to_pandas(), meta,
             pa.Table.from_batches(samples, SAMPLE_SCHEMA).to_pandas())
 
 
-def import_to_folder(kind: str, paths: list[Path], options: ImportOptions,
+def import_to_folder(kind: str | None, paths: list[Path], options: ImportOptions,
                      folder: Path) -> tuple[dict, ImportTable | ImportCounts]:
     """Import ``paths`` into the run folder ``folder`` chunk by chunk (memory bounded whatever the
     files' size); (meta, the table's counts). Nothing is left in ``folder`` when a file is bad."""
     check_out_folder(folder)
-    preflight(kind, paths)
-    with RunFolderWriter(folder, RESULT_SCHEMA if kind in IMPORTERS else None,
-                         SAMPLE_SCHEMA if kind in IMPORTERS else None) as writer:
-        meta, table = import_rows(kind, paths, options, writer.write)
+    if kind is not None and kind not in tools():
+        raise BadInput(kind, f"unknown tool; expected one of {', '.join(tools())}")
+    planned = plan_import(kind, paths)
+    per_run = _whole_tool(planned) is None
+    with RunFolderWriter(folder, RESULT_SCHEMA if per_run else None, SAMPLE_SCHEMA if per_run else None) as writer:
+        meta, table = import_rows(kind, paths, options, writer.write, planned)
         writer.commit(meta)
     return meta, table
 

@@ -25,11 +25,19 @@ import pyarrow.compute as pc
 
 from bench.errors import BadInput
 from bench.importers.inputs import INT64_MAX
-from bench.importers.rows import ITEMSIZE, SAMPLE_STATS, Measurement
+from bench.importers.kinds import busbw_factor, ranks_in_total
+from bench.importers.rows import (
+    ITEMSIZE,
+    SAMPLE_STATS,
+    Measurement,
+    bandwidth_mismatch,
+    bandwidths,
+    sample_stats,
+    status_of,
+)
 from bench.plan.cells import cell_keys
 from bench.plan.hosts import hosts_digest
-from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION, timing_stats
-from collectives.spec import busbw_factor
+from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
 
 #: cells per chunk: a row group of results.parquet, a block of results.csv (~16 MiB of memory)
 CHUNK_ROWS = 1 << 14
@@ -58,11 +66,13 @@ SAMPLE_SCHEMA = pa.schema([(name, TYPES.get(name, _INT if name == "iteration" el
 #: constants, the group's, or null)
 PER_CELL = ("cell_key", "count_per_rank", "bytes_per_rank", "bytes_total", "repeat", "iters", "time_us_min",
             "time_us_p50", "time_us_mean", "time_us_p95", "time_us_p99", "time_us_max", "time_us_std", "algbw_gbps",
-            "busbw_gbps", "n_wrong")
-#: set per group of cells (one collective, type, op and placement), and the status (from n_wrong)
+            "busbw_gbps", "n_wrong", "status", "error", "run_id", "launch_id")
+#: per-cell text columns whose values come from files or flags: quoted in results.csv where CSV needs it
+FREE_TEXT = ("error", "run_id", "launch_id")
+#: set per group of cells (one collective, type, op and placement)
 PER_GROUP = ("collective", "dtype", "op", "placement")
 #: the fields of a results.csv line that are not the file's constants
-CSV_FIELDS = (*PER_CELL, *PER_GROUP, "status")
+CSV_FIELDS = (*PER_CELL, *PER_GROUP)
 ROW_WIDTH = len(PER_CELL) + 1
 TIMING_MODE = "sync"
 
@@ -138,7 +148,7 @@ class _Group:
     key_id: int
     itemsize: int
     ranks_in_total: int  # bytes_total = bytes_per_rank * this
-    busbw_factor: float
+    busbw_factor: float | None  # None: no bus bandwidth defined (point-to-point, barrier)
 
 
 class ImportTable:
@@ -171,11 +181,23 @@ class ImportTable:
         self.cells = 0
         self.cells_with_samples = 0
         self.shapes: set[tuple[str, int]] = set()
+        #: the current file's cells whose printed bandwidth differs from the one its time gives:
+        #: (how many, the first one's line and reason)
+        self.mismatches: tuple[int, str] = (0, "")
 
     def begin(self, context: dict) -> None:
-        """The next cells are of the file ``context`` describes."""
-        self.flush()
-        self._context = {**context, "ranks_per_node": max(int(context["nranks"]) // int(context["nnodes"]), 1)}
+        """The next cells are of the run ``context`` describes. A run that shares every constant column
+        with the one before (the runs of one log: only run_id and launch_id differ, and they are set
+        per cell) goes on in the same chunk; another one starts a new chunk."""
+        new = {**context, "ranks_per_node": max(int(context["nranks"]) // int(context["nnodes"]), 1)}
+        previous = self._context
+        self.mismatches = (0, "")
+        if previous is not None and previous.get("timestamp_ns") == new.get("timestamp_ns") \
+                and self._constants(previous) == self._constants(new):
+            self._context = new
+            return
+        self.flush()  # the cells of the previous context
+        self._context = new
         self._groups, self._group_values = {}, []
         values = {**self._constants(), "timestamp": str(pd.Timestamp(context["timestamp_ns"], unit="ns", tz="UTC"))}
         # results.csv lines: runs of the file's constant fields written out once, and the per-cell columns
@@ -196,41 +218,44 @@ class ImportTable:
         context = self._context
         assert context is not None, "begin() first"
         nranks = context["nranks"]
-        shared = {**self._placement(), "collective": m.collective, "impl": context["impl"], "algorithm": "native",
+        shared = {**self._placement(), "collective": m.collective, "impl": context["impl"],
+                  "algorithm": context.get("algorithm", "native"),
                   "intra": "", "inter": "", "device": context["device"], "nranks": nranks, "dtype": m.dtype,
                   "op": m.op, "placement": m.placement, "timing_mode": TIMING_MODE, "arm": ""}
         keys = cell_keys(shared)
         # repeats count a cell's occurrences in the import wherever it ran (as before the key held the hosts)
-        key_id = self._key_ids.setdefault((m.collective, context["impl"], context["device"], nranks,
+        key_id = self._key_ids.setdefault((m.collective, context["impl"], context.get("algorithm", "native"),
+                                           context["device"], nranks,
                                            context["nnodes"], context["ranks_per_node"], m.dtype, m.op, m.placement),
                                           len(self._key_ids))
         group = _Group(len(self._group_values), keys, key_id, ITEMSIZE[m.dtype],
-                       1 if m.collective == "allreduce" else nranks, busbw_factor(m.collective, nranks))
+                       ranks_in_total(m.collective, nranks), busbw_factor(m.collective, nranks))
         self._groups[(m.collective, m.dtype, m.op, m.placement)] = group
         self._group_values.append((m.collective, m.dtype, m.op, m.placement))
         self.shapes.add((m.collective, nranks))
         return group
 
-    def _placement(self) -> dict:
-        """The current file's placement, as its cells' key takes it: what the file says ran (an
-        import has no plan of its own), the hosts' digest "" where it names none."""
-        context = self._context
+    def _placement(self, context: dict | None = None) -> dict:
+        """A context's (default: the current one's) placement, as its cells' key takes it: what the file
+        says ran (an import has no plan of its own), the hosts' digest "" where it names none."""
+        context = context or self._context
         hosts = context["hosts"].split(",") if context.get("hosts") else []
         return {"nnodes": context["nnodes"], "ranks_per_node": context["ranks_per_node"], "virtual_nodes": False,
                 "hosts_digest": hosts_digest(hosts) if hosts else ""}
 
-    def _constants(self) -> dict:
-        """The columns every cell of the current file shares."""
-        context = self._context
+    def _constants(self, context: dict | None = None) -> dict:
+        """The columns every cell of a context (default: the current one) shares."""
+        context = context or self._context
         assert context is not None
         return {
-            **{name: context.get(name) for name in ("run_id", "suite", "launch_id", "impl", "transport", "library",
-                                                     "library_version", "device", "nranks", "nnodes",
-                                                     "ranks_per_node", "hosts", "tool_version", "warmup")},
-            "algorithm": "native", "intra": "", "inter": "", "resolved_algorithm": "native", "virtual_nodes": False,
-            "timing_mode": TIMING_MODE, "error": "", "mpi_thread_level": "", "oversubscribed": False, "git_sha": "",
+            **{name: context.get(name) for name in ("suite", "impl", "transport", "library", "library_version",
+                                                     "device", "nranks", "nnodes", "ranks_per_node", "hosts",
+                                                     "tool_version", "warmup")},
+            "algorithm": context.get("algorithm", "native"), "intra": "", "inter": "",
+            "resolved_algorithm": context.get("algorithm", "native"), "virtual_nodes": False,
+            "timing_mode": TIMING_MODE, "mpi_thread_level": "", "oversubscribed": False, "git_sha": "",
             "schema_version": SCHEMA_VERSION, "arm": "",
-            **{f"planned_{name}": value for name, value in self._placement().items()},
+            **{f"planned_{name}": value for name, value in self._placement(context).items()},
         }
 
     def add(self, m: Measurement) -> None:
@@ -247,21 +272,28 @@ class ImportTable:
         self._repeats[slot] = repeat + 1
         cell_key = group.key(count, repeat)
         mean = m.time_us
-        # recomputed from the tool's mean time, as the tools compute theirs (make_row)
-        algbw = bytes_total / mean / 1e3 if mean > 0 else None
-        busbw = algbw * group.busbw_factor if algbw is not None else None
+        # as printed where the tool printed them, else from its mean time (make_row); a printed one
+        # that its time does not give is kept and counted (meta.json says where)
+        algbw, busbw = bandwidths(m, bytes_total, group.busbw_factor)
+        if (m.algbw_gbps is not None or m.busbw_gbps is not None) \
+                and (why := bandwidth_mismatch(m, bytes_total, group.busbw_factor)):
+            seen, first = self.mismatches
+            self.mismatches = (seen + 1, first or f"line {m.line}: {why}")
+        status = status_of(m)
         if m.samples_us:  # the statistics of the samples, as for a measured row (make_row)
-            stats = timing_stats(m.samples_us, bytes_total, m.collective, self._context["nranks"])
+            stats = sample_stats(m.samples_us)
             low, p50, p95, p99, high, std = (_finite(stats[name]) for name in SAMPLE_STATS)
             self._samples.append((len(self._values) // ROW_WIDTH, m.samples_us))
             self._pending_samples += len(m.samples_us)
             self.cells_with_samples += 1
             self._values.extend((cell_key, count, bytes_per_rank, bytes_total, repeat, len(m.samples_us), low, p50,
-                                 mean, p95, p99, high, std, algbw, busbw, m.n_wrong, group.index))
+                                 mean, p95, p99, high, std, algbw, busbw, m.n_wrong, status, m.note,
+                                 self._context["run_id"], self._context["launch_id"], group.index))
         else:
             self._values.extend((cell_key, count, bytes_per_rank, bytes_total, repeat, m.iters, m.time_us_min,
                                  mean if m.time_us_p50 is None else m.time_us_p50, mean, m.time_us_p95,
-                                 m.time_us_p99, m.time_us_max, None, algbw, busbw, m.n_wrong, group.index))
+                                 m.time_us_p99, m.time_us_max, None, algbw, busbw, m.n_wrong, status, m.note,
+                                 self._context["run_id"], self._context["launch_id"], group.index))
         self.cells += 1
         if len(self._values) >= self._chunk_values or self._pending_samples >= SAMPLE_CHUNK:
             self.flush()
@@ -276,7 +308,6 @@ class ImportTable:
         groups = pa.array(flat[len(PER_CELL)::ROW_WIDTH], pa.int32())
         for position, name in enumerate(PER_GROUP):  # a group's value on each of its cells
             arrays[name] = pa.array([names[position] for names in self._group_values], _STRING).take(groups)
-        arrays["status"] = pc.if_else(pc.greater(arrays["n_wrong"], 0), "wrong", "ok").cast(_STRING)
         built = []
         for field in RESULT_SCHEMA:
             name = field.name
@@ -296,6 +327,8 @@ class ImportTable:
             elif name in PER_GROUP:  # names from files, quoted where CSV needs it
                 shown = [csv_field(names[PER_GROUP.index(name)]) for names in self._group_values]
                 parts.append(pa.array(shown, pa.string()).take(groups))
+            elif name in FREE_TEXT:  # text from files and flags: quoted where CSV needs it
+                parts.append(pa.array([csv_field(text) for text in arrays[name].to_pylist()], pa.string()))
             else:
                 parts.append(_csv_text(arrays[name]))
         if not isinstance(parts[-1], pa.Scalar):  # every line ends with a line break

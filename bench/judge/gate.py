@@ -251,7 +251,9 @@ def _status_reason(rows: pd.DataFrame) -> str:
         return ""
     row = bad.iloc[0]
     error = str(row.get("error") or "").strip()
-    wrong = int(row.get("n_wrong") or 0)
+    # an imported row may not know how many elements were wrong (n_wrong empty: the tool printed a
+    # magnitude); its error text says why it is wrong
+    wrong = 0 if pd.isna(row.get("n_wrong")) else int(row.get("n_wrong") or 0)
     detail = f"{wrong} wrong elements" if wrong else error[:160]
     return f"{row['status']}" + (f": {detail}" if detail else "")
 

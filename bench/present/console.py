@@ -126,7 +126,9 @@ def _cell_text(row) -> tuple[str, str, str]:
         return "[dim]unsupported[/dim]", "", ""
     if row.status != "ok":
         return f"[red]{console_text(row.status)}[/red]", "", f"[red]{row.n_wrong}[/red]" if row.n_wrong else ""
-    return f"{row.time_us_p50:.2f}", f"{row.busbw_gbps:.3f}", str(row.n_wrong)
+    # an imported row may have no bus bandwidth (point-to-point) or no count of wrong elements
+    busbw = "" if pd.isna(row.busbw_gbps) else f"{row.busbw_gbps:.3f}"
+    return f"{row.time_us_p50:.2f}", busbw, "?" if pd.isna(row.n_wrong) else str(row.n_wrong)
 
 
 def _speedup(baseline, row, intervals: Intervals) -> tuple[str, bool]:

@@ -41,7 +41,8 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
     """One row per cell (repeats and runs pooled: median of medians) with an implementation label,
     a shape ("8 GPUs, 2 nodes") and a variant (the dtype/op/placement/mode, where a collective has several).
     ``time_low_us``/``time_high_us``: the 95% interval of the cell's median from ``samples`` (NaN without)."""
-    ok = results[results["status"].eq("ok") & results["time_us_p50"].notna()].copy()
+    # zero-byte calls (IMB's 0 #bytes, a barrier) have no place on a size axis of powers of two
+    ok = results[results["status"].eq("ok") & results["time_us_p50"].notna() & results["bytes_total"].gt(0)].copy()
     if ok.empty:
         return ok.assign(label=[], shape=[], variant=[])
     if "arm" not in ok:  # tables from before same-job arms

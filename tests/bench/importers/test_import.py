@@ -103,7 +103,7 @@ def test_nccl_tests_json(tmp_path):
 def test_nccl_tests_json_per_iteration():
     """-I 1 adds <placement>_per_iter objects: a real median, tails and min/max over iterations."""
     results = parsed("nccl-tests", "all_gather_perf_iter.json")
-    assert set(results.collective) == {"allgather"} and set(results.op) == {"sum"}  # redop "none"
+    assert set(results.collective) == {"allgather"} and set(results.op) == {"none"}  # as printed (issue 47: was "sum")
     assert set(results.nranks) == {4} and set(results.nnodes) == {1}  # one process, -g 4
     first = results[(results.bytes_total == 4096) & results.placement.eq("out_of_place")].iloc[0]
     assert first.count_per_rank == 256  # all-gather count is per rank: 4096 B / 4 B / 4 ranks

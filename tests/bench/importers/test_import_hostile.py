@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -295,20 +296,31 @@ def test_a_bad_later_file_is_found_before_the_first_is_parsed(tmp_path):
 # -- runs in one log ---------------------------------------------------------------------------------
 
 
-def test_a_log_of_several_tests_is_refused(tmp_path):
-    """The old importer labelled every line with the first test's collective."""
+def test_a_log_of_several_tests_is_two_runs(tmp_path):
+    """Issue 47: the old importer refused a log of two tests (before that, labelled every line with the
+    first test's collective); each run is now read on its own, its collective from its own header."""
     path = _write(tmp_path / "job.log", (NCCL / "all_gather_perf.txt").read_text()
                   + (NCCL / "reduce_scatter_perf.txt").read_text())
-    refused(tmp_path, "nccl-tests", path, contains=("several tests", "all_gather_perf (line 2)",
-                                                     "reduce_scatter_perf"))
+    code, _, stderr = run_in_process("import", "nccl-tests", str(path), "--out", str(tmp_path / "out"))
+    assert code == 0, stderr
+    table = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    by_run = table.groupby("run_id").collective.unique().map(list).tolist()
+    assert sorted(by_run) == [["allgather"], ["reduce_scatter"]]
+    assert table.launch_id.nunique() == 2 and all(launch.startswith("job.log:") for launch in table.launch_id)
 
 
-def test_runs_of_different_rank_counts_are_refused(tmp_path):
+def test_runs_of_different_rank_counts_are_two_runs(tmp_path):
+    """Issue 47: was refused; each run has its own rank count (its own '#  Rank' lines)."""
     eight = (NCCL / "all_gather_perf.txt").read_text()
-    four = "\n".join(line for line in eight.splitlines() if not any(f"Rank  {r}" in line for r in range(4, 8)))
-    path = _write(tmp_path / "job.log", eight + four.replace("2048            64", "1024            64") + "\n")
-    refused(tmp_path, "nccl-tests", path, contains=("runs of different rank counts", "8 (the run from line 3)",
-                                                     "4 (the run from line"))
+    four = [line for line in eight.splitlines() if not any(f"Rank  {r}" in line for r in range(4, 8))]
+    # an all_gather on 4 ranks: size = count x 4 B x 4
+    four = [re.sub(r"^\s*\d+", f"{int(line.split()[1]) * 16:>12}", line)
+            if len(line.split()) > 3 and line.split()[2] == "float" else line for line in four]
+    path = _write(tmp_path / "job.log", eight + "\n".join(four) + "\n")
+    code, _, stderr = run_in_process("import", "nccl-tests", str(path), "--out", str(tmp_path / "out"))
+    assert code == 0, stderr
+    table = pd.read_parquet(tmp_path / "out" / "results.parquet")
+    assert sorted(table.groupby("run_id").nranks.unique().map(list).tolist()) == [[4], [8]]
 
 
 def _generator():
@@ -331,12 +343,15 @@ def test_a_log_of_many_runs_streams_into_one_table(tmp_path):
     code, stdout, stderr = run_in_process("import", "nccl-tests", str(log), "--out", str(out))
     assert code == 0, stderr
     assert time.monotonic() - started < 60
-    assert f"nranks=16 from 16 '#  Rank N ... device' lines in each of {runs} runs" in stderr
+    # each run its own run_id (issue 47: runs were one), said on stderr for the first 20, the rest in meta.json
+    assert stderr.count("nranks=16 from 16 '#  Rank N ... device' lines") == 20
+    assert f"{runs - 20} more runs, each in meta.json imported_from" in stderr
     assert stdout.startswith(f"{facts['cells']} cells (allreduce on 16 ranks), 0 with per-iteration samples")
     table = pd.read_parquet(out / "results.parquet")
     assert len(table) == facts["cells"] and table.cell_key.is_unique
     assert table.groupby(["count_per_rank", "placement"]).repeat.agg(sorted).map(list).eq(
         [list(range(runs))] * 62).all()
+    assert table.run_id.nunique() == runs
     # the printed times, in file order: out-of-place then in-place of each line
     printed = [float(token) for line in log.read_text().splitlines() if line.strip() and line.split()[0].isdigit()
                for token in (line.split()[5], line.split()[9])]

@@ -38,7 +38,9 @@ RESULTS = pd.read_parquet(GOOD / "results.parquet")
 SAMPLES = pd.read_parquet(GOOD / "samples.parquet")
 LOGS = {path: path.read_bytes() for path in sorted((ROOT / "tests" / "data").glob("*/*"))
         if path.suffix in (".txt", ".json", ".out")}
-FORMAT = {"nccl-tests": "nccl-tests", "osu": "osu", "pccl-reproducer": "pccl-reproducer"}
+#: the importer of each folder's logs (tests/data/corpus: every format, read by --auto)
+FORMAT = {"nccl-tests": "nccl-tests", "osu": "osu", "pccl-reproducer": "pccl-reproducer", "corpus": "auto"}
+TOOLS = ("nccl-tests", "osu", "imb", "pccl-reproducer")
 MACHINES = {path.name: yaml.safe_load(path.read_text())
             for path in sorted((ROOT / "suites" / "machines").glob("*.yaml"))}
 
@@ -167,7 +169,7 @@ def test_mutated_logs_keep_the_contract(log, other_format):
     path, data = log
     tool = FORMAT[path.parent.name]
     if other_format:  # a log given to the wrong importer
-        tool = sorted(set(FORMAT.values()) - {tool})[len(data) % 2]
+        tool = sorted(set(TOOLS) - {tool})[len(data) % 3]
     with tempfile.TemporaryDirectory(prefix="pccl-fuzz-") as scratch:
         source = Path(scratch) / path.name
         source.write_bytes(data)

@@ -1,0 +1,271 @@
+"""The one front end of every importer: a file's lines without the prefixes launchers and terminals
+add, the format of each run recognised by its headers, and the file split into runs.
+
+* Prefixes stripped from the start of every line, repeatedly (they nest): Open MPI
+  ``--tag-output`` (``[1,0]<stdout>:``), rank tags (``[0]``, ``[rank3]:``), ``srun --label``
+  (``  0: ``), timestamps (``2024-05-01T10:00:00.123Z``, ``[10:00:01]``) and shell prompts
+  (``$ ``, ``user@host:~$ ``). A ``#`` is never stripped: every tool's headers start with one.
+* A format is recognised by a header only that tool prints (MARKERS), never by a first character:
+  a file is JSON only when it starts like a JSON document and parses as one.
+* A run starts where a tool's opening header appears again (nccl-tests' version / "Collective test
+  starting" / "nThread" / column header lines, in that order; OSU's title; IMB's banner): each run is
+  imported with its own run_id. IMB's ``# Benchmarking X`` blocks are parts of one run (a benchmark
+  and process count each).
+* Two tables side by side on one line (a paste of two logs) or a line that is two tools' header is
+  refused, naming the file and line.
+
+Lines are read in binary with their byte offsets, so each part is re-read from its own start (a log of
+thousands of runs is read a bounded number of times, never held whole).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.errors import BadInput
+from bench.importers.inputs import (
+    BINARY,
+    HEAD_BYTES,
+    IMB,
+    JSON_START,
+    MAX_LINE,
+    NCCL_TESTS,
+    OSU,
+    REPRODUCER_CSV,
+    REPRODUCER_LOG,
+    json_like,
+    looks_like,
+    open_binary,
+)
+
+#: one prefix a launcher or terminal puts before a tool's line; stripped repeatedly from the start
+PREFIX = re.compile(
+    r"^(?:"
+    r"\[\d{1,9},\d{1,9}\]<std(?:out|err)>:[ \t]?"  # Open MPI --tag-output
+    r"|\[(?:rank)?\d{1,7}\]:?[ \t]?"  # [0] rank tags (Intel MPI -l, MPICH -prepend-rank)
+    r"|[ \t]*\d{1,7}:[ \t]"  # srun --label, mpiexec -l ("  0: ")
+    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*(?:[|:-][ \t]*)?"
+    r"|\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\][ \t]*"  # [10:00:01]
+    # asctime, as Open MPI's --timestamp-output and `date` print it
+    r"|\[?[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{3,4})? \d{4}\]?[ \t]*"
+    r"|\S{1,64}@\S{1,64}[:\s]\S{0,200}[$#%][ \t]+"  # user@host:~/dir$
+    r"|\((?:\w|[-.]){1,64}\)[ \t]+(?=\S+@)"  # (venv) before a prompt
+    r"|[$>][ \t]+"  # a bare prompt
+    r")")
+#: what a binary file is called (looks_like): one run, refused by its importer
+BINARY_NAMES = {name for _, name in BINARY} | {"binary data"}
+#: how many nested prefixes one line may carry (timestamp, rank tag, label ...)
+MAX_PREFIXES = 6
+
+
+def clean(line: str) -> str:
+    """``line`` without the known prefixes at its start."""
+    for _ in range(MAX_PREFIXES):
+        found = PREFIX.match(line)
+        if not found or not found.end():
+            return line
+        line = line[found.end():]
+    return line
+
+
+def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = None,
+             cut: list[int] | None = None) -> Iterator[tuple[int, str, int]]:
+    """(line number, line without line break and prefixes, its byte offset) of
+    ``path`` from ``offset`` (which is line ``number``) to line ``last``. A line over MAX_LINE comes as
+    "" (its number kept), never whole; bytes that are not UTF-8 become U+FFFD. ``cut``: the number of
+    a last line without its line break is appended to it before that line comes (a truncated log)."""
+    with open_binary(path) as handle:
+        handle.seek(offset)
+        while last is None or number <= last:
+            start = handle.tell()
+            data = handle.readline(MAX_LINE)
+            if not data:
+                return
+            if not data.endswith(b"\n") and len(data) >= MAX_LINE:
+                while data and not data.endswith(b"\n"):  # skip the rest of an over-long line
+                    data = handle.readline(MAX_LINE)
+                yield number, "", start
+                number += 1
+                continue
+            if cut is not None and not data.endswith(b"\n"):
+                cut.append(number)
+            text = data.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
+            for piece in text.split("\r") if "\r" in text else (text,):  # a bare CR ends a line too
+                yield number, clean(piece), start
+                number += 1
+
+
+#: (tool format, marker kind, pattern): the header lines each tool prints. Kinds of one tool are in
+#: print order: a kind at or before the last one seen opens a new run (OPENING), the others never do
+MARKERS: tuple[tuple[str, int, re.Pattern], ...] = (
+    (NCCL_TESTS, 0, re.compile(r"^#\s*[nr]ccl-tests version\b")),
+    (NCCL_TESTS, 1, re.compile(r"^#\s*Collective test starting:")),
+    (NCCL_TESTS, 2, re.compile(r"^#\s*nThread\s+\d+\s+nGpus\s+\d+")),
+    (NCCL_TESTS, 3, re.compile(r"^#\s+size\s+count\s+type\b")),
+    (OSU, 0, re.compile(r"^#\s*OSU\b.*\b(?:Test|Benchmark)\b", re.IGNORECASE)),
+    (OSU, 1, re.compile(r"^#\s*Size\s+(?:Avg\s+|Min\s+)?(?:Latency|Bandwidth|Bi-Bandwidth|MB/s|Overall)",
+                        re.IGNORECASE)),
+    (IMB, 0, re.compile(r"^#?\s*Intel\s?\(R\)\s+MPI\s+Benchmark")),
+    (IMB, 1, re.compile(r"^#\s*Benchmarking\s+(?:Multi-)?\w+")),
+    (IMB, 2, re.compile(r"^\s*(?:#bytes\s+)?#repetitions\s+")),
+    (REPRODUCER_LOG, 0, re.compile(r"^\s*(?:(?:output|input) size = [\d.]+ MB|Method = \S+"
+                                   r"|time(?:_\w+)? = [\d.eE+-]+ ms|(?:All-gather|Reduce scatter) bus bw for)\s*")),
+)
+#: the kinds that open a run (seen again, or after a later kind, a new run starts)
+OPENING = {NCCL_TESTS: {0, 1, 2, 3}, OSU: {0}, IMB: {0}, REPRODUCER_LOG: set()}
+#: kinds that start a new part of the run (IMB: one benchmark and process count each)
+PART = {IMB: {1}}
+#: headers that one line holds only once (twice: two logs pasted side by side)
+SIDE_BY_SIDE = (re.compile(r"#\s+size\s+count\s+type\b"), re.compile(r"#\s*OSU\b", re.IGNORECASE),
+                re.compile(r"#\s*Size\s+(?:Avg\s+)?(?:Latency|Bandwidth|Bi-Bandwidth)", re.IGNORECASE),
+                re.compile(r"#bytes\s+#repetitions"), re.compile(r"Collective test starting"),
+                re.compile(r"\btime(?:_\w+)? = [\d.]+ ms"))
+
+
+#: what tells an rccl-tests run from an nccl-tests one (the same table)
+RCCL_MARK = re.compile(r"rccl-tests|\bRCCL version")
+#: a launcher's command line (a run that follows it starts there: its rank count is read from it)
+LAUNCHER = re.compile(r"^\s*(?:\+\s*)?(?:\S*/)?(?:mpirun|mpiexec(?:\.\w+)?|srun|orterun|aprun|jsrun|flux\s+run)\s")
+
+
+@dataclass
+class Part:
+    """Lines ``first`` to ``last`` of a file (``offset``: the byte where ``first`` starts), read
+    through the front end."""
+
+    path: Path
+    first: int = 1
+    last: int | None = None
+    offset: int = 0
+    #: the run's first part (its banner: IMB's types and version), None for the first part itself
+    head: Part | None = None
+    #: the file's last line when it has no line break (set while ``lines`` reads it): maybe cut
+    cut_line: int | None = None
+
+    def lines(self) -> Iterator[tuple[int, str]]:
+        """(line number in the file, cleaned line) of this part."""
+        cut: list[int] = []
+        for number, line, _ in numbered(self.path, self.offset, self.first, self.last, cut=cut):
+            if cut:
+                self.cut_line = cut[0]
+            yield number, line
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+@dataclass
+class Run:
+    """One run of one tool in a file: its parts (one, except IMB's benchmarks), what told the format."""
+
+    format: str
+    evidence: str
+    parts: list[Part] = field(default_factory=list)
+    #: the latest marker kind seen in the run (MARKERS): an opening one at or before it opens a new run
+    last_kind: int = -1
+    #: an nccl-tests-format run that names rccl-tests or RCCL (read as rccl-tests under --auto)
+    rccl: bool = False
+
+    @property
+    def first(self) -> int:
+        return self.parts[0].first
+
+    @property
+    def last(self) -> int | None:
+        return self.parts[-1].last
+
+    def span(self) -> str:
+        return f"lines {self.first}-{self.last}" if self.last else "(the whole file)"
+
+
+def _refuse_side_by_side(line: str, where: str) -> None:
+    for pattern in SIDE_BY_SIDE:
+        if len(pattern.findall(line)) > 1:
+            raise BadInput(where, f"two tables side by side on one line ({pattern.pattern!r} twice: a paste of two "
+                                  "logs?): import each log on its own")
+
+
+def _markers(line: str, where: str) -> tuple[str, int] | None:
+    """(format, kind) of a header line, None for any other line; a line two tools claim is refused."""
+    if "#" not in line and "Intel" not in line and " = " not in line and "bus bw" not in line:
+        return None
+    found = [(name, kind) for name, kind, pattern in MARKERS if pattern.search(line)]
+    if not found:
+        return None
+    _refuse_side_by_side(line, where)
+    if len({name for name, _ in found}) > 1:
+        raise BadInput(where, f"ambiguous: the line is a header of {' and of '.join(sorted({n for n, _ in found}))}: "
+                              f"{line.strip()[:80]!r}")
+    return found[0]
+
+
+def split_runs(path: Path) -> list[Run]:
+    """The runs of ``path``, in file order; a file of no recognised tool is one run of format ""
+    (its importer, when named, says what is missing). The reproducer's CSV and JSON files are one run."""
+    with open_binary(path) as handle:
+        data = handle.read(HEAD_BYTES)
+    seen = looks_like(data)
+    if seen and (seen[0] == REPRODUCER_CSV or json_like(data) or seen[0] in BINARY_NAMES):
+        return [Run(seen[0] if seen else "", seen[1] if seen else "", [Part(path)])]
+    runs: list[Run] = []
+    current: Run | None = None
+    preamble: tuple[int, int] | None = None  # lines before the first header: (first line, its offset)
+    launched: tuple[int, int] | None = None  # the last launcher line since the current run opened
+    final = 0
+    rccl = False  # RCCL named since the current run opened (or in the preamble)
+    for number, line, offset in numbered(path):
+        final = number
+        if preamble is None:
+            preamble = (number, offset)
+        if "CCL" in line or "ccl" in line:
+            rccl = rccl or bool(RCCL_MARK.search(line))
+            if current is not None:
+                current.rccl = current.rccl or rccl
+        if LAUNCHER.match(line):
+            launched = (number, offset)
+            continue
+        found = _markers(line, f"{path}:{number}")
+        if found is None:
+            continue
+        name, kind = found
+        opens = current is None or current.format != name or (kind in OPENING[name] and kind <= current.last_kind)
+        if opens:
+            # the first run holds the file's preamble; a later one starts at the launcher line before it
+            start = preamble if not runs else launched or (number, offset)
+            if current is not None:
+                current.parts[-1].last = start[0] - 1
+            launched = None
+            current = Run(name, f"line {number}: {line.strip()[:80]!r}", [Part(path, start[0], None, start[1])],
+                          rccl=rccl and not runs)
+            rccl = current.rccl
+            runs.append(current)
+        elif kind in PART.get(name, ()) and current.parts[-1].first != number:
+            current.parts[-1].last = number - 1
+            current.parts.append(Part(path, number, None, offset, current.parts[0]))
+        current.last_kind = kind if kind in OPENING[name] else max(current.last_kind, kind)
+    if not runs:
+        return [Run(seen[0] if seen else "", seen[1] if seen else "", [Part(path)])]
+    runs[-1].parts[-1].last = final
+    return runs
+
+
+def head_text(path: Path, size: int = HEAD_BYTES) -> bytes:
+    """The first ``size`` bytes of ``path`` as the importers see them: line prefixes stripped (read once
+    per version of the file: every run of a log of thousands asks)."""
+    status = os.stat(path)
+    return _head_text(str(path), status.st_mtime_ns, status.st_size, size)
+
+
+@functools.lru_cache(maxsize=16)
+def _head_text(path: str, _mtime_ns: int, _size: int, size: int) -> bytes:
+    with open_binary(Path(path)) as handle:
+        data = handle.read(size)
+    if JSON_START.match(data):
+        return data
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").split("\n")
+    return "\n".join(clean(line) for line in text).encode()

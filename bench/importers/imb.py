@@ -1,0 +1,180 @@
+"""IMB-MPI1 (Intel MPI Benchmarks 3.x "Intel (R) MPI Benchmark Suite" to 2021.x): every benchmark
+block of a log as result rows, each block (``# Benchmarking X`` / ``# #processes = N``) a part of the
+run with its own rank count (``-npmin`` runs several in one file).
+
+Checked against intel/mpi-benchmarks src_c (IMB_output.c: the table headers; IMB_g_info.c: the banner;
+the benchmarks' sources for what ``#bytes`` is):
+* Allreduce, Reduce, Reduce_local, Bcast: ``#bytes`` is the whole vector -> count_per_rank = #bytes /
+  type size = bytes_total;
+* Allgather(v), Gather(v), Scatter(v), Alltoall(v): each rank's contribution (alltoall: to each peer) ->
+  count_per_rank = #bytes / type size, bytes_total x nranks;
+* Reduce_scatter: the whole vector, split over the ranks with the remainder to the first ones ->
+  count_per_rank = #bytes / type size / nranks, uneven sizes skipped; Reduce_scatter_block: the
+  receive count of each rank (``s_num = size / s_size``) -> count_per_rank = #bytes / type size;
+* PingPong, PingPing, Sendrecv, Exchange: one message of #bytes (no bus bandwidth is defined);
+  Barrier: no bytes. Uniband/Biband print only rates (no time) and Multi- blocks run several groups at
+  once: they are skipped, and meta.json says so.
+Types: the banner's ``MPI_Datatype`` (MPI_BYTE) and ``MPI_Datatype for reductions`` (MPI_FLOAT); op its
+``MPI_Op``. ``t_avg`` (the mean over ranks of each rank's mean) goes into time_us_mean and p50,
+``t_min``/``t_max`` into time_us_min/max; PingPong/PingPing's ``t[usec]`` is the mean. ``-check``'s
+``defects`` column above 0 makes the row ``wrong`` (a count IMB does not give: n_wrong stays empty).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from bench.errors import BadInput
+from bench.importers import importer
+from bench.importers.frontend import Part
+from bench.importers.inputs import NoResults, RowWidth, count, time_us
+from bench.importers.kinds import op_of
+from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
+
+#: "#    Intel(R) MPI Benchmarks 2021.3, MPI-1 part", "#    Intel (R) MPI Benchmark Suite V3.2.4, MPI-1 part"
+BANNER = re.compile(r"Intel\s?\(R\)\s+MPI\s+Benchmark(?:s|\s+Suite)?\s+V?(?P<version>[\w.]+(?:\s+Update\s+\d+)?)"
+                    r"(?:,\s*(?P<part>[\w-]+)\s+part)?")
+BLOCK = re.compile(r"^#\s*Benchmarking\s+(?P<multi>Multi-)?(?P<name>\w+)")
+PROCESSES = re.compile(r"^#\s*#processes\s*=\s*(\d{1,9})")
+HEADER = re.compile(r"^\s*(?:#bytes\s+)?#repetitions\s+")
+DATATYPE = re.compile(r"^#\s*MPI_Datatype(?P<reductions>\s+for\s+reductions)?\s*:\s*MPI_(?P<name>\w+)")
+OP = re.compile(r"^#\s*MPI_Op\s*:\s*MPI_(\w+)")
+#: IMB's benchmark names -> the table's collective
+BENCHMARKS = {"pingpong": "pingpong", "pingping": "pingping", "sendrecv": "imb_sendrecv", "exchange": "exchange",
+              "allreduce": "allreduce", "reduce": "reduce", "reduce_local": "reduce_local",
+              "reduce_scatter": "reduce_scatter", "reduce_scatter_block": "reduce_scatter",
+              "allgather": "allgather", "allgatherv": "allgatherv", "gather": "gather", "gatherv": "gatherv",
+              "scatter": "scatter", "scatterv": "scatterv", "alltoall": "alltoall", "alltoallv": "alltoallv",
+              "bcast": "broadcast", "barrier": "barrier"}
+#: what a part before the first block (the banner) says: not a skipped benchmark
+NO_BLOCK = "no '# Benchmarking <benchmark>' block"
+#: rate-only benchmarks (no time column): not one call's time
+RATE_ONLY = ("uniband", "biband")
+REDUCING = ("allreduce", "reduce", "reduce_local", "reduce_scatter", "reduce_scatter_block")
+MPI_TYPES = {"byte": "uint8", "char": "char", "float": "float32", "double": "float64", "int": "int32",
+             "long": "int64", "long_long": "int64"}
+#: the header's columns -> Measurement fields
+COLUMNS = {"#bytes": "size", "#repetitions": "iters", "t_min[usec]": "min", "t_max[usec]": "max",
+           "t_avg[usec]": "avg", "t[usec]": "avg", "defects": "defects"}
+
+
+def _banner(lines_of: Iterable[tuple[int, str]], source: str) -> dict:
+    """The run's shared facts from its banner: version, types, op (IMB's defaults where not printed)."""
+    facts = {"version": "", "dtype": "uint8", "reduction_dtype": "float32", "op": "sum"}
+    for number, line in lines_of:
+        stripped = line.strip()
+        if BLOCK.match(stripped):
+            break
+        if not facts["version"] and (found := BANNER.search(stripped)):
+            facts["version"] = found.group("version")[:40]
+        elif found := DATATYPE.match(stripped):
+            name = found.group("name").lower()
+            if name not in MPI_TYPES:
+                raise BadInput(f"{source}:{number}", f"MPI_Datatype: MPI_{found.group('name')[:40]} is not a type "
+                                                     "pccl-bench reads")
+            facts["reduction_dtype" if found.group("reductions") else "dtype"] = MPI_TYPES[name]
+        elif found := OP.match(stripped):
+            facts["op"] = found.group(1).lower()[:20]
+    return facts
+
+
+def _block(lines_of: Iterable[tuple[int, str]]) -> tuple[str, str, int | None, int]:
+    """(benchmark name, Multi- or "", #processes, its line) of a part."""
+    name, multi, processes, line = "", "", None, 0
+    for number, text in lines_of:
+        stripped = text.strip()
+        if not name and (found := BLOCK.match(stripped)):
+            name, multi, line = found.group("name"), found.group("multi") or "", number
+        elif processes is None and (found := PROCESSES.match(stripped)):
+            processes = int(found.group(1))
+        elif HEADER.match(stripped):
+            break
+    return name, multi, processes, line
+
+
+def _count(collective: str, block: str, size: int, itemsize: int, nranks: int) -> int | None:
+    elements, left = divmod(size, itemsize)
+    if left:
+        return None
+    if block == "reduce_scatter":  # the whole vector, remainder to the first ranks
+        return elements // nranks if elements % nranks == 0 else None
+    return 0 if collective == "barrier" else elements
+
+
+def _rows(part: Part, collective: str, block: str, nranks: int, dtype: str, op: str) -> Iterator[Measurement]:
+    source = str(part)
+    columns: list[str] | None = None
+    produced = 0
+    widths = RowWidth()
+    for number, line in part.lines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if HEADER.match(stripped):
+            columns = [COLUMNS.get(label, label) for label in stripped.split()]
+            widths.reset()
+            if "avg" not in columns:
+                raise BadInput(f"{source}:{number}", f"an IMB table without a time column: {stripped[:80]!r}")
+            continue
+        if columns is None or stripped.startswith("#") or not stripped[0].isdigit():
+            continue
+        tokens = stripped.split()
+        where = f"{source}:{number}"
+        if len(tokens) < len(columns):
+            raise BadInput(where, f"{len(tokens)} values, but the header has {len(columns)} columns (a cut line?)")
+        values = dict(zip(columns, tokens, strict=False))
+        size = count(values["size"], where, "#bytes") if "size" in values else 0
+        iters = count(values["iters"], where, "#repetitions", 1)
+        mean = time_us(values["avg"], where, "t_avg[usec]", allow_zero=True)
+        if mean == 0:
+            continue  # nothing measured (a zero-byte call below the timer's resolution)
+        per_rank = _count(collective, block, size, ITEMSIZE[dtype], nranks)
+        if per_rank is None:
+            continue
+        low = time_us(values["min"], where, "t_min[usec]", allow_zero=True) if "min" in values else None
+        high = time_us(values["max"], where, "t_max[usec]") if "max" in values else None
+        status, note = None, ""
+        if "defects" in values:
+            defects = time_us(values["defects"], where, "defects", allow_zero=True)
+            if defects:
+                status, note = "wrong", f"IMB -check defects {values['defects']}"
+        # its values read: now whether the row is whole (a cut one can read as other numbers)
+        widths.check(line, where, [values[name] for name in ("min", "max", "avg") if name in values],
+                     part.cut_line == number)
+        produced += 1
+        yield Measurement(collective, dtype, op, per_rank, "out_of_place", mean, time_us_min=low, time_us_max=high,
+                          n_wrong=None if status else 0, iters=iters, status=status, note=note, line=number)
+    if not produced:
+        raise NoResults(source, f"no IMB result lines under '# Benchmarking {block}'")
+
+
+@importer("imb")
+def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]]:
+    """One ``# Benchmarking`` block of an IMB-MPI1 run (the run's banner gives the types and version)."""
+    source = str(part)
+    name, multi, processes, line = _block(part.lines())
+    if not name:
+        raise NoResults(source, NO_BLOCK)
+    block = name.lower()
+    if block in RATE_ONLY or multi:
+        raise NoResults(f"{source}:{line}", f"{multi}{name}: " + ("prints rates only, no time" if not multi else
+                                                                   "several groups run at once") + ": not imported")
+    if block not in BENCHMARKS:
+        raise NoResults(f"{source}:{line}", f"{name}: not an IMB-MPI1 benchmark pccl-bench reads")
+    collective = options.collective or BENCHMARKS[block]
+    nranks = options.nranks or processes
+    if not nranks:
+        raise BadInput(f"{source}:{line}", f"'# Benchmarking {name}' without '# #processes = N': pass --nranks")
+    facts = _banner((part.head or part).lines(), source)
+    dtype = facts["reduction_dtype"] if block in REDUCING else facts["dtype"]
+    inferred = [f"collective={collective} from '# Benchmarking {name}' (line {line})"]
+    if not options.nranks:
+        inferred.append(f"nranks={nranks} from '# #processes = {processes}'")
+    context = {"nranks": nranks, "hosts": [], "warmup": 0, "library": options.library or "MPI",
+               "library_version": options.library_version or "", "impl": options.impl or "imb-mpi",
+               "device": "host", "transport": "mpi", "tool_version": f"IMB {facts['version']}".strip(),
+               # MPI_Reduce_scatter_block is another call than MPI_Reduce_scatter of equal counts: its own cells
+               "algorithm": "native:Reduce_scatter_block" if block == "reduce_scatter_block" else "native",
+               "inferred": inferred}
+    return context, _rows(part, collective, block, nranks, dtype, op_of(collective, facts["op"]))
