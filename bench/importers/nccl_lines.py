@@ -111,12 +111,7 @@ def _old_error(token: str, where: str, name: str, dtype: str, nranks: int | None
     row is ``wrong`` when it is above nccl-tests' own tolerance, which failed the test."""
     if token in TEXT_NOT_MEASURED:
         return 0, None, ""
-    try:
-        value = float(token)
-    except ValueError:
-        raise BadInput(where, f"{name}: not a number: {token[:40]!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise BadInput(where, f"{name}: {token[:40]!r} is not an error magnitude (a finite number >= 0)")
+    value = _non_negative(token, where, name, "an error magnitude")
     if "e" not in token.lower():  # nccl-tests prints it "%5.0le": a value without its exponent was cut
         raise BadInput(where, f"{name}: {token[:40]!r} is not as nccl-tests prints it (like 2e-06): a cut line?")
     if value == 0:
@@ -131,12 +126,17 @@ def _bandwidth(token: str, where: str, name: str) -> float | None:
     """A printed bandwidth (GB/s), kept as printed; None where the tool printed none."""
     if token in TEXT_NOT_MEASURED:
         return None
+    return _non_negative(token, where, name, "a bandwidth")
+
+
+def _non_negative(token: str, where: str, name: str, what: str) -> float:
+    """A printed figure that is ``what``: a finite number >= 0, else BadInput naming the line."""
     try:
         value = float(token)
     except ValueError:
         raise BadInput(where, f"{name}: not a number: {token[:40]!r}") from None
     if not math.isfinite(value) or value < 0:
-        raise BadInput(where, f"{name}: {token[:40]!r} is not a bandwidth (a finite number >= 0)")
+        raise BadInput(where, f"{name}: {token[:40]!r} is not {what} (a finite number >= 0)")
     return value
 
 
