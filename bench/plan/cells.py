@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property
 from hashlib import sha1
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -97,9 +98,10 @@ class Cell:
     #: "" where none are named: this host, or the launcher's choice)
     hosts_digest: str = ""
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """Stable id of one measurement (the same cell, placement and repeat in another run = the same key)."""
+        """Stable id of one measurement (the same cell, placement and repeat in another run = the same key);
+        hashed once per cell (the worker asks for it twice a cell, the sweep a few times more)."""
         return cell_key(vars(self))
 
     @property
@@ -111,6 +113,7 @@ class Cell:
         """The cell as row columns: the planned placement as ``planned_<name>``, and the unprefixed
         placement columns the planned values too until a launch's measurement replaces them."""
         values = dict(vars(self))  # flat fields: asdict's deep copy is a cost a cell
+        values.pop("key", None)  # the cached key, not a field: it goes in as cell_key below
         for name in PLACEMENT_FIELDS:
             values["planned_" + name] = values[name]
         del values["hosts_digest"]  # the measured hosts' digest: known only once a launch ran

@@ -147,12 +147,14 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool,
 
 def _timed(outcome: CellOutcome, samples, info: dict, turns: str | None) -> CellOutcome:
     # the loop's stop_reason is the outcome's own field; the rest of what it reports, its timing columns
-    timed = replace(outcome, timing={key: value for key, value in info.items() if key != "stop_reason"},
-                    stop_reason=info.get("stop_reason"), turns=turns)
+    timing = {key: value for key, value in info.items() if key != "stop_reason"}
     if not len(samples):  # window mode: every iteration missed its window
+        timed = replace(outcome, timing=timing, stop_reason=info.get("stop_reason"), turns=turns)
         return _not_run(timed, "failed", f"timing: every one of the cell's calls missed its window "
                                          f"({info.get('window_missed', 0)} missed)")
-    return replace(timed, status="ok", samples_us=(samples * 1e6).tolist())
+    # one copy a cell: this runs between timed cells
+    return replace(outcome, timing=timing, stop_reason=info.get("stop_reason"), turns=turns, status="ok",
+                   samples_us=(samples * 1e6).tolist())
 
 
 def _time(topo, outcomes: list[CellOutcome], ops: list, timing: TimingPlan,
