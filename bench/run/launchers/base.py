@@ -85,7 +85,7 @@ class Launcher:
 
     #: the name ``--launcher`` takes and meta.json records
     name: ClassVar[str] = ""
-    #: how a sweep runs with it (bench/sweep/drivers.py): "jobs" (one MPI job per launch, started
+    #: how a sweep runs with it (bench/sweep/run.py DRIVERS): "jobs" (one MPI job per launch, started
     #: here), "batch" (the sweep submitted as batch jobs), "inside" (in the job it was started in)
     sweep_driver: ClassVar[str] = "jobs"
     #: whether the sweep asks each named host what it is before the first launch (one rank each)
