@@ -24,6 +24,19 @@ def thread_level(env: Mapping[str, str]) -> str:
     return level if level in THREAD_LEVELS else "single"
 
 
+def plan_file_device(path: str) -> str:
+    """The memory kind of a plan file's cells, read with json alone (before the worker's imports);
+    ``host`` where the file says none or cannot be read (the worker then reports why)."""
+    import json
+
+    try:
+        with open(path) as handle:
+            cells = json.load(handle).get("cells") or [{}]
+        return str(cells[0].get("device") or "host")
+    except (OSError, ValueError, AttributeError, IndexError, TypeError):
+        return "host"
+
+
 def defer_mpi_init() -> None:
     """Importing mpi4py.MPI after this loads the library without MPI_Init (start_mpi calls it); set
     before the first import of mpi4py.MPI in the process, else it changes nothing."""

@@ -15,11 +15,16 @@ import sys
 import time
 from pathlib import Path
 
-from bench.run.mpi_start import defer_mpi_init, start_mpi
+from bench.run.mpi_start import defer_mpi_init, plan_file_device, start_mpi
 
 # Before mpi4py.MPI is first imported: the import loads the library without MPI_Init, so a GPU rank
-# binds its device first (main, start_mpi). The thread level is recorded in every row.
+# binds its device first (start_mpi). The thread level is recorded in every row.
 defer_mpi_init()
+if __name__ == "__main__" and len(sys.argv) == 2:
+    # Run as the worker: the GPU, then MPI_Init, before the imports below fill the process. Started
+    # after them, MPICH's UCX address (with bytes the process's memory left in it) broke Slurm's pmi2
+    # requests in 3 of 4 runs of tests/bench/run/test_slurm.py (0 of 2 started here: docs/CLUSTERS.md).
+    start_mpi(plan_file_device(sys.argv[1]))
 
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
@@ -140,9 +145,11 @@ def plan_device(plan: LaunchPlan) -> str:
     return plan.cells[0].device if plan.cells else "host"
 
 
-def main(plan_path: str) -> int:
+def main(plan_path: str, mpi_started: bool = False) -> int:
+    """One launch's worker; ``mpi_started``: the GPU bound and MPI initialised already (run as a program)."""
     plan = LaunchPlan.read(plan_path)
-    start_mpi(plan_device(plan))  # the GPU first, then MPI_Init_thread
+    if not mpi_started:
+        start_mpi(plan_device(plan))  # the GPU first, then MPI_Init_thread
     comm = MPI.COMM_WORLD
     if comm.size != plan.nranks:
         raise SystemExit(f"worker: launched on {comm.size} ranks, plan wants {plan.nranks}")
@@ -154,7 +161,7 @@ if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit("usage: python -m bench.run.worker PLAN.json")
     try:
-        sys.exit(main(sys.argv[1]))
+        sys.exit(main(sys.argv[1], mpi_started=True))
     except SystemExit:
         raise
     except BaseException:
