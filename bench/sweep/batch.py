@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
+from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.run import slurm
 from bench.run.launchers.srun import find_slurm_tool
 from bench.sweep.options import SweepOptions, lock_folder
-from bench.sweep.session import Sweep, Tables, exit_code, no_gpu_line, print_summary
+from bench.sweep.session import Sweep, Tables, print_summary, said_exit_code
 
 
 @dataclass
@@ -145,7 +145,4 @@ def _after_submission(outcome: slurm.Submission, folder: Path, wait: bool, out: 
     tables = Tables(pd.read_parquet(path), pd.read_parquet(samples_path) if samples_path.exists() else pd.DataFrame(),
                     {})
     print_summary(tables, folder, out)
-    code = exit_code(tables.results, outcome.returncode == EXIT_INTERRUPTED, allow_unsupported)
-    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(tables.results)):
-        out.print(line, highlight=False, soft_wrap=True, markup=False)
-    return code
+    return said_exit_code(tables.results, outcome.returncode == EXIT_INTERRUPTED, allow_unsupported, out)

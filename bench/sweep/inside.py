@@ -18,9 +18,8 @@ import threading
 import traceback
 
 from rich.console import Console
-from rich.markup import escape
 
-from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, BadInput
+from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, BadInput
 from bench.plan.cells import Launch, LaunchPlan
 from bench.plan.hosts import Host, HostPlan
 from bench.plan.suite_files import read_yaml
@@ -31,7 +30,7 @@ from bench.run.mpi_start import start_mpi
 from bench.run.provenance import recorded_env
 from bench.sweep import jobs
 from bench.sweep.options import SweepOptions, load_for, lock_folder
-from bench.sweep.session import Sweep, exit_code, no_gpu_line, print_summary
+from bench.sweep.session import Sweep, print_summary, said_exit_code
 from bench.sweep.where import Where
 from collectives.envsettings import MACHINE_RANKS_VARIABLE
 
@@ -219,8 +218,6 @@ def _measure(sweep: Sweep, comm, out: Console, allow_unsupported: bool = False) 
         comm.Abort(EXIT_INTERRUPTED)  # the other ranks may be inside a collective
     tables = sweep.finish()
     print_summary(tables, sweep.folder, out)
-    code = exit_code(tables.results, False, allow_unsupported)
-    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(tables.results)):
-        out.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+    code = said_exit_code(tables.results, False, allow_unsupported, out)
     comm.bcast({"exit": code}, root=0)
     return code

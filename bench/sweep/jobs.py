@@ -8,9 +8,8 @@ import signal
 from collections.abc import Callable
 
 from rich.console import Console
-from rich.markup import escape
 
-from bench.errors import EXIT_CHECK_FAILED, BadInput
+from bench.errors import BadInput
 from bench.plan.cells import Cell, Launch
 from bench.plan.sizes import format_size
 from bench.present import console as screen
@@ -20,7 +19,7 @@ from bench.run.job import run_job
 from bench.run.launchers import BASE_ENV, PACKAGE_HOME
 from bench.run.provenance import recorded_env
 from bench.sweep.options import SweepOptions, lock_folder
-from bench.sweep.session import Sweep, Tables, exit_code, no_gpu_line, print_summary
+from bench.sweep.session import Sweep, Tables, print_summary, said_exit_code
 from collectives.transports.mpi.library import extension_mpi_mismatch
 
 
@@ -120,10 +119,7 @@ def measure(sweep: Sweep, out: Console, summary: bool = True,
         print_summary(tables, sweep.folder, out)
     else:
         out.print(f"{screen.status_line(tables.results)} -> {sweep.folder}", highlight=False)
-    code = exit_code(tables.results, interrupted, allow_unsupported)
-    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(tables.results)) and not allow_unsupported:
-        out.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
-    return code, tables
+    return said_exit_code(tables.results, interrupted, allow_unsupported, out), tables
 
 
 def run_launch(sweep: Sweep, launch: Launch, todo: list[Cell], on_row: Callable[[dict], None],

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.plan.cells import Cell, Launch, LaunchPlan, TimingPlan
@@ -186,8 +187,7 @@ class Sweep:
         """plans/<launch>.json for the workers, and the launch's record for meta.json."""
         path = self.folder / "plans" / f"{plan.launch_id}.json"
         plan.write(path)
-        self.records[plan.launch_id] = {"argv": plan.argv, "env": plan.env, "nranks": plan.nranks,
-                                        "hosts": plan.hosts, "ranks_per_host": plan.ranks_per_host}
+        self.records[plan.launch_id] = launch_record(plan)
         return path
 
     def take(self, row: dict) -> None:
@@ -259,9 +259,14 @@ def earlier_launches(folder: Path) -> dict[str, dict]:
             plan = LaunchPlan.read(path)
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a plan cut by a crash: its launch runs again and writes a new one
-        records[plan.launch_id] = {"argv": plan.argv, "env": plan.env, "nranks": plan.nranks, "hosts": plan.hosts,
-                                   "ranks_per_host": plan.ranks_per_host}
+        records[plan.launch_id] = launch_record(plan)
     return records
+
+
+def launch_record(plan: LaunchPlan) -> dict:
+    """meta.json's record of one launch: the exact command and environment of its MPI job, its hosts."""
+    return {"argv": plan.argv, "env": plan.env, "nranks": plan.nranks, "hosts": plan.hosts,
+            "ranks_per_host": plan.ranks_per_host}
 
 
 #: a GPU cell that reached its GPU: it ran its collective there (checked, and timed or found wrong)
@@ -300,6 +305,14 @@ def exit_code(results: pd.DataFrame, interrupted: bool, allow_unsupported: bool 
     if not allow_unsupported and no_gpu_line(results):
         return EXIT_CHECK_FAILED
     return EXIT_OK
+
+
+def said_exit_code(results: pd.DataFrame, interrupted: bool, allow_unsupported: bool, out: Console) -> int:
+    """exit_code, and the one line that says why when a GPU suite reached no GPU (every driver's end)."""
+    code = exit_code(results, interrupted, allow_unsupported)
+    if code == EXIT_CHECK_FAILED and (line := no_gpu_line(results)):
+        out.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+    return code
 
 
 def print_summary(tables: Tables, folder: Path, out: Console) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from bench.plan.hosts import HostPlan
 from bench.run.launchers import register
-from bench.run.launchers.srun import Srun
+from bench.run.launchers.srun import Srun, slurm_fields
 
 if TYPE_CHECKING:
     from bench.plan.slurm_options import Slurm
@@ -26,9 +26,7 @@ class Sbatch(Srun):
     @classmethod
     def make(cls, flavour: str, requested: str, slurm: Slurm | None) -> Launcher:
         # the batch job runs the sweep with srun; here only sbatch must exist (its driver looks for it)
-        extra = {"srun_args": tuple(slurm.srun_args), "partition": slurm.partition,
-                 "account": slurm.account} if slurm else {}
-        return cls(flavour, shutil.which("srun"), requested, **extra)
+        return cls(flavour, shutil.which("srun"), requested, **slurm_fields(slurm))
 
     def job_hosts(self) -> HostPlan:
         """The allocation asked for: the suite's hosts by name (taken before this), else whole nodes as

@@ -64,9 +64,7 @@ class Srun(Launcher):
 
     @classmethod
     def make(cls, flavour: str, requested: str, slurm: Slurm | None) -> Launcher:
-        extra = {"srun_args": tuple(slurm.srun_args), "partition": slurm.partition,
-                 "account": slurm.account} if slurm else {}
-        return cls(flavour, find_slurm_tool("srun"), requested, pmi_plugin(flavour), **extra)
+        return cls(flavour, find_slurm_tool("srun"), requested, pmi_plugin(flavour), **slurm_fields(slurm))
 
     @classmethod
     def is_here(cls) -> bool:
@@ -105,6 +103,12 @@ class Srun(Launcher):
         so its cells are planned as every job of the run plans them (the same keys: the last job's
         table holds the rows of all) and the launches of other node counts are not placed here."""
         return HostPlan(source="srun (the nodes of this allocation it chooses)", launcher_nodes=True)
+
+
+def slurm_fields(slurm: Slurm | None) -> dict:
+    """The suite's ``slurm:`` fields a Slurm launcher holds (none without the block)."""
+    return {"srun_args": tuple(slurm.srun_args), "partition": slurm.partition,
+            "account": slurm.account} if slurm else {}
 
 
 def _srun_export(env: dict[str, str]) -> str:
