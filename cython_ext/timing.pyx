@@ -350,7 +350,8 @@ def measure(ops, Comm comm, plan=None, SyncedClock clock=None, int clock_rounds=
     warm-up until stable), ``ci_rel`` (the half-width reached, relative; nan when unbounded),
     ``warmup_discarded`` (iterations run before the samples, all ranks alike),
     ``warmup_slowest_us`` (the slowest timed warm-up iteration; nan when none was timed) and
-    ``warmup_reason`` (``WARMUP_REASONS``); with a clock, ``clock_error_us`` and
+    ``warmup_reason`` (``WARMUP_REASONS``), ``warmup_call_us`` (the fixed warm-up's time per turn of
+    all ops, slowest rank's: the pace a fixed count is sized from; nan without a warm-up); with a clock, ``clock_error_us`` and
     ``start_skew_us_p50``/``_p95``; in window mode ``window_us`` and ``window_missed``.
     """
     ops = (ops,) if isinstance(ops, CollOp) else tuple(ops)
@@ -383,7 +384,8 @@ def measure(ops, Comm comm, plan=None, SyncedClock clock=None, int clock_rounds=
         _timed(loop_ops, nops, c, &s, &p, &o, buffers.t, buffers.skew, buffers.work, buffers.scratch)
     shared = {"stop_reason": STOP_NAMES[o.stop_reason], "warmup_discarded": o.warm_done,
               "warmup_slowest_us": o.slowest * 1e6 if o.slowest >= 0 else float("nan"),
-              "warmup_reason": WARMUP_NAMES[o.warm_reason]}
+              "warmup_reason": WARMUP_NAMES[o.warm_reason],
+              "warmup_call_us": o.warm_call_s * 1e6 if p.warmup > 0 else float("nan")}
     if clock is not None:
         shared["clock_error_us"] = s.clock_error * 1e6
     if s.mode == WINDOW:

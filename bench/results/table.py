@@ -134,6 +134,9 @@ class Row:
     warmup_slowest_us: float | None = None
     #: why the warm-up stopped: fixed, stable, max_warmup, budget
     warmup_reason: str | None = None
+    #: the fixed warm-up's time per call (per turn of all arms timed in turns), slowest rank, us: the
+    #: pace from which a count without an adaptive stop is sized (timing.budget_s / this, per arm)
+    warmup_call_us: float | None = None
     # the machine-speed probe measured right after the cell (bench/run/probe.py; timing.probe)
     #: median of an 8 B all-reduce of the MPI library, us (max over ranks)
     probe_us: float | None = None

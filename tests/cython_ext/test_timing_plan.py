@@ -7,6 +7,7 @@ count each stops at follows from the rules, not from this machine's speed."""
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 from dataclasses import asdict, fields
 from typing import get_type_hints
@@ -164,10 +165,17 @@ def test_one_loop_for_one_op_and_several_in_turns(tmp_path):
     assert reasons("stable") == [("iters", "stable", 2 + 5 + 5)] and out["stable"]["n"] == [20]
     assert out["precision"]["n"] == [20] and reasons("precision") == [("precision", "fixed", 2)]
     assert out["precision"]["info"][0]["ci_rel"] <= 0.9
-    # each op of a pair gets the budget a single op gets (it got a quarter: the pair counted twice);
-    # the counts follow the sleeps' real length, which a loaded machine stretches (100 on an idle one;
-    # 2 at load 5 with 0.3 ms sleeps and a 12 ms budget, where a quarter could not show: now 2 ms, 0.2 s)
-    single, pair = out["budget_fixed"]["n"][0], out["budget_fixed_turns"]["n"]
-    assert 8 <= single <= 100 and pair[0] == pair[1] and pair[0] >= 0.45 * single, (single, pair)
+    # each op of a pair gets the budget a single op gets (it got a quarter: the pair counted twice):
+    # the count is the budget per op over the warm-up's pace per turn, which the row reports. The
+    # pace itself follows the machine's load (a burst over one case's warm-up moved the pair's count
+    # 96 -> 37 against the single op's in CI), so the rule is checked against each case's own pace.
+    for case in ("budget_fixed", "budget_fixed_turns"):
+        ops = len(out[case]["n"])
+        pace_s = out[case]["info"][0]["warmup_call_us"] * 1e-6
+        allowed = min(1000, max(2, math.ceil(ops * 0.2 / pace_s)))
+        assert all(abs(n - allowed) <= 1 for n in out[case]["n"]), (case, out[case]["n"], allowed)
+        assert reasons(case) == [("fixed", "fixed", 16)] * ops
+    # a turn of two 2 ms ops takes about twice a single op's call
+    assert out["budget_fixed_turns"]["info"][0]["warmup_call_us"] >= 4000
     assert out["time_op"] == 7
     assert len(out["refused"]) == 2 and all("one op or up to 4 in turns" in text for text in out["refused"])
