@@ -132,11 +132,14 @@ def batch_options(slurm: Slurm, launches: list[Launch], folder: Path, site: Site
     return options + list(slurm.sbatch_args)
 
 
-def inner_command(folder: Path, nodes: int | None = None) -> list[str]:
+def inner_command(folder: Path, nodes: int | None = None, allow_unsupported: bool = False) -> list[str]:
     """What the batch job runs: this sweep, resumed in its own folder, one srun step per launch
-    (``nodes``: only the launches on that many nodes, the job of one node count)."""
+    (``nodes``: only the launches on that many nodes, the job of one node count). The job's exit
+    status is the sweep's, so ``allow_unsupported`` goes in too: without it a GPU suite that reached
+    no GPU ends the job FAILED in sacct while the submitting command said 0."""
     return [sys.executable, "-m", "bench", "run", "sweep", "--launcher", "srun", "--resume", str(folder.resolve()),
-            *(["--nodes", str(nodes)] if nodes is not None else [])]
+            *(["--nodes", str(nodes)] if nodes is not None else []),
+            *(["--allow-unsupported"] if allow_unsupported else [])]
 
 
 def site_lines(site: Site | None, launches: list[Launch]) -> list[str]:
@@ -147,7 +150,7 @@ def site_lines(site: Site | None, launches: list[Launch]) -> list[str]:
 
 
 def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path, site: Site | None = None,
-                 nodes: int | None = None) -> str:
+                 nodes: int | None = None, allow_unsupported: bool = False) -> str:
     """The script of one batch job of the sweep (``nodes``: the job of that node count only)."""
     which = f"the launches on {nodes} node{'' if nodes == 1 else 's'}" if nodes is not None else "the sweep"
     lines = [
@@ -159,7 +162,7 @@ def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path
         # modules and prologue before -u: a site's profile scripts read unset variables
         *site_lines(site, launches),
         "set -eu",
-        f"exec {shlex.join(inner_command(folder, nodes))}",
+        f"exec {shlex.join(inner_command(folder, nodes, allow_unsupported))}",
     ]
     return "\n".join(lines) + "\n"
 

@@ -27,7 +27,7 @@ class BatchJob:
     text: str
 
 
-def _jobs(sweep: Sweep, mode: str) -> list[BatchJob]:
+def _jobs(sweep: Sweep, mode: str, allow_unsupported: bool) -> list[BatchJob]:
     """The sweep's batch jobs, smallest node count first. Made before anything is written: a value a
     script cannot hold, or a Slurm field the site needs and nobody gave, is bad input, the folder untouched."""
     slurm.check_site_fields(sweep.suite.slurm, sweep.where.site)
@@ -35,7 +35,8 @@ def _jobs(sweep: Sweep, mode: str) -> list[BatchJob]:
     jobs = []
     for group in groups:
         nodes = group[0].where.nhosts if len(groups) > 1 else None
-        text = slurm.batch_script(sweep.run_id, sweep.suite.slurm, group, sweep.folder, sweep.where.site, nodes)
+        text = slurm.batch_script(sweep.run_id, sweep.suite.slurm, group, sweep.folder, sweep.where.site, nodes,
+                                  allow_unsupported)
         jobs.append(BatchJob(sweep.folder / slurm.script_name(group, len(groups)), text))
     return jobs
 
@@ -43,7 +44,7 @@ def _jobs(sweep: Sweep, mode: str) -> list[BatchJob]:
 def dry_run(options: SweepOptions, out: Console) -> int:
     """The batch scripts and the sbatch commands, nothing submitted or written."""
     sweep = Sweep.open(options)
-    jobs = _jobs(sweep, options.batch_jobs)
+    jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported)
     reason = slurm.batch_jobs_reason(slurm.batch_groups(sweep.launches, options.batch_jobs), options.batch_jobs)
     out.print(f"# {reason}", highlight=False, soft_wrap=True, markup=False)
     previous = None
@@ -61,7 +62,7 @@ def run(options: SweepOptions, out: Console) -> int:
     """Submit the sweep as its batch jobs (chained, smallest node count first); with --wait, wait for
     the last and print the summary."""
     sweep = Sweep.open(options)
-    jobs = _jobs(sweep, options.batch_jobs)
+    jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported)
     folder = sweep.folder
     sbatch = find_slurm_tool("sbatch")
     created = not folder.exists()

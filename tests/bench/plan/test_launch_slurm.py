@@ -190,7 +190,14 @@ def test_sbatch_dry_run_prints_the_script_and_writes_nothing(tmp_path):
     assert "#SBATCH --nodes=2" in result.stdout and "#SBATCH --time=1:00:00" in result.stdout
     assert "#SBATCH --partition=debug" in result.stdout
     assert f"sbatch --parsable --wait {out}/sbatch.sh" in result.stdout
+    assert "--allow-unsupported" not in result.stdout
     assert not out.exists()
+    # the job's own sweep exits as the submitting one would: a GPU suite without GPUs is not FAILED in sacct
+    allowed = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--dry-run", "--out", out, "--allow-unsupported",
+                      env={"PATH": str(tmp_path)}, timeout=60)
+    assert allowed.returncode == 0, describe(allowed)
+    exec_line = next(line for line in allowed.stdout.splitlines() if line.startswith("exec "))
+    assert exec_line.endswith(f"--resume {out.resolve()} --allow-unsupported"), exec_line
 
 
 def test_srun_dry_run_prints_one_srun_line_per_launch(tmp_path, fake_slurm_bin):
