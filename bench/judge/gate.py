@@ -1,7 +1,8 @@
 """The regression gate: judge every cell of CURRENT against a (pooled) BASELINE on its samples.
 
-Per cell (``bench.plan.cells.CELL_KEY``: collective, implementation, algorithm and phases, device,
-ranks, nodes, dtype, op, placement, count, timing mode; repeats and runs pooled):
+Per cell (``bench.plan.cells.MATCH_KEY``: collective, implementation, algorithm and phases, device,
+ranks, nodes and whether they were virtual, dtype, op, placement, count, timing mode; repeats and
+runs pooled):
 
 * failed     the current cell returned wrong data, failed, timed out or stopped running
 * missing    in the baseline, not in the current run
@@ -34,7 +35,7 @@ from bench.judge.arms import paired_runs
 from bench.judge.probe_scale import good_rows
 from bench.judge.samples import launches_of, sample_groups
 from bench.judge.shift import Shift, uniform_shift
-from bench.plan.cells import CELL_KEY
+from bench.plan.cells import CELL_KEY, MATCH_KEY
 from bench.results.labels import cell_label
 from bench.results.runset import RunSet
 from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, min_pairs, paired_ratio, turn_ratio
@@ -215,10 +216,19 @@ def _select(frame: pd.DataFrame, options: GateOptions) -> pd.DataFrame:
     return frame[keep]
 
 
+def _nodes_kind(value) -> str:
+    """virtual_nodes as a key: "virtual", "real", or "" where the table does not say."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value) or value == "":
+        return ""
+    return "virtual" if bool(value) else "real"
+
+
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     """Key columns normalised: text with "" for missing, counts as int64 (concatenating an empty
     table can leave them as objects)."""
     frame = frame.copy()
+    nodes = frame["virtual_nodes"] if "virtual_nodes" in frame.columns else pd.Series("", index=frame.index)
+    frame["virtual_nodes"] = nodes.astype(object).map(_nodes_kind).astype(str)
     for name in CELL_KEY:
         if name in INT_KEYS:
             # an imported table may not say (nnodes of an nccl-tests log without host names): -1, unknown
@@ -356,12 +366,12 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     if base.empty or cur.empty:
         side = "baseline" if base.empty else "current run"
         raise BadInput("gate", f"the {side} has no cells after the selection options")
-    base_groups = base.groupby(list(CELL_KEY), sort=False)
-    cur_groups = cur.groupby(list(CELL_KEY), sort=False)
+    base_groups = base.groupby(list(MATCH_KEY), sort=False)
+    cur_groups = cur.groupby(list(MATCH_KEY), sort=False)
     base_keys, cur_keys = set(base_groups.groups), set(cur_groups.groups)
     if not base_keys & cur_keys:
         raise BadInput("gate", "the baseline and the current run have no cell in common "
-                               "(another suite, rank count or size range?)")
+                               f"({_why_nothing_matches(base, cur)})")
     probe_ratio = probe_scale.probe_ratio(cur, base)
     scales: tuple[dict | None, dict | None] = (None, None)
     if options.normalise == "probe":
@@ -383,6 +393,16 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     measured = [cell.key for cell in cells if cell.verdict not in ("failed", "missing", "new")]
     shift = uniform_shift(groups[0], groups[1], pairing, measured, options.confidence) if pairing else None
     return GateResult(cells, options, baseline.run_ids, current.run_ids, probe_ratio, shift)
+
+
+def _why_nothing_matches(base: pd.DataFrame, cur: pd.DataFrame) -> str:
+    """The likely reason two sides share no cell: nodes of another kind, or another suite."""
+    shapes = [set(side[list(CELL_KEY)].itertuples(index=False, name=None)) for side in (base, cur)]
+    if shapes[0] & shapes[1]:
+        kinds = [", ".join(sorted(set(side["virtual_nodes"]) - {""})) or "unsaid" for side in (base, cur)]
+        return (f"the same cells on other nodes: the baseline's are {kinds[0]}, the current run's {kinds[1]} "
+                "(virtual_nodes); a run on namespace nodes is not judged against real ones")
+    return "another suite, rank count or size range?"
 
 
 def _sort_key(key: tuple) -> tuple:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.plan.cells import CELL_KEY
+from bench.plan.cells import MATCH_KEY
 
 
 def good_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -18,7 +18,7 @@ def good_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["status"].eq("ok") & ~(rows["n_wrong"].fillna(0) > 0)]
 
 
-LAUNCH = [*CELL_KEY, "run_id", "launch_id"]
+LAUNCH = [*MATCH_KEY, "run_id", "launch_id"]
 
 
 def launch_probes(rows: pd.DataFrame) -> pd.Series:
@@ -37,8 +37,8 @@ def probe_ratio(current: pd.DataFrame, baseline: pd.DataFrame) -> float | None:
     cur, base = launch_probes(current), launch_probes(baseline)
     if cur.empty or base.empty:
         return None
-    per_cell = (cur.groupby(level=list(range(len(CELL_KEY)))).median()
-                / base.groupby(level=list(range(len(CELL_KEY)))).median()).dropna()
+    per_cell = (cur.groupby(level=list(range(len(MATCH_KEY)))).median()
+                / base.groupby(level=list(range(len(MATCH_KEY)))).median()).dropna()
     return float(np.exp(np.median(np.log(per_cell)))) if len(per_cell) else None
 
 
@@ -46,12 +46,12 @@ def probe_scales(rows: pd.DataFrame, baseline_rows: pd.DataFrame) -> dict[tuple[
     """Per launch (cell_key, run_id, launch_id): the baseline's median probe of the cell / the probe
     measured beside this launch, the factor that puts its samples in units of the probe. Launches
     without a probe keep their times."""
-    reference = launch_probes(baseline_rows).groupby(level=list(range(len(CELL_KEY)))).median()
+    reference = launch_probes(baseline_rows).groupby(level=list(range(len(MATCH_KEY)))).median()
     good = good_rows(rows)
     probes = pd.to_numeric(good["probe_us"], errors="coerce") if "probe_us" in good else pd.Series(dtype=float)
     scales = {}
     for row, probe in zip(good.itertuples(index=False), probes, strict=True):
-        key = tuple(getattr(row, name) for name in CELL_KEY)
+        key = tuple(getattr(row, name) for name in MATCH_KEY)
         if probe > 0 and key in reference.index:
             scales[(str(row.cell_key), str(row.run_id), str(row.launch_id))] = float(reference[key]) / float(probe)
     return scales

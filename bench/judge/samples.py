@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.plan.cells import CELL_KEY
+from bench.plan.cells import MATCH_KEY
 
 #: per cell key, run id and launch id: the launch's iteration times, in iteration order
 Groups = dict[tuple, dict[str, dict[str, np.ndarray]]]
@@ -26,7 +26,7 @@ def sample_groups(samples: pd.DataFrame, rows: pd.DataFrame, scales: dict | None
     One sort of integer codes, so that 10 M samples take seconds and a few hundred MB."""
     if samples.empty or rows.empty:
         return {}
-    key_of = dict(zip(rows["cell_key"].astype(str), rows[list(CELL_KEY)].itertuples(index=False, name=None),
+    key_of = dict(zip(rows["cell_key"].astype(str), rows[list(MATCH_KEY)].itertuples(index=False, name=None),
                       strict=True))
     samples = samples[samples["cell_key"].isin(list(key_of))]
     if samples.empty:

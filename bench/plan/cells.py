@@ -28,6 +28,10 @@ CELL_KEY = (
     "collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
     "dtype", "op", "placement", "count_per_rank", "timing_mode", "arm",
 )
+#: what the gate matches a baseline's cells with a run's on: CELL_KEY and whether the nodes were
+#: virtual (a row's measured ``virtual_nodes``), so that namespace "nodes" on one host are never
+#: judged against real ones of the same shape; a table that does not say (an import) matches its like
+MATCH_KEY = (*CELL_KEY, "virtual_nodes")
 #: the fields an arm may set on its cells (bench.plan.suite.Arm); ``gate --arms`` pairs the cells
 #: of two arms on every other key field
 ARM_FIELDS = ("impl", "algorithm", "intra", "inter")

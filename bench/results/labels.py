@@ -36,9 +36,11 @@ def impl_label(row) -> str:
 
 
 def shape_label(row) -> str:
-    """``2 ranks`` or ``8 ranks / 2 nodes``."""
+    """``2 ranks``, ``8 ranks / 2 nodes`` or ``8 ranks / 2 virtual nodes`` (network namespaces on one host)."""
     nodes = int(field(row, "nnodes", 1) or 1)
-    return f"{int(field(row, 'nranks'))} ranks" + (f" / {nodes} nodes" if nodes > 1 else "")
+    # a table's bool (numpy's or Python's), or the gate's normalised key ("virtual"/"real"/"")
+    kind = "virtual nodes" if str(field(row, "virtual_nodes", "")) in ("True", "virtual") else "nodes"
+    return f"{int(field(row, 'nranks'))} ranks" + (f" / {nodes} {kind}" if nodes > 1 else "")
 
 
 def cell_label(row) -> str:

@@ -262,3 +262,21 @@ def test_baseline_update_refuses_cells_the_gate_cannot_judge(tmp_path):
     assert too_few_samples([enough]) == []
     assert len(too_few_samples([few])) == len(grid())
     assert too_few_samples([few, few, few, few]) == []  # pooled over runs: 4 x 5 samples
+
+
+def _on_nodes(cells: dict, virtual: bool) -> dict:
+    return {Cell(**{**spec.__dict__, "nnodes": 2, "ranks_per_node": 1, "virtual_nodes": virtual}): median
+            for spec, median in cells.items()}
+
+
+def test_virtual_nodes_are_never_judged_against_real_ones(tmp_path):
+    """Namespace "nodes" on one host and real nodes of the same shape are other cells: the gate says so
+    instead of comparing them; a baseline holding both judges each against its own kind."""
+    virtual, real = _on_nodes(grid(), True), _on_nodes(grid(), False)
+    with pytest.raises(BadInput, match="the baseline's are virtual, the current run's real"):
+        run_gate(tmp_path / "apart", virtual, real)
+    slower = {spec: median * 1.5 for spec, median in real.items()}
+    result = run_gate(tmp_path / "both", {**virtual, **real}, {**virtual, **slower})
+    verdicts = {(cell.label.split(" / ")[1].split(" nodes")[0], cell.verdict) for cell in result.cells}
+    assert verdicts == {("2 virtual", "unchanged"), ("2", "regressed")}, verdicts
+    assert len(result.cells) == 12
