@@ -184,6 +184,23 @@ def test_srun_spreads_the_ranks_over_the_allocation_without_ranks_per_node(tmp_p
     assert launch_id == "n2-rpn1-h2x1-host" and "--nodelist=n1,n2" in launch["argv"]
 
 
+def test_a_sweep_inside_a_job_srun_started(tmp_path):
+    """``srun ... pccl-bench run sweep S --launcher none``: every rank is a process srun started (pmi2
+    for MPICH), the CLI's imports before MPI_Init; the sweep runs in the job, across both nodes."""
+    out = tmp_path / "run"
+    from bench.run.launchers import mpi_flavour
+    from bench.run.launchers.srun import pmi_plugin
+
+    pmi = [f"--mpi={plugin}"] if (plugin := pmi_plugin(mpi_flavour())) else []
+    inside = [*on_cluster(), "srun", *pmi, "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--time=5"]
+    result = run_cli("run", "sweep", write_suite(tmp_path), "--launcher", "none", "--out", out, prefix=inside,
+                     timeout=120)
+    assert result.returncode == 0, describe(result)
+    frame, meta = read_run(out)
+    assert len(frame) == PLANNED and set(frame["status"]) == {"ok"}, frame[["impl", "status", "error"]]
+    assert set(frame["hosts"]) == {"n1,n2"} and meta["launcher"] == "none"
+
+
 def test_srun_launch_command_is_recorded(srun_run):
     _, out = srun_run
     _, meta = read_run(out)
