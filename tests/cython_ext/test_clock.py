@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import MPI_SCRIPTS, TINY_SUITE, describe, run_cli, run_mpi
+from cython_ext.clock import DRIFT_POINTS
 
 #: offsets of 20 ms and drifts of tens of ppm: far beyond what a sync error could hide
 FAKE = "1:20000:40,2:-7000:0,3:3000:-25"
@@ -29,6 +30,26 @@ def records(stdout: str) -> list[dict]:
     return sorted(found, key=lambda record: record["rank"])
 
 
+def expected_drift(record: dict) -> tuple[float, float]:
+    """What the drift fit (the least-squares slope of the last DRIFT_POINTS offsets) must have found
+    from the syncs this rank recorded, and how far off it may be: the true drift plus the slope of the
+    offsets' errors (each read right after its sync: minus the offset's error). The allowance covers
+    what the record knows only to within the sync's length: where in it the offset was taken (``at_s``
+    is its middle) and the drift of that moment times that length, which the error read also holds."""
+    syncs = record["syncs"][-DRIFT_POINTS:]
+    truth = FAKE_DRIFTS[record["rank"]]
+    xs = [sync["at_s"] for sync in syncs]
+    errors = [-sync["error_s"] for sync in syncs]
+    mean_x, mean_e = sum(xs) / len(xs), sum(errors) / len(errors)
+    sxx = sum((x - mean_x) ** 2 for x in xs)
+    weights = [(x - mean_x) / sxx for x in xs]
+    slope = sum(w * (e - mean_e) for w, e in zip(weights, errors, strict=True))
+    half = max(sync["took_s"] for sync in syncs) / 2
+    read = sum(abs(w) * abs(sync["drift"] - truth) * sync["took_s"] for w, sync in zip(weights, syncs, strict=True))
+    placed = 2 * half * (sum(abs(e - mean_e) for e in errors) + 2 * abs(slope) * sum(abs(x - mean_x) for x in xs)) / sxx
+    return truth + slope, 1e-6 + read + placed
+
+
 @pytest.mark.mpi
 def test_a_synthetic_clock_skew_is_recovered():
     result = run_mpi(4, MPI_SCRIPTS / "check_clock.py", env={"PCCL_BENCH_FAKE_CLOCK": FAKE}, timeout=120)
@@ -40,9 +61,20 @@ def test_a_synthetic_clock_skew_is_recovered():
         # synchronisation's own bound (half a round trip per tree level), a few us here
         bound = max(3 * record["bound_s"], 50e-6)
         assert record["last_error_s"] < bound, record
-        assert record["bound_s"] < 1e-3, record
-        # two seconds of synchronisations: the drift is fitted
-        assert abs(record["drift"] - FAKE_DRIFTS[record["rank"]]) < 10e-6, record
+        # most syncs are precise; a load burst lengthens the round trips of some (650 us seen beside
+        # the other test worker), so the median sync's bound, not the worst
+        assert sorted(sync["bound_s"] for sync in record["syncs"])[len(record["syncs"]) // 2] < 1e-3, record
+        # two seconds of synchronisations: the drift is fitted from the offsets they measured. How near
+        # those come to the truth is the load's business (22 ppm off beside another test worker, with
+        # offsets 200 us off; the old fixed 10 ppm failed 3 runs in 10 there), so the fit is checked
+        # against the errors this run recorded: the slope they imply, to within 1 ppm and what the record
+        # pins down only to a sync's length (1-14 ppm in all there: below the 25-40 ppm by which a fit
+        # that ignored the drift would miss)
+        if record["rank"] == 0:
+            assert record["drift"] == 0.0  # the reference: no offsets of its own
+            continue
+        expected, allowed = expected_drift(record)
+        assert abs(record["drift"] - expected) <= allowed, (record["drift"], expected, allowed, record)
         # window mode on the recovered clocks: every call kept or counted as missed (4 ranks on a
         # 2-core runner cannot all start on time, so how many are kept is the machine's business;
         # tests/cython_ext/test_clock.py's sweep test keeps some on 2 ranks)

@@ -32,12 +32,21 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     fake_offset, fake_drift = fake_skew(os.environ.get("PCCL_BENCH_FAKE_CLOCK", ""), comm.rank)
     clock = SyncedClock(fake_offset, fake_drift)
-    errors, bounds = [], []
-    for _ in range(21):  # syncs over two seconds: the drift is fitted (to 10 ppm with 20 us offset errors)
+    errors, bounds, syncs = [], [], []
+    for _ in range(21):  # syncs over two seconds: the drift is fitted
         comm.Barrier()
+        before = clock.true_now()
         bounds.append(clock.sync(comm))
-        errors.append(abs(clock.now() - clock.true_now()))
+        after = clock.true_now()
+        # right after a sync: the common time's error is the error of the offset just measured (its
+        # drift term is ppm x the sync's length); signed, so that the test can say what the fit of
+        # those offsets must have found, whatever the load made them
+        error = clock.now() - clock.true_now()
+        errors.append(abs(error))
+        syncs.append({"at_s": 0.5 * (before + after), "took_s": after - before, "error_s": error,
+                      "bound_s": bounds[-1], "drift": clock.drift})
         time.sleep(0.1)
+    drift = clock.drift  # fitted from the syncs above (the cell below syncs again)
     call = CallSpec("allreduce", comm.size, 16)
     send, recv = make_buffers(call, comm.rank)
     op = get("mpi").build(topology(comm), call, send, recv)
@@ -45,7 +54,7 @@ def main() -> None:
                                clock)
     print(json.dumps({"rank": comm.rank, "fake_offset_s": fake_offset, "fake_drift": fake_drift,
                       "worst_error_s": max(errors), "last_error_s": errors[-1], "bound_s": max(bounds),
-                      "drift": clock.drift, "samples": len(samples), "info": info}), flush=True)
+                      "drift": drift, "syncs": syncs, "samples": len(samples), "info": info}), flush=True)
 
 
 if __name__ == "__main__":

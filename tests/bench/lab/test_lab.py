@@ -322,4 +322,6 @@ def test_the_emulated_link_never_delivers_early(lab):
 
 def test_the_bridge_is_back_after_the_emulator(lab):
     assert lab_ops.load(LAB).link == Link() and lab_ops.load(LAB).emulator_pid is None
-    assert pingpong([8], 5)["8"]["min_us"] < 2000
+    # The emulator's 2 ms delay holds back every round trip; the bridge only some, when a load burst
+    # deschedules a rank: the fastest of 100 round trips (not of 5, which one burst can cover; well under a s)
+    assert pingpong([8], 100)["8"]["min_us"] < 2000

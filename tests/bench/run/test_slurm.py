@@ -224,17 +224,23 @@ def test_srun_crashed_rank_fails_the_rest_of_its_launch(tmp_path):
 
 
 def test_srun_hung_job_is_killed_at_its_timeout(tmp_path):
-    # long enough for srun, two Pythons and the first cell on a loaded 2-core runner
-    suite = write_suite(tmp_path, timeout_s=10)
+    # The launch's timeout covers srun, pmi2, two Pythons and the first cell before the hang: 4 s was
+    # too short on a loaded 2-core runner, 10 s a speed limit a load burst could still cross (the ok
+    # row of the first cell lost); 20 s, and the sweep's end measured from that timeout, not a fixed time
+    timeout_s = 20
+    suite = write_suite(tmp_path, timeout_s=timeout_s)
     started = time.monotonic()
     result = cluster_cli("run", "sweep", suite, "--launcher", "srun", "--out", tmp_path / "run",
-                     env={"PCCL_BENCH_FAULT": "hang:rank=0:cell=1"}, timeout=120)
+                     env={"PCCL_BENCH_FAULT": "hang:rank=0:cell=1"}, timeout=180)
     assert result.returncode == 3, describe(result)
     frame, _ = read_run(tmp_path / "run")
     assert list(frame["status"]) == ["ok"] + ["timeout"] * 3, frame[["status", "error"]]
-    assert time.monotonic() - started < 60
-    # srun returns once the step is cancelled; slurmstepd ends its tasks within KillWait (5 s)
-    deadline = time.monotonic() + 15
+    assert frame.loc[1, "error"].startswith(f"MPI job killed after {timeout_s} s"), frame.loc[1, "error"]
+    # ended by the launch's timeout, not by the Slurm time limit (5 minutes) or this test's (180 s)
+    assert time.monotonic() - started < timeout_s + 60
+    # srun returns once the step is cancelled; slurmstepd ends its tasks within KillWait (5 s): a
+    # hang guard, generous for a loaded runner
+    deadline = time.monotonic() + 30
     while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not processes_mentioning(str(tmp_path)), "ranks outlived the killed job step"

@@ -22,9 +22,11 @@ from bench.plan.suite import parse_suite
 from bench.run import memory
 from bench.run.runlock import LOCK_FILE, RunLock
 
-#: a sweep that runs for a minute unless stopped: a 2 s budget for each of many cells (short, so that
-#: the first row comes soon and an interrupt ends the cell in progress soon)
-SLOW_SUITE = {**TINY_SUITE, "collectives": ["allreduce"], "implementations": ["mpi"],
+#: a sweep that runs for a minute and a half unless stopped: a 2 s budget for each of many cells (short, so that
+#: the first row comes soon and an interrupt ends the cell in progress soon). It must outlast the two
+#: refused CLI runs that follow its first row: 15 cells (30 s) left about 20 s to spare when quiet, which
+#: a load burst that slows both CLI starts 3x would use up; 45 cells cost nothing more (it is interrupted)
+SLOW_SUITE = {**TINY_SUITE, "collectives": ["allreduce", "allgather", "reduce_scatter"], "implementations": ["mpi"],
               "sizes": {"min": "8B", "max": "128KiB"},
               "timing": {"warmup": 1, "iters": 10_000_000, "min_iters": 1, "budget_s": 2}}
 
