@@ -86,21 +86,26 @@ def measure(sweep: Sweep, out: Console, summary: bool = True,
     suite none of whose cells reached a GPU exits 1 with one line."""
     sweep.start()
     done = sweep.done()
+    running = sweep.launches if launches is None else launches
+    # --nodes (a batch job of one node count): this job's cells, not the run's, in the header and the bar
+    planned = [cell.key for launch in running for cell in launch.cells]
+    finished = sum(key in done for key in planned)
+    of_run = f" of the run's {sweep.cells}" if len(planned) != sweep.cells else ""
     launcher = sweep.launcher
     plan = sweep.where.plan
     hosts = f"; hosts {','.join(h.name for h in plan.hosts)} ({plan.source})" if plan.hosts else ""
     env = recorded_env({**BASE_ENV, **sweep.suite.env})
     # a site's variables differ per launch (MPI's, NCCL/RCCL's): meta.json's launches hold each one's
     site = f"; site {sweep.where.site.name}" if sweep.where.site else ""
-    out.print(f"run [bold]{sweep.run_id}[/bold] -> {sweep.folder}  ({sweep.cells} cells, {len(done)} already done; "
-              f"launcher {launcher.kind}, {launcher.flavour}{hosts}{site}; env {env})", highlight=False,
+    out.print(f"run [bold]{sweep.run_id}[/bold] -> {sweep.folder}  ({len(planned)} cells{of_run}, {finished} "
+              f"already done; launcher {launcher.kind}, {launcher.flavour}{hosts}{site}; env {env})", highlight=False,
               soft_wrap=True)
     interrupted = False
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with screen.progress_bar(out) as bar:
-            task = bar.add_task("sweep", total=sweep.cells, completed=len(done), current="")
-            for launch in sweep.launches if launches is None else launches:
+            task = bar.add_task("sweep", total=len(planned), completed=finished, current="")
+            for launch in running:
                 todo = sweep.todo(launch, done)
                 if not todo:
                     continue

@@ -305,6 +305,11 @@ def test_sbatch_one_job_per_node_count(tmp_path):
     assert "#SBATCH --nodes=2" in (out / "sbatch-n2.sh").read_text()
     frame = pd.read_parquet(out / "results.parquet")
     assert sorted(set(frame["nranks"])) == [1, 2] and set(frame["status"]) == {"ok"}, frame[["nranks", "status"]]
+    # each job counts its own cells (its progress bar too), not the run's
+    for job_id, nranks in ((first, 1), (last, 2)):
+        log = (out / "logs" / f"sbatch-{job_id}.log").read_text()
+        mine = int((frame["nranks"] == nranks).sum())
+        assert f"({mine} cells of the run's {len(frame)}, 0 already done;" in log, log
 
 
 def test_sbatch_with_a_site_profile(tmp_path):
