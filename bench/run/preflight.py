@@ -191,27 +191,31 @@ def _run(argv: list[str], env: dict[str, str], timeout_s: float, cwd: str) -> tu
         return f"{stdout}{stderr}\n(killed after {timeout_s:g} s)", -1
 
 
-def run(sweep, out) -> Preflight | None:
+def run(sweep, out, launches: list[Launch] | None = None) -> Preflight | None:
     """The pre-flight of ``sweep`` (a bench.sweep.session.Sweep) on its hosts, with its launcher and
-    environment; None for a suite without GPUs. BadInput (exit 2) on a fatal verdict."""
+    environment, shaped as the largest of ``launches`` (default: the sweep's; ``--nodes``: those this
+    job runs, whose allocation may hold no more nodes); None for a suite without GPUs. BadInput (exit
+    2) on a fatal verdict."""
     from bench.run.launchers import PACKAGE_HOME
 
     device = sweep.suite.device
-    if not needed(device) or not sweep.launches:
+    launches = sweep.launches if launches is None else launches
+    if not needed(device) or not launches:
         return None
-    launch = probe_launch(sweep.launches)
-    xccl = uses_xccl(sweep.launches)
+    launch = probe_launch(launches)
+    xccl = uses_xccl(launches)
     program = [sys.executable, "-m", "bench.run.preflight_probe", device, "1" if xccl else "0"]
     argv, env = sweep.job_command(launch, "", program)
     timeout_s = min(TIMEOUT_S, sweep.suite.timeout_s)
     output, returncode = _run(argv, {**os.environ, **env}, timeout_s, PACKAGE_HOME)
     tail = " | ".join(line for line in output.splitlines()[-6:] if line.strip())[-600:]
-    return conclude(sweep, launch, argv, report_of(output), out, returncode, tail)
+    return conclude(sweep, launch, argv, report_of(output), out, returncode, tail, xccl)
 
 
 def conclude(sweep, launch: Launch, argv: list[str], report: dict | None, out, returncode: int = 0,
-             tail: str = "") -> Preflight:
-    """The verdicts on rank 0's ``report``, printed; BadInput (exit 2) on a fatal one."""
+             tail: str = "", xccl: bool | None = None) -> Preflight:
+    """The verdicts on rank 0's ``report``, printed; BadInput (exit 2) on a fatal one. ``xccl``: whether
+    the launches checked run NCCL/RCCL cells (default: any of the sweep's)."""
     from rich.markup import escape
 
     from bench.errors import BadInput
@@ -220,7 +224,8 @@ def conclude(sweep, launch: Launch, argv: list[str], report: dict | None, out, r
     device = sweep.suite.device
     preflight = Preflight(launch.launch_id, launch.nranks, argv,
                           judge(report, sharing_allowed=sweep.suite.gpu_sharing == "yes",
-                                library=library_name(device), xccl=uses_xccl(sweep.launches),
+                                library=library_name(device),
+                                xccl=uses_xccl(sweep.launches) if xccl is None else xccl,
                                 returncode=returncode, tail=tail),
                           (report or {}).get("ranks", []))
     if preflight.fatal:

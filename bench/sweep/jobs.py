@@ -35,12 +35,14 @@ def run_with_tables(options: SweepOptions, out: Console) -> tuple[int, Tables]:
         raise BadInput("", mismatch)
     sweep = Sweep.open(options)
     sweep.check(options.known_installs)
-    # a GPU suite: one tiny launch first (GTL, binding, network); a fatal verdict is bad input, nothing written
-    found = preflight.run(sweep, out)
+    running = chosen(sweep, options.nodes)
+    # a GPU suite: one tiny launch first (GTL, binding, network), shaped as the largest launch this job
+    # runs; a fatal verdict is bad input, nothing written
+    found = preflight.run(sweep, out, running)
     sweep.preflight = found.record() if found is not None else None
     lock = lock_folder(options, sweep.folder, out)
     try:
-        return measure(sweep, out, options.summary, chosen(sweep, options.nodes), options.allow_unsupported)
+        return measure(sweep, out, options.summary, running, options.allow_unsupported)
     finally:
         lock.release()
 
@@ -62,16 +64,17 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     """The exact argv of every launch, nothing started or written."""
     sweep = Sweep.open(options)
     sweep.check_installs(options.known_installs)
+    running = chosen(sweep, options.nodes)  # before anything is printed: a --nodes naming no launch is bad input
     plan = sweep.where.plan
     if plan.hosts:
         out.print(f"# hosts ({plan.source}): {', '.join(map(str, plan.hosts))}; not probed in a dry run, so each is "
                   "taken for a machine of its own", highlight=False, soft_wrap=True)
-    if preflight.needed(sweep.suite.device) and sweep.launches:
-        first = preflight.probe_launch(sweep.launches)
+    if preflight.needed(sweep.suite.device) and running:
+        first = preflight.probe_launch(running)
         out.print(f"# pre-flight first: one launch shaped as {first.launch_id} runs python -m "
                   "bench.run.preflight_probe (GTL, GPU binding, NUMA, the NCCL/RCCL network: docs/PREFLIGHT.md)",
                   highlight=False, soft_wrap=True, markup=False)
-    for launch in chosen(sweep, options.nodes):
+    for launch in running:
         argv, _ = sweep.job_command(launch, f"<run>/plans/{launch.launch_id}.json")
         out.print(f"# {launch.launch_id}: {len(launch.cells)} cells, timeout {sweep.suite.timeout_s:g} s",
                   highlight=False)

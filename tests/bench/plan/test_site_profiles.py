@@ -203,6 +203,13 @@ def test_nodes_flag_runs_only_those_launches(tmp_path):
     assert "# n2-rpn1" in result.stdout and "# n1-rpn1" not in result.stdout
     wrong = run_cli("run", "sweep", suite, "--launcher", "mpiexec", "--dry-run", "--nodes", "3", timeout=60)
     assert wrong.returncode == 2 and "--nodes: no launch of the suite runs on 3 nodes" in wrong.stderr
+    assert wrong.stdout == "", wrong.stdout  # refused before anything is printed
+    # a GPU suite: the pre-flight is shaped as the largest launch of the nodes asked for, not of the run
+    suite.write_text(yaml.safe_dump({**yaml.safe_load(suite.read_text()), "device": "cuda",
+                                     "implementations": ["xccl"]}))
+    one = run_cli("run", "sweep", suite, "--launcher", "mpiexec", "--dry-run", "--nodes", "1", timeout=60)
+    assert one.returncode == 0, describe(one)
+    assert "# pre-flight first: one launch shaped as n1-rpn1-h1x1-cuda " in one.stdout, one.stdout
 
 
 # ---------------------------------------------------------------- the environments kept apart

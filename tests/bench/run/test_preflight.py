@@ -236,3 +236,20 @@ def test_env_says_whether_gtl_is_linked():
     _, text, _ = gtl_row({CRAY_LIBMPI}, CRAY_TEXT)
     assert text.startswith("not linked: with MPICH_GPU_SUPPORT_ENABLED=1") and 'MPICC="cc -shared"' in text
     assert gtl_row() is None  # this machine's MPI is not Cray MPICH
+
+
+def test_a_job_of_some_node_counts_is_probed_as_its_own_largest_launch():
+    """``--nodes 1`` (a per-node-count batch job): the probe is shaped as that job's launch, never as the
+    run's largest, which its allocation could not hold."""
+    sweep = fake_sweep(preflight_probe.MARKER + json.dumps({"ranks": [rank(0, "n1")]}) + "\n")
+    (large,) = sweep.launches
+    small = types.SimpleNamespace(launch_id="n8-rpn8-rocm", nranks=8, ranks_per_node=8, cells=large.cells,
+                                  where=types.SimpleNamespace(nhosts=1))
+    sweep.launches = [small, large]
+    asked = []
+    command = sweep.job_command
+    sweep.job_command = lambda launch, plan, program: (asked.append(launch.launch_id), command(launch, plan,
+                                                                                                 program))[1]
+    assert preflight.run(sweep, Out(), [small]).record()["launch_id"] == "n8-rpn8-rocm"
+    assert preflight.run(sweep, Out()).record()["launch_id"] == "n16-rpn8-rocm"
+    assert asked == ["n8-rpn8-rocm", "n16-rpn8-rocm"]
