@@ -117,6 +117,15 @@ class Batch(Strict):
     requires: list[Annotated[str, Field(pattern=r"^(account|partition|time)$")]] = Field(default_factory=list)
 
 
+class GpuOnly(Strict):
+    """What a site asks of the jobs and launches of a GPU suite only (``device`` cuda or rocm): the
+    GPU request, which a CPU partition refuses and a GPU one would hold for nothing."""
+
+    batch: list[Annotated[str, AfterValidator(_sbatch_option)]] = Field(default_factory=list)
+    srun: list[Annotated[str, AfterValidator(_srun_option)]] = Field(default_factory=list)
+    mpiexec: list[Annotated[str, AfterValidator(_mpiexec_word)]] = Field(default_factory=list)
+
+
 class Site(Strict):
     #: a name for the run's records (meta.json ``site``)
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
@@ -132,15 +141,27 @@ class Site(Strict):
     mpiexec: list[Annotated[str, AfterValidator(_mpiexec_word)]] = Field(default_factory=list)
     env: LaunchEnv = LaunchEnv()
     at_scale: list[AtScale] = Field(default_factory=list)
+    #: options added for GPU suites only, after the ones above (``for_device``)
+    gpu: GpuOnly = GpuOnly()
 
     @model_validator(mode="after")
     def _gpus_named(self) -> Site:
-        texts = [*self.batch.options, *self.srun, *self.mpiexec,
+        texts = [*self.batch.options, *self.srun, *self.mpiexec, *self.gpu.batch, *self.gpu.srun, *self.gpu.mpiexec,
                  *(value for block in [self.env, *self.at_scale] for value in [*block.mpi.values(),
                                                                                *block.xccl.values()])]
         if self.gpus_per_node is None and any("{gpus_per_node}" in text for text in texts):
             raise ValueError("{gpus_per_node} is used but gpus_per_node is not given")
         return self
+
+    def for_device(self, device: str) -> Site:
+        """The profile as a suite of ``device`` uses it: the ``gpu`` options in their sections for a
+        GPU suite, left out for a host one (a suite has one device, so every job and launch alike)."""
+        gpu = self.gpu
+        if device == "host":
+            return self.model_copy(update={"gpu": GpuOnly()})
+        return self.model_copy(update={
+            "batch": self.batch.model_copy(update={"options": [*self.batch.options, *gpu.batch]}),
+            "srun": [*self.srun, *gpu.srun], "mpiexec": [*self.mpiexec, *gpu.mpiexec], "gpu": GpuOnly()})
 
     # ------------------------------------------------------------------ per launch
 

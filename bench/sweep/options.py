@@ -17,6 +17,7 @@ from rich.console import Console
 from bench.errors import BadInput
 from bench.files import output_folder
 from bench.plan.hosts import host_list, split_flag
+from bench.plan.site import known_sites, site_path
 from bench.plan.slurm_options import Slurm
 from bench.plan.suite import Suite, parse_suite
 from bench.plan.suite_files import apply_overrides, read_yaml
@@ -135,6 +136,9 @@ def _with_site_flag(raw: object, site: str | None) -> object:
         raise BadInput("--site", f"{site!r}: give a site name (suites/sites/) or a profile's path")
     path = Path(site)
     named = "/" not in site and path.suffix not in (".yaml", ".yml")
+    if not site_path(site).is_file():  # the flag named it, not the suite: say so
+        known = f" (known: {', '.join(known_sites())})" if named else ""
+        raise BadInput("--site", f"{site!r}: no site profile {'of that name' if named else 'at that path'}{known}")
     return {**raw, "site": site if named else str(path.resolve())}
 
 

@@ -47,7 +47,7 @@ class Where:
     def of(cls, suite: Suite, launcher: Launcher, label: str = "suite", some_launches: bool = False) -> Where:
         """The hosts of ``suite`` and its launcher, with the suite's site profile (read here: a bad
         one is bad input naming the profile's file). ``some_launches``: see ``host_plan``."""
-        site = load_site(suite.site, f"{label}: site") if suite.site else None
+        site = load_site(suite.site, f"{label}: site").for_device(suite.device) if suite.site else None
         launcher = launcher.with_site(site) if site else launcher
         return cls(host_plan(suite, launcher, some_launches), launcher, site=site)
 

@@ -59,9 +59,9 @@ def golden_suite(site: str) -> dict:
 def golden_sweep(site_name: str) -> Sweep:
     """The golden suite planned for srun's own nodes with the site's launcher, as the batch job runs it."""
     _, _, flavour, pmi = GOLDEN_SITES[site_name]
-    site = load_site(site_name, "test")
-    launcher = Srun(flavour, "srun", "srun", pmi).with_site(site)
     suite = parse_suite(golden_suite(site_name), "golden.yaml")
+    site = load_site(site_name, "test").for_device(suite.device)  # as Where.of reads it
+    launcher = Srun(flavour, "srun", "srun", pmi).with_site(site)
     return Sweep.of(suite, Where(HostPlan(source="srun", launcher_nodes=True), launcher, site=site))
 
 
@@ -292,8 +292,41 @@ def test_unknown_site_names_the_known_ones(tmp_path):
                                      "ranks": [1], "sizes": {"min": "8B", "max": "8B"}}))
     result = run_cli("run", "sweep", suite, "--site", "nowhere", "--dry-run", "--launcher", "mpiexec", timeout=60)
     assert result.returncode == 2, describe(result)
-    assert "site profile (named by" in result.stderr and "frontier" in result.stderr
+    # the flag named it, so the flag is blamed (not the suite file, which names no site)
+    assert "--site: 'nowhere': no site profile of that name (known: frontier" in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    missing = run_cli("run", "sweep", suite, "--site", tmp_path / "none.yaml", "--dry-run", timeout=60)
+    assert missing.returncode == 2 and "--site: " in missing.stderr and "no site profile at that path" in missing.stderr
+    # a suite's own site: its file is named
+    named = tmp_path / "named.yaml"
+    named.write_text(yaml.safe_dump({**yaml.safe_load(suite.read_text()), "site": "nowhere"}))
+    result = run_cli("run", "sweep", named, "--dry-run", "--launcher", "mpiexec", timeout=60)
+    assert result.returncode == 2 and f"site profile (named by {named}: site) not found" in result.stderr, describe(
+        result)
+
+
+def test_a_host_suite_asks_no_gpus_of_a_site_that_asks_them_of_gpu_suites(tmp_path):
+    """generic-openmpi-ucx puts its GPU request under ``gpu``: a CPU suite's job asks for none (a CPU
+    partition refuses it), a GPU suite's job and launches ask as before."""
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    for tool in ("srun", "sbatch"):
+        (bin_folder / tool).write_text("#!/bin/sh\nexit 0\n")
+        (bin_folder / tool).chmod(0o755)
+    env = {"PATH": f"{bin_folder}:/usr/bin:/bin", "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n1"}
+    suite = tmp_path / "s.yaml"
+    for device, asked in (("host", False), ("cuda", True)):
+        suite.write_text(yaml.safe_dump({"name": "n", "collectives": ["allreduce"], "implementations": ["mpi"],
+                                         "ranks": [2], "ranks_per_node": 2, "sizes": {"min": "8B", "max": "8B"},
+                                         "device": device, "site": "generic-openmpi-ucx"}))
+        batch = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--dry-run", "--out", tmp_path / "run",
+                        env=env, timeout=60)
+        assert batch.returncode == 0, describe(batch)
+        assert ("#SBATCH --gpus-per-node=2" in batch.stdout) is asked, batch.stdout
+        steps = run_cli("run", "sweep", suite, "--launcher", "srun", "--dry-run", env=env, timeout=60)
+        assert steps.returncode == 0, describe(steps)
+        (line,) = [line for line in steps.stdout.splitlines() if "/srun " in line]
+        assert ("--gpus-per-node=2" in line) is asked and "--mpi=pmix" in line and "--cpu-bind=cores" in line, line
 
 
 def test_site_requires_an_account_before_anything_is_written(tmp_path):
