@@ -17,7 +17,7 @@ from collectives.spec import COLLECTIVES
 
 app = typer.Typer(help="Run benchmarks under MPI.", no_args_is_help=True)
 #: what ``run sweep`` measures when no suite is named
-DEFAULT_SUITE = "suites/smoke.yaml"
+DEFAULT_SUITE = "smoke"  # by name: found from any working directory, as `run sweep smoke` is
 
 
 def _console() -> Console:
@@ -74,7 +74,7 @@ def _slurm_flags(partition: str | None, account: str | None, time: str | None) -
 @app.command("sweep", epilog=EXIT_CODES_HELP)
 def sweep(
     suite: Annotated[str | None, typer.Argument(
-        help="Suite file, or a name from suites/ (default: suites/smoke.yaml; with --resume, the run's own).",
+        help="Suite file, or a name from suites/ (default: smoke; with --resume, the run's own).",
         show_default=False)] = None,
     out: Out = None,
     launcher: Launcher = "auto",

@@ -227,6 +227,13 @@ def test_dry_run_prints_one_mpiexec_line_per_launch_and_writes_nothing(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["suite.yaml"]
 
 
+def test_the_default_suite_is_found_from_any_working_directory(tmp_path):
+    """``run sweep`` without a suite from a scratch folder (as on a cluster): suites/smoke.yaml by name."""
+    result = run_cli("run", "sweep", "--dry-run", cwd=tmp_path, timeout=60)
+    assert result.returncode == 0, describe(result)
+    assert "bench.run.worker" in result.stdout and not list(tmp_path.iterdir())
+
+
 # ---------------------------------------------------------------- run point
 
 
