@@ -17,6 +17,8 @@ from bench.plan.schema import Strict
 SRUN_OWNED = {
     "-N": "ranks/ranks_per_node", "--nodes": "ranks/ranks_per_node", "-n": "ranks", "--ntasks": "ranks",
     "--ntasks-per-node": "ranks_per_node", "--export": "env", "-t": "timeout_s", "--time": "timeout_s",
+    # a job of srun's own takes them from the suite or the flags (a later copy would silently win)
+    "-p": "slurm.partition", "--partition": "slurm.partition", "-A": "slurm.account", "--account": "slurm.account",
 }
 #: sbatch options the batch job takes from the suite, the run folder or the command line
 SBATCH_OWNED = {

@@ -66,6 +66,8 @@ SUITE_CASES = [
      ["slurm.srun_args.1", "'cores'", "--name=value"]),
     ("srun-args-sets-nodes-short", {"srun_args": ["-N2"]}, ["slurm.srun_args.0", "-N2"]),
     ("srun-args-sets-export", {"srun_args": ["--export=NONE"]}, ["slurm.srun_args.0", "--export", "env"]),
+    ("srun-args-sets-partition", {"srun_args": ["--partition=zz"]},
+     ["slurm.srun_args.0", "--partition", "slurm.partition"]),
     ("sbatch-args-sets-wait", {"sbatch_args": ["--wait"]}, ["slurm.sbatch_args.0", "--wait"]),
     ("sbatch-args-with-newline", {"sbatch_args": ["--comment=a\nb"]}, ["slurm.sbatch_args.0", "sbatch option"]),
     ("time-negative", {"time": -5}, ["slurm.time", "-5"]),

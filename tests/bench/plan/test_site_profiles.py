@@ -271,6 +271,10 @@ def test_launcher_options_come_from_the_site_and_the_suite_wins_by_name(tmp_path
 @pytest.mark.parametrize(("changes", "message"), [
     ({"srun": ["--ntasks=4"]}, "srun.0: '--ntasks=4': the launcher sets --ntasks from ranks"),
     ({"batch": {"options": ["--account=x"]}}, "batch.options.0: '--account=x': the launcher sets --account"),
+    # srun's own job takes them from the suite or the flags; a site's later copy would silently win
+    ({"srun": ["--partition=p"]}, "srun.0: '--partition=p': the launcher sets --partition from slurm.partition"),
+    ({"srun": ["-Afoo"]}, "srun.0: '-Afoo': the launcher sets -A from slurm.account"),
+    ({"gpu": {"srun": ["--account=foo"]}}, "gpu.srun.0: '--account=foo': the launcher sets --account"),
     ({"env": {"mpi": {"A": "{node}"}}}, "{node} is not a placeholder"),
     ({"gpus_per_node": None}, "{gpus_per_node} is used but gpus_per_node is not given"),
     ({"env": {"mpi": {"A": [1]}}}, "env.mpi.A"),
