@@ -77,10 +77,11 @@ def _creatable(path: Path, flag: str, shown: Path | None = None) -> None:
 
 
 def inside_baselines(path: Path) -> bool:
-    """Whether ``path`` is results/baselines/ or inside it (relative to the working directory)."""
-    root = BASELINES.resolve()
+    """Whether ``path`` is results/baselines/ or inside it: the working directory's, or the checkout's
+    the package runs from (a run started from a scratch folder must not write the committed ones)."""
     resolved = path.resolve()
-    return resolved == root or root in resolved.parents
+    roots = {BASELINES.resolve(), (PACKAGE_ROOT / BASELINES).resolve()}
+    return any(resolved == root or root in resolved.parents for root in roots)
 
 
 def output_file(path: Path | None, flag: str) -> Path | None:

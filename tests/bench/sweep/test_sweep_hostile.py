@@ -85,6 +85,16 @@ def test_out_inside_the_baselines_is_refused(in_checkout: Path, suite_file: Path
     assert snapshot(in_checkout) == before
 
 
+def test_the_checkouts_baselines_are_refused_from_another_folder(tmp_path: Path, suite_file: Path, monkeypatch):
+    """From a scratch folder (a cluster's), the committed baselines of the checkout the package runs from
+    are still refused, not only ./results/baselines."""
+    from bench.files import PACKAGE_ROOT
+
+    monkeypatch.chdir(tmp_path)
+    committed = PACKAGE_ROOT / "results" / "baselines" / "ci"
+    refused("run", "sweep", suite_file, "--out", committed, "--dry-run", needles=("--out", "results/baselines"))
+
+
 def test_out_inside_the_baselines_through_a_link_is_refused(in_checkout: Path, suite_file: Path):
     (in_checkout / "alias").symlink_to(in_checkout / "results" / "baselines")
     before = snapshot(in_checkout / "results")
