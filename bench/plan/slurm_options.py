@@ -69,7 +69,17 @@ def _slurm_time(value: Any) -> Any:
     return value
 
 
-SlurmName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._,-]*$", max_length=128)]
+SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._,-]*$")
+
+
+def _slurm_name(value: str) -> str:
+    if not SLURM_NAME.match(value):
+        raise ValueError(f"{value!r} is not a Slurm partition or account name: letters, digits and . _ , - "
+                         "(no spaces), starting with a letter or digit")
+    return value
+
+
+SlurmName = Annotated[str, AfterValidator(_slurm_name), Field(max_length=128)]
 
 
 class Slurm(Strict):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -165,6 +166,16 @@ def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path
         f"exec {shlex.join(inner_command(folder, nodes, allow_unsupported))}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def time_note(time: str | None) -> str:
+    """A line for a job time in Slurm's minutes:seconds form, which reads like hours:minutes ("" else)."""
+    found = re.fullmatch(r"(\d+):(\d\d)", time or "")
+    if not found:
+        return ""
+    minutes, seconds = found.groups()
+    return (f"note: Slurm reads --time {time} as {int(minutes)} minutes {int(seconds)} seconds (minutes:seconds); "
+            f"{int(minutes)} hours is {int(minutes)}:{seconds}:00")
 
 
 def sbatch_argv(sbatch: str, script: Path, wait: bool, after: str | None = None) -> list[str]:

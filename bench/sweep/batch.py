@@ -45,6 +45,7 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     """The batch scripts and the sbatch commands, nothing submitted or written."""
     sweep = Sweep.open(options)
     jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported)
+    _say_time(sweep, out, "# ")  # the dry run's lines that are not the scripts' are shell comments
     reason = slurm.batch_jobs_reason(slurm.batch_groups(sweep.launches, options.batch_jobs), options.batch_jobs)
     out.print(f"# {reason}", highlight=False, soft_wrap=True, markup=False)
     previous = None
@@ -63,6 +64,7 @@ def run(options: SweepOptions, out: Console) -> int:
     the last and print the summary."""
     sweep = Sweep.open(options)
     jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported)
+    _say_time(sweep, out, "")
     folder = sweep.folder
     sbatch = find_slurm_tool("sbatch")
     created = not folder.exists()
@@ -113,6 +115,11 @@ def run(options: SweepOptions, out: Console) -> int:
             break
         previous = outcome.job_id
     return _after_submission(outcome, folder, options.wait, out, options.allow_unsupported)
+
+
+def _say_time(sweep: Sweep, out: Console, prefix: str) -> None:
+    if note := slurm.time_note(sweep.suite.slurm.time):
+        out.print(f"[yellow]{prefix}{note}[/yellow]", highlight=False, soft_wrap=True)
 
 
 def _record(records: list[dict]) -> dict:

@@ -200,6 +200,25 @@ def test_sbatch_dry_run_prints_the_script_and_writes_nothing(tmp_path):
     assert exec_line.endswith(f"--resume {out.resolve()} --allow-unsupported"), exec_line
 
 
+def test_a_job_time_that_reads_like_hours_is_said_and_a_bad_partition_named(tmp_path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump(BASE))
+    out = tmp_path / "run"
+    short = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--dry-run", "--out", out, "--time", "2:00",
+                    env={"PATH": str(tmp_path)}, timeout=60)
+    assert short.returncode == 0, describe(short)
+    assert short.stdout.startswith("# note: Slurm reads --time 2:00 as 2 minutes 0 seconds"), short.stdout
+    assert "#SBATCH --time=2:00\n" in short.stdout
+    hours = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--dry-run", "--out", out, "--time", "2:00:00",
+                    env={"PATH": str(tmp_path)}, timeout=60)
+    assert hours.returncode == 0 and "note:" not in hours.stdout, describe(hours)
+    spaced = run_cli("run", "sweep", suite, "--launcher", "sbatch", "--dry-run", "--out", out, "--partition", "a b",
+                     env={"PATH": str(tmp_path)}, timeout=60)
+    assert spaced.returncode == 2 and spaced.stderr.strip() == (
+        "pccl-bench: error: --partition: 'a b' is not a Slurm partition or account name: letters, digits and "
+        ". _ , - (no spaces), starting with a letter or digit"), describe(spaced)
+
+
 def test_srun_dry_run_prints_one_srun_line_per_launch(tmp_path, fake_slurm_bin):
     suite = tmp_path / "suite.yaml"
     suite.write_text(yaml.safe_dump({**BASE, "slurm": {"srun_args": ["--cpu-bind=cores"]}}))
