@@ -15,6 +15,7 @@ from bench.cli import main
 from bench.errors import BadInput
 from bench.importers.rows import ImportOptions
 from bench.importers.run import import_files, write_import
+from bench.plan.hosts import hosts_digest
 from bench.results.runset import load_runs
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS
 
@@ -61,6 +62,19 @@ def test_nccl_tests_hosts_nodes_and_device():
     results = parsed("nccl-tests", "all_gather_perf.txt")
     assert set(results.nnodes) == {2} and set(results.ranks_per_node) == {4}
     assert set(results.hosts) == {"nid001,nid002"} and set(results.device) == {"cuda"}
+
+
+def test_an_import_with_hosts_has_measured_and_planned_digests_alike(tmp_path, capsys):
+    """An import has no plan: hosts_digest and planned_hosts_digest both hold the digest of the hosts
+    the file names (docs/TABLE.md), in results.parquet and results.csv (hosts_digest was all empty)."""
+    out = tmp_path / "nccl"
+    with pytest.raises(SystemExit) as done:
+        main(["import", "nccl-tests", str(NCCL / "all_gather_perf.txt"), "--out", str(out)])
+    assert done.value.code == 0
+    expected = hosts_digest(["nid001", "nid002"])
+    for table in (pd.read_parquet(out / "results.parquet"), pd.read_csv(out / "results.csv")):
+        assert set(table.hosts_digest) == {expected}
+        assert table.hosts_digest.tolist() == table.planned_hosts_digest.tolist()
 
 
 def test_old_layout_without_root_column_and_half():
