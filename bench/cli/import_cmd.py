@@ -54,7 +54,7 @@ def import_results(
                                                         "title or IMB's '# Benchmarking', else the file name).")]
     = None,
     impl: Annotated[str | None, typer.Option(help="Implementation name (default: xccl for nccl/rccl-tests, "
-                                                  "osu-<library> for OSU).")] = None,
+                                                  "osu-<library> for OSU, e.g. osu-cray-mpich).")] = None,
     device: Annotated[str | None, typer.Option(help="host | cuda | rocm (default: from the tool).")] = None,
     library: Annotated[str | None, typer.Option(help="Library name, e.g. 'Cray MPICH' (default: from the header: "
                                                      "NCCL/RCCL and version, OSU's MPI/NCCL/RCCL).")] = None,

@@ -388,6 +388,14 @@ def test_osu_allreduce_and_reduce_scatter_sizes_are_the_whole_vector():
     assert scatter.count_per_rank.iloc[0] == 1 and len(scatter) == 17
 
 
+@pytest.mark.parametrize("library, impl", [("Cray MPICH", "osu-cray-mpich"), ("Open MPI", "osu-open-mpi"),
+                                           ("Intel(R) MPI", "osu-intel-r-mpi"), ("MVAPICH2-GDR", "osu-mvapich2-gdr"),
+                                           ("MPICH", "osu-mpich")])
+def test_osu_label_is_the_whole_library_name(library, impl):
+    """osu-<library> of the whole name (it was the first word: Cray MPICH gave osu-cray, Open MPI osu-open)."""
+    assert set(parsed("osu", "osu_allreduce.txt", nranks=4, library=library).impl) == {impl}
+
+
 def test_osu_xccl_validation():
     results = parsed("osu", "osu_xccl_allreduce.txt", nranks=8)
     assert set(results.library) == {"NCCL"} and set(results.device) == {"cuda"}
