@@ -13,6 +13,7 @@ from conftest import DATA, describe, run_cli
 
 from bench.cli import main
 from bench.errors import BadInput
+from bench.importers import tools
 from bench.importers.rows import ImportOptions
 from bench.importers.run import import_files, write_import
 from bench.plan.hosts import hosts_digest
@@ -471,3 +472,24 @@ def test_write_import_refuses_to_overwrite(tmp_path):
     write_import(tmp_path, results, meta)
     with pytest.raises(BadInput, match="already holds a run"):
         write_import(tmp_path, results, meta)
+
+
+def test_plots_md_says_what_the_importers_do(tmp_path):
+    """docs/PLOTS.md's import section named three of the five importers, gave all-gather rows op
+    `sum`, said bandwidths were recomputed from the time and that OSU always needs --nranks."""
+    text = (DATA.parent.parent / "docs" / "PLOTS.md").read_text()
+    section = text[text.index("## `pccl-bench import"):]
+    section = section.split("\n## ")[0]
+    for tool in tools():
+        assert f"`{tool}`" in section, tool
+    allgather = parsed("nccl-tests", "all_gather_perf.txt")
+    assert set(allgather.op) == {"none"} and "op `none`" in section and "op `sum`" not in section
+    # the printed bandwidths are kept (a time rounded to two decimals gives others)
+    printed = file_columns("all_gather_perf.txt")["busbw"].tolist()
+    assert allgather[allgather.placement.eq("out_of_place")].busbw_gbps.tolist() == printed
+    assert "recomputed from the time" not in section and "printed figures" in section
+    # OSU's rank count from the launcher line, without --nranks
+    launched = tmp_path / "osu.txt"
+    launched.write_text("mpirun -np 4 ./osu_allreduce\n" + (OSU / "osu_allreduce.txt").read_text())
+    assert set(import_files("osu", [launched], ImportOptions())[0].nranks) == {4}
+    assert "always" not in section and "`mpirun -np N`" in section
