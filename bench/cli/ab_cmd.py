@@ -29,6 +29,10 @@ from bench.plan.suite_files import load_suite, resolve_suite_path
 from bench.sweep.ab import Question, measure_until_decided
 from bench.text import console_text, printable
 
+AB_EXIT_HELP = ("Exit codes: 0 pass; 1 a regression (of a cell, or of the candidate across the board), or a "
+                "cell that failed, returned wrong data, is missing, has too few samples to be judged "
+                "(unless --allow-insufficient) or is still undecided when --budget is spent (unless "
+                "--allow-undecided); 2 bad input (suite, arms, options).")
 #: rounds that must confirm a regressed cell, at most
 MAX_CONFIRM = 10
 #: seconds an ab may measure: at least one round, at most a day
@@ -87,7 +91,10 @@ def ab_command(
                             "(not for arms that change the MPI library or its settings: the probe is theirs; "
                             "it made the launch-arm comparisons of docs/GATE.md's evaluation worse).")]
         = "",
-    allow_insufficient: Annotated[bool, typer.Option("--allow-insufficient")] = False,
+    allow_insufficient: Annotated[bool, typer.Option(
+        "--allow-insufficient", help=f"Cells with too few samples to be judged (fewer than {rules.MIN_SAMPLES} on "
+                                     "a side, or a pair that measured the cell on one side only) do not fail the "
+                                     "gate; they are still counted as not judged.")] = False,
     allow_undecided: Annotated[bool, typer.Option(
         "--allow-undecided", help="Cells the budget left undecided do not fail the gate (still counted).")] = False,
     allow: Annotated[Path | None, typer.Option(help="YAML allow-list of known regressions.")] = None,
@@ -100,8 +107,8 @@ def ab_command(
 
     What the arms may differ in: the implementation or algorithm (the same launch, timed in turns), the
     environment read at MPI_Init (MPI settings) or the install of this project (another checkout's
-    venv: a branch against main); the last two alternate launch by launch (ABBA). Exit codes as `gate`;
-    an undecided cell fails unless --allow-undecided, and so does a candidate slower across the board.
+    venv: a branch against main); the last two alternate launch by launch (ABBA). An undecided cell
+    fails unless --allow-undecided, and so does a candidate slower across the board (exit codes below).
     """
     path = resolve_suite_path(suite)
     definition, raw = load_suite(path, overrides or [])

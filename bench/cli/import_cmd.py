@@ -54,7 +54,7 @@ def import_results(
                                                         "title or IMB's '# Benchmarking', else the file name).")]
     = None,
     impl: Annotated[str | None, typer.Option(help="Implementation name (default: xccl for nccl/rccl-tests, "
-                                                  "osu-<library> for OSU).")] = None,
+                                                  "osu-<library> for OSU, e.g. osu-cray-mpich).")] = None,
     device: Annotated[str | None, typer.Option(help="host | cuda | rocm (default: from the tool).")] = None,
     library: Annotated[str | None, typer.Option(help="Library name, e.g. 'Cray MPICH' (default: from the header: "
                                                      "NCCL/RCCL and version, OSU's MPI/NCCL/RCCL).")] = None,
@@ -97,11 +97,6 @@ def import_results(
                             library=library, library_version=library_version,
                             extra={"machine": machine, "dirs": dirs} if tool in ("pccl-reproducer", None) else {})
     meta, table = import_to_folder(tool, files, options, out)
-    if meta["machine"].get("name"):  # the pccl-reproducer's rows are of one machine
-        shapes = ", ".join(f"{name}: {sorted(ranks for c, ranks in table.shapes if c == name)} GPUs"
-                           for name in sorted({c for c, _ in table.shapes}))
-        print(f"{table.cells} cells ({meta['machine']['name']}; {shapes}) -> {out}/results.parquet")
-        return
     shown: dict[str, int] = {}
     for entry in meta["imported_from"]:
         shown[entry["path"]] = shown.get(entry["path"], 0) + 1
@@ -120,6 +115,11 @@ def import_results(
         if runs > MAX_RUNS_SHOWN:
             typer.echo(f"{path}: {runs - MAX_RUNS_SHOWN} more runs, each in meta.json imported_from (its lines, "
                        "importer and what was inferred)", err=True)
+    if meta["machine"].get("name"):  # the pccl-reproducer's rows are of one machine
+        shapes = ", ".join(f"{name}: {sorted(ranks for c, ranks in table.shapes if c == name)} GPUs"
+                           for name in sorted({c for c, _ in table.shapes}))
+        print(f"{table.cells} cells ({meta['machine']['name']}; {shapes}) -> {out}/results.parquet")
+        return
     shapes = ", ".join(sorted(f"{collective} on {ranks} ranks" for collective, ranks in table.shapes))
     print(f"{table.cells} cells ({shapes}), {table.cells_with_samples} with per-iteration samples "
           f"-> {out}/results.parquet")

@@ -12,6 +12,16 @@ from bench.files import output_folder
 from bench.results.runset import load_runs
 
 FORMAT_HELP = "Comma-separated image formats: png, svg, pdf."
+#: the speedup heatmaps' baseline when --baseline is not given (none are drawn where the runs lack it)
+DEFAULT_BASELINE = "mpi"
+#: labels named in a refusal: the first this many
+LABELS_SHOWN = 12
+
+
+def _labels(frame) -> str:
+    labels = sorted(frame["label"].astype(str).unique())
+    return ", ".join(labels[:LABELS_SHOWN]) + (f" and {len(labels) - LABELS_SHOWN} more"
+                                               if len(labels) > LABELS_SHOWN else "")
 
 
 def parse_formats(text: str) -> list[str]:
@@ -31,8 +41,9 @@ def plot(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for the figures "
                                                                   "(default: <first run>/plots).")] = None,
     formats: Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)] = "png",
-    baseline: Annotated[str, typer.Option(help="Implementation label the speedup heatmaps compare against "
-                                               "(mpi, xccl, pccl-flat:ring, ...).")] = "mpi",
+    baseline: Annotated[str | None, typer.Option(help="Implementation label the speedup heatmaps compare against "
+                                                      "(mpi, xccl, pccl-flat:ring, ...; one of the plotted ones). "
+                                                      "Default: mpi, where the runs hold it.")] = None,
     impl: Annotated[list[str] | None, typer.Option("--impl", help="Plot only implementations whose label matches "
                                                                   "this shell pattern ('pccl-hier:*'); "
                                                                   "repeatable.")] = None,
@@ -44,9 +55,19 @@ def plot(
     first = results[0] if results[0].is_dir() else results[0].parent
     folder = output_folder(out or first / "plots", "--out")  # before reading a table
     runs = load_runs(results)
-    frame = plots.select_impls(plots.plot_frame(runs.results, runs.samples), impl or [])
-    if frame.empty:
+    every = plots.plot_frame(runs.results, runs.samples)
+    if every.empty:
         raise BadInput(" ".join(map(str, results)), "no ok cells to plot")
-    written = plots.save(plots.figures(frame, baseline), folder, chosen)
+    frame = plots.select_impls(every, impl or [])
+    if frame.empty:
+        raise BadInput("--impl", f"{' '.join(map(repr, impl or []))} matches no implementation of these runs "
+                                 f"(they hold {_labels(every)})")
+    if baseline is not None and not frame["label"].eq(baseline).any():
+        # a heatmap needs its baseline among the plotted labels; without it none would be drawn, unsaid
+        hint = ("; it is an implementation label: to compare with a baseline run, pccl-bench report RESULTS "
+                "--baseline RUN") if Path(baseline).exists() else ""
+        raise BadInput("--baseline", f"{baseline!r} is no implementation plotted here (plotted: {_labels(frame)})"
+                                     f"{hint}")
+    written = plots.save(plots.figures(frame, baseline or DEFAULT_BASELINE), folder, chosen)
     for path in written:
         print(path)

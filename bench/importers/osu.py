@@ -81,6 +81,13 @@ LAUNCH = re.compile(r"\b(?:mpirun|mpiexec(?:\.\w+)?|srun|orterun|aprun|jsrun|flu
                     r"(?:\s-(?:np?|c)\s*|\s--(?:np|n|ntasks)[= ])(\d{1,7})\b")
 
 
+def impl_of(library: str) -> str:
+    """The label of a library's OSU rows: osu- and its whole name in lower case, each run of other
+    characters one dash (Cray MPICH: osu-cray-mpich), so MPIs whose names start alike stay apart."""
+    slug = re.sub(r"[^\w]+", "-", library.lower()).strip("-")
+    return f"osu-{slug or '-'.join(library.split())}"  # a name of symbols alone stays as given
+
+
 def default_dtype(collective: str) -> str:
     return "float32" if collective in REDUCTIONS else "char"
 
@@ -265,7 +272,7 @@ def osu(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
         raise BadInput(source, "OSU output does not say how many ranks ran (OMB prints no rank count, and no "
                                "mpirun/srun line gives one): pass --nranks N")
     library = options.library or info["xccl"] or "MPI"
-    impl = options.impl or f"osu-{library.lower().split()[0]}"
+    impl = options.impl or impl_of(library)
     context = {
         "nranks": nranks, "hosts": [], "warmup": 0, "library": library, "device": info["device"],
         "library_version": options.library_version or "", "impl": impl,

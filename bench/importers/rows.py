@@ -88,8 +88,8 @@ def make_row(m: Measurement, context: dict, repeat: int = 0) -> dict:
                 count_per_rank=m.count_per_rank, bytes_per_rank=m.count_per_rank * ITEMSIZE[m.dtype],
                 bytes_total=bytes_total, timing_mode="sync", repeat=repeat,
                 hosts_digest=hosts_digest(hosts.split(",")) if hosts else "")
-    # recomputed from the tool's mean time, as the tools compute theirs (they print two decimals;
-    # the formulas are nccl-tests' own), not from a per-iteration median
+    # as the tool printed them, else from its mean time with nccl-tests' formulas (as the tools
+    # compute theirs), not from a per-iteration median
     algbw, busbw = bandwidths(m, bytes_total, busbw_factor(m.collective, nranks))
     values = {
         **cell.to_dict(), **{name: context.get(name) for name in (

@@ -87,9 +87,24 @@ def _context(parsed: dict, options: ImportOptions, path: Path, run_id: str, kind
 Emit = Callable[["pa.RecordBatch | pa.Table", "memoryview | bytes", "pa.RecordBatch | pa.Table | None"], None]
 
 
-def _import_whole(kind: str, paths: list[Path], options: ImportOptions, emit: Emit) -> tuple[dict, ImportCounts]:
-    """A tool read whole (WHOLE_IMPORTERS): its tables as one chunk, as pandas writes them."""
+def _read_whole(kind: str, paths: list[Path], options: ImportOptions,
+                planned: list[Planned]) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """A tool read whole (WHOLE_IMPORTERS): (results, meta, samples); meta.json's ``imported_from``
+    says which importer read each file and why, as a per-run import's does (the CLI says it under --auto)."""
     results, meta, samples = WHOLE_IMPORTERS[kind](paths, options)
+    chosen = {}
+    for item in planned:
+        chosen.setdefault(str(item.path), item)
+    for entry in meta.get("imported_from", []):
+        if run := chosen.get(entry.get("path")):
+            entry.update(read_as=run.tool, chosen_by=run.chosen_by)
+    return results, meta, samples
+
+
+def _import_whole(kind: str, paths: list[Path], options: ImportOptions, emit: Emit,
+                  planned: list[Planned]) -> tuple[dict, ImportCounts]:
+    """A tool read whole: its tables as one chunk, as pandas writes them."""
+    results, meta, samples = _read_whole(kind, paths, options, planned)
     emit(pa.Table.from_pandas(results, preserve_index=False), results.to_csv(index=False, header=False).encode(),
          pa.Table.from_pandas(samples, preserve_index=False))
     sampled = samples["cell_key"].nunique() if len(samples) else 0
@@ -156,7 +171,7 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
         raise BadInput(kind, f"unknown tool; expected one of {', '.join(tools())}")
     planned = planned if planned is not None else plan_import(kind, paths)
     if whole := _whole_tool(planned):
-        return _import_whole(whole, paths, options, emit)
+        return _import_whole(whole, paths, options, emit, planned)
     base = f"import-{kind or 'auto'}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     started = time.time()
     table = ImportTable(emit)
@@ -210,7 +225,7 @@ def import_files(kind: str | None, paths: list[Path],
     planned = plan_import(kind, paths)
     whole = _whole_tool(planned)
     if whole:  # its tables are already frames
-        return WHOLE_IMPORTERS[whole](paths, options)
+        return _read_whole(whole, paths, options, planned)
     results: list[pa.RecordBatch] = []
     samples: list[pa.RecordBatch] = []
 

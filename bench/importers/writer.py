@@ -51,7 +51,7 @@ TYPES = {
     **dict.fromkeys(("run_id", "suite", "launch_id", "cell_key", "collective", "impl", "algorithm", "intra", "inter",
                      "resolved_algorithm", "transport", "library", "library_version", "device", "hosts", "dtype",
                      "op", "placement", "timing_mode", "status", "error", "mpi_thread_level", "tool_version",
-                     "git_sha", "arm", "planned_hosts_digest"), _STRING),
+                     "git_sha", "arm", "hosts_digest", "planned_hosts_digest"), _STRING),
     **dict.fromkeys(("nranks", "nnodes", "ranks_per_node", "count_per_rank", "bytes_per_rank", "bytes_total",
                      "repeat", "warmup", "iters", "n_wrong", "schema_version", "planned_nnodes",
                      "planned_ranks_per_node"), _INT),
@@ -247,6 +247,7 @@ class ImportTable:
         """The columns every cell of a context (default: the current one) shares."""
         context = context or self._context
         assert context is not None
+        placement = self._placement(context)
         return {
             **{name: context.get(name) for name in ("suite", "impl", "transport", "library", "library_version",
                                                      "device", "nranks", "nnodes", "ranks_per_node", "hosts",
@@ -255,7 +256,9 @@ class ImportTable:
             "resolved_algorithm": context.get("algorithm", "native"), "virtual_nodes": False,
             "timing_mode": TIMING_MODE, "mpi_thread_level": "", "oversubscribed": False, "git_sha": "",
             "schema_version": SCHEMA_VERSION, "arm": "",
-            **{f"planned_{name}": value for name, value in self._placement(context).items()},
+            # no plan: the measured digest is the planned one, of the hosts the file names (docs/TABLE.md)
+            "hosts_digest": placement["hosts_digest"],
+            **{f"planned_{name}": value for name, value in placement.items()},
         }
 
     def add(self, m: Measurement) -> None:

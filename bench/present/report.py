@@ -62,11 +62,20 @@ def started_text(value: object) -> str:
     return f"unknown ({shown[:40]}{'...' if len(shown) > 40 else ''})"
 
 
+def _run_ids(meta: dict) -> set[str]:
+    """The run ids of a run folder's rows: meta.json's run_id, and each run an import lists
+    (``imported_from[].run_id``: the runs of a multi-run import are <run_id>-1, -2 ...)."""
+    listed = meta.get("imported_from")
+    ids = [meta.get("run_id"), *(_mapping(entry).get("run_id") for entry in
+                                 (listed if isinstance(listed, list) else []))]
+    return {run_id for run_id in ids if isinstance(run_id, str)}
+
+
 def _run_rows(runs: RunSet) -> list[list[str]]:
     rows = []
     for source, meta in zip(runs.sources, runs.metas, strict=True):
-        run_id = meta.get("run_id") if meta else None
-        frame = runs.results[runs.results["run_id"].eq(run_id)] if isinstance(run_id, str) else runs.results.iloc[0:0]
+        meta = _mapping(meta)
+        frame = runs.results[runs.results["run_id"].isin(_run_ids(meta))]
         machine = _mapping(meta.get("machine"))
         libraries = _joined(f"{row.library} {row.library_version}".strip() for row in frame.itertuples())
         statuses = ", ".join(f"{n} {s}" for s, n in frame["status"].value_counts().items()) if len(frame) else "-"

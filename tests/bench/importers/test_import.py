@@ -13,8 +13,10 @@ from conftest import DATA, describe, run_cli
 
 from bench.cli import main
 from bench.errors import BadInput
+from bench.importers import tools
 from bench.importers.rows import ImportOptions
 from bench.importers.run import import_files, write_import
+from bench.plan.hosts import hosts_digest
 from bench.results.runset import load_runs
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS
 
@@ -61,6 +63,19 @@ def test_nccl_tests_hosts_nodes_and_device():
     results = parsed("nccl-tests", "all_gather_perf.txt")
     assert set(results.nnodes) == {2} and set(results.ranks_per_node) == {4}
     assert set(results.hosts) == {"nid001,nid002"} and set(results.device) == {"cuda"}
+
+
+def test_an_import_with_hosts_has_measured_and_planned_digests_alike(tmp_path, capsys):
+    """An import has no plan: hosts_digest and planned_hosts_digest both hold the digest of the hosts
+    the file names (docs/TABLE.md), in results.parquet and results.csv (hosts_digest was all empty)."""
+    out = tmp_path / "nccl"
+    with pytest.raises(SystemExit) as done:
+        main(["import", "nccl-tests", str(NCCL / "all_gather_perf.txt"), "--out", str(out)])
+    assert done.value.code == 0
+    expected = hosts_digest(["nid001", "nid002"])
+    for table in (pd.read_parquet(out / "results.parquet"), pd.read_csv(out / "results.csv")):
+        assert set(table.hosts_digest) == {expected}
+        assert table.hosts_digest.tolist() == table.planned_hosts_digest.tolist()
 
 
 def test_old_layout_without_root_column_and_half():
@@ -374,6 +389,14 @@ def test_osu_allreduce_and_reduce_scatter_sizes_are_the_whole_vector():
     assert scatter.count_per_rank.iloc[0] == 1 and len(scatter) == 17
 
 
+@pytest.mark.parametrize("library, impl", [("Cray MPICH", "osu-cray-mpich"), ("Open MPI", "osu-open-mpi"),
+                                           ("Intel(R) MPI", "osu-intel-r-mpi"), ("MVAPICH2-GDR", "osu-mvapich2-gdr"),
+                                           ("MPICH", "osu-mpich")])
+def test_osu_label_is_the_whole_library_name(library, impl):
+    """osu-<library> of the whole name (it was the first word: Cray MPICH gave osu-cray, Open MPI osu-open)."""
+    assert set(parsed("osu", "osu_allreduce.txt", nranks=4, library=library).impl) == {impl}
+
+
 def test_osu_xccl_validation():
     results = parsed("osu", "osu_xccl_allreduce.txt", nranks=8)
     assert set(results.library) == {"NCCL"} and set(results.device) == {"cuda"}
@@ -449,3 +472,24 @@ def test_write_import_refuses_to_overwrite(tmp_path):
     write_import(tmp_path, results, meta)
     with pytest.raises(BadInput, match="already holds a run"):
         write_import(tmp_path, results, meta)
+
+
+def test_plots_md_says_what_the_importers_do(tmp_path):
+    """docs/PLOTS.md's import section named three of the five importers, gave all-gather rows op
+    `sum`, said bandwidths were recomputed from the time and that OSU always needs --nranks."""
+    text = (DATA.parent.parent / "docs" / "PLOTS.md").read_text()
+    section = text[text.index("## `pccl-bench import"):]
+    section = section.split("\n## ")[0]
+    for tool in tools():
+        assert f"`{tool}`" in section, tool
+    allgather = parsed("nccl-tests", "all_gather_perf.txt")
+    assert set(allgather.op) == {"none"} and "op `none`" in section and "op `sum`" not in section
+    # the printed bandwidths are kept (a time rounded to two decimals gives others)
+    printed = file_columns("all_gather_perf.txt")["busbw"].tolist()
+    assert allgather[allgather.placement.eq("out_of_place")].busbw_gbps.tolist() == printed
+    assert "recomputed from the time" not in section and "printed figures" in section
+    # OSU's rank count from the launcher line, without --nranks
+    launched = tmp_path / "osu.txt"
+    launched.write_text("mpirun -np 4 ./osu_allreduce\n" + (OSU / "osu_allreduce.txt").read_text())
+    assert set(import_files("osu", [launched], ImportOptions())[0].nranks) == {4}
+    assert "always" not in section and "`mpirun -np N`" in section

@@ -107,6 +107,22 @@ def test_cli_writes_a_run_and_bad_files_exit_2(tmp_path: Path, capsys) -> None:
     assert code == 2 and "--machine" in err
 
 
+@pytest.mark.parametrize("first", ["--auto", None])
+def test_auto_says_a_reproducer_file_was_read_as_one(tmp_path: Path, capsys, first) -> None:
+    """docs/INPUTS.md: under --auto stderr names each file's importer; for pccl-reproducer files it said nothing."""
+    csv = tmp_path / "measured.csv"
+    csv.write_text("machine,dir,file,collective,method,gpus,busbw_gbps,size_mb_printed,buffer_mb,time_ms\n"
+                   "frontier,fr_all_gather,slurm-1.out,all-gather,nccl,8,3.0,1.049,1.0,0.3\n")
+    inputs = [FRONTIER_AG, FRONTIER_AG_64, csv]
+    code, out, err = run_cli(capsys, "import", *([first] if first else []), *inputs, "--out", tmp_path / "run")
+    assert code == 0 and "cells (frontier" in out
+    for path, what in zip(inputs, ("a pccl-reproducer Slurm log", "a pccl-reproducer Slurm log",
+                                   "the pccl-reproducer CSV"), strict=True):
+        assert f"{path}: read as pccl-reproducer: {what} (line " in err, err
+    code, _, err = run_cli(capsys, "import", "pccl-reproducer", FRONTIER_AG, "--out", tmp_path / "named")
+    assert code == 0 and "read as" not in err  # a named tool is not said again
+
+
 def test_time_without_method_is_a_problem() -> None:
     rows, problems = parse_log("output size = 1 MB\nAll-gather bus bw for 8 GPUs is 1.0 GBPS for message output "
                                "size 1.049 MB\ntime = 1.0 ms\n", "x.out", "frontier")

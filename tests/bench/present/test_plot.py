@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA
+from hostile import assert_bad_input, run_in_process
 from synthetic_runs import cell, make_run
 
 from bench.cli import main
@@ -84,3 +85,33 @@ def test_plot_cli_with_import_and_filters(run, tmp_path, capsys):
     with pytest.raises(SystemExit) as done:
         main(["plot", str(run), "--format", "gif", "--out", str(tmp_path / "x")])
     assert done.value.code == 2 and "--format" in capsys.readouterr().err
+
+
+def test_an_impl_pattern_that_matches_nothing_is_named(run, tmp_path):
+    """It said "no ok cells to plot", as if the runs held none."""
+    line = assert_bad_input(run_in_process("plot", run, "--impl", "nomatch*", "--out", tmp_path / "figs"),
+                            "--impl", "'nomatch*'", "matches no implementation", "mpi, pccl-flat:rd")
+    assert "no ok cells" not in line and not (tmp_path / "figs").exists()
+
+
+@pytest.mark.parametrize("argv", [["--baseline", "nope"], ["--impl", "pccl-*", "--baseline", "mpi"]])
+def test_a_baseline_not_plotted_is_refused(run, tmp_path, argv):
+    """It exited 0 and wrote every figure but the speedup heatmaps, saying nothing."""
+    line = assert_bad_input(run_in_process("plot", run, *argv, "--out", tmp_path / "figs"),
+                            "--baseline", repr(argv[-1]), "pccl-flat:ring")
+    assert not (tmp_path / "figs").exists(), line
+
+
+def test_a_run_folder_as_baseline_is_told_apart_from_a_label(run, tmp_path):
+    line = assert_bad_input(run_in_process("plot", run, "--baseline", run, "--out", tmp_path / "figs"),
+                            "--baseline", str(run), "report")
+    assert not (tmp_path / "figs").exists(), line
+
+
+def test_the_default_baseline_may_be_absent(tmp_path):
+    """Without --baseline, runs without mpi (an nccl-tests import) plot without heatmaps, as before."""
+    with pytest.raises(SystemExit):
+        main(["import", "nccl-tests", str(DATA / "nccl-tests" / "all_reduce_perf.txt"), "--out", str(tmp_path / "n")])
+    code, stdout, stderr = run_in_process("plot", tmp_path / "n", "--out", tmp_path / "figs")
+    assert code == 0, stderr
+    assert "latency" in stdout and "speedup" not in stdout

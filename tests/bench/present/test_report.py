@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import re
 
+import pandas as pd
 import pytest
+from conftest import DATA
 from synthetic_runs import grid, make_run
 
 from bench.cli import main
@@ -38,3 +40,20 @@ def test_report_without_baseline_has_no_gate(tmp_path):
     assert done.value.code == 0
     markdown = (run / "report" / "report.md").read_text()
     assert "Regression gate" not in markdown and "only-run" in markdown
+
+
+@pytest.mark.parametrize("names", [["all_gather_perf.txt"], ["all_gather_perf.txt", "all_reduce_perf.txt"]])
+def test_provenance_of_an_import_counts_the_cells_of_all_its_runs(tmp_path, names):
+    """A multi-run import's rows have run ids <run_id>-1, -2 ... (meta.json imported_from[].run_id):
+    the provenance row shows their libraries and cells, as for a one-run import (it showed "-" and "-")."""
+    out = tmp_path / "imported"
+    with pytest.raises(SystemExit) as done:
+        main(["import", "nccl-tests", *(str(DATA / "nccl-tests" / name) for name in names), "--out", str(out)])
+    assert done.value.code == 0
+    cells = len(pd.read_parquet(out / "results.parquet"))
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(out)])
+    assert done.value.code == 0
+    markdown = (out / "report" / "report.md").read_text()
+    [row] = [line for line in markdown.splitlines() if line.startswith("| import-nccl-tests-")]
+    assert "| NCCL 2.18.3 |" in row and f"| {cells} ok |" in row, row
