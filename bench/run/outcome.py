@@ -11,6 +11,7 @@ unprefixed columns; an overlap anywhere else is a bug, refused (it used to win s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from bench.plan.cells import Cell
 from bench.plan.hosts import hosts_digest
@@ -103,6 +104,11 @@ class LaunchFacts:
     error: str = ""
 
     def columns(self) -> dict:
+        return dict(self._columns)
+
+    @cached_property
+    def _columns(self) -> dict:
+        """The columns, made once: every row of the launch has them (part_row reads them, never changes them)."""
         return {"mpi_thread_level": self.mpi_thread_level, **(self.measured.columns() if self.measured else {})}
 
     def failure(self) -> CellOutcome:
@@ -116,7 +122,7 @@ def part_row(cell: Cell, outcome: CellOutcome, timestamp: float, launch_id: str 
     unprefixed placement columns (else the planned one stays there), the launch's ``extra`` fields,
     the outcome, ``timestamp`` and ``launch_id`` (None: the caller adds it)."""
     planned = cell.to_dict()
-    launch = facts.columns() if facts else {}
+    launch = facts._columns if facts else {}
     result = outcome.columns()
     extra = extra or {}
     row = {**planned, **launch, **extra, **result}
