@@ -147,14 +147,17 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool,
 
 def _timed(outcome: CellOutcome, samples, info: dict, turns: str | None) -> CellOutcome:
     # the loop's stop_reason is the outcome's own field; the rest of what it reports, its timing columns
-    timing = {key: value for key, value in info.items() if key != "stop_reason"}
+    timing = dict(info)
+    stop_reason = timing.pop("stop_reason", None)
     if not len(samples):  # window mode: every iteration missed its window
-        timed = replace(outcome, timing=timing, stop_reason=info.get("stop_reason"), turns=turns)
+        timed = replace(outcome, timing=timing, stop_reason=stop_reason, turns=turns)
         return _not_run(timed, "failed", f"timing: every one of the cell's calls missed its window "
                                          f"({info.get('window_missed', 0)} missed)")
-    # one copy a cell: this runs between timed cells
-    return replace(outcome, timing=timing, stop_reason=info.get("stop_reason"), turns=turns, status="ok",
-                   samples_us=(samples * 1e6).tolist())
+    # finished in place, not copied: this runs between timed cells, and the outcome prepare_cell made
+    # is the caller's to finish (run_cell, run_turns)
+    outcome.timing, outcome.stop_reason, outcome.turns, outcome.status = timing, stop_reason, turns, "ok"
+    outcome.samples_us = (samples * 1e6).tolist()
+    return outcome
 
 
 def _time(topo, outcomes: list[CellOutcome], ops: list, timing: TimingPlan,

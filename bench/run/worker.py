@@ -90,10 +90,14 @@ def record_gpus(topo: Topology | None, part: Path, rank: int) -> bool:
     """``parts/<launch>.gpus.json`` once a GPU context is open: every rank's GPU (index, PCI bus id,
     NUMA node, its CPUs against it: DeviceContext.placements). True once written (rank 0) or
     there to write (the others)."""
-    contexts = [topo.resources.get(name) for name in topo.resources.names()
-                if name.startswith("context:")] if topo is not None else []
-    placements = next((context.placements for context in contexts if getattr(context, "placements", None)), None)
-    if placements is None:
+    if topo is None:
+        return False
+    # asked after every cell until a GPU context has placements: one pass over the names
+    resources = topo.resources
+    for name in resources.names():
+        if name.startswith("context:") and (placements := getattr(resources.get(name), "placements", None)):
+            break
+    else:
         return False
     if rank == 0:
         part.with_suffix(".gpus.json").write_text(json.dumps(placements))
