@@ -26,6 +26,7 @@ from bench.plan.schema import Strict, one_or_many
 from bench.plan.slurm_options import option_name, sbatch_option, srun_option
 from bench.plan.suite import _env_problem, _env_value, _pydantic_error_line
 from bench.plan.suite_files import read_yaml
+from collectives.memory import device_kinds
 from collectives.schedules.tuning import AUTO
 
 #: the placeholders a profile's value may hold, filled per launch
@@ -157,7 +158,7 @@ class Site(Strict):
         """The profile as a suite of ``device`` uses it: the ``gpu`` options in their sections for a
         GPU suite, left out for a host one (a suite has one device, so every job and launch alike)."""
         gpu = self.gpu
-        if device == "host":
+        if device not in device_kinds():
             return self.model_copy(update={"gpu": GpuOnly()})
         return self.model_copy(update={
             "batch": self.batch.model_copy(update={"options": [*self.batch.options, *gpu.batch]}),
