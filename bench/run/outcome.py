@@ -104,11 +104,11 @@ class LaunchFacts:
     error: str = ""
 
     def columns(self) -> dict:
+        """The launch's columns, a copy of those made once (every row of the launch has them)."""
         return dict(self._columns)
 
     @cached_property
     def _columns(self) -> dict:
-        """The columns, made once: every row of the launch has them (part_row reads them, never changes them)."""
         return {"mpi_thread_level": self.mpi_thread_level, **(self.measured.columns() if self.measured else {})}
 
     def failure(self) -> CellOutcome:
@@ -122,7 +122,7 @@ def part_row(cell: Cell, outcome: CellOutcome, timestamp: float, launch_id: str 
     unprefixed placement columns (else the planned one stays there), the launch's ``extra`` fields,
     the outcome, ``timestamp`` and ``launch_id`` (None: the caller adds it)."""
     planned = cell.to_dict()
-    launch = facts._columns if facts else {}
+    launch = facts.columns() if facts else {}
     result = outcome.columns()
     extra = extra or {}
     row = {**planned, **launch, **extra, **result}
