@@ -155,6 +155,54 @@ def describe(result: subprocess.CompletedProcess) -> str:
     )
 
 
+#: what a test run may leave in the checkout: the interpreter's and the test tools' own caches
+CHECKOUT_CACHES = frozenset({".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache"})
+
+
+def checkout_files(top: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``top`` but the caches, ignored build files included (``git status`` does not see
+    cython_ext/_build_info.py): path -> (size, mtime in ns)."""
+    files = {}
+    for folder, subfolders, names in os.walk(top):
+        subfolders[:] = [name for name in subfolders if name not in CHECKOUT_CACHES]
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                facts = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            files[os.path.relpath(path, top)] = (facts.st_size, facts.st_mtime_ns)
+    return files
+
+
+def checkout_changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    """What changed between two ``checkout_files``: one line a file, sorted."""
+    return sorted([f"added {path}" for path in after.keys() - before.keys()]
+                  + [f"removed {path}" for path in before.keys() - after.keys()]
+                  + [f"changed {path}" for path in before.keys() & after.keys() if before[path] != after[path]])
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Every test writes under its own temporary folder: the run must leave the checkout as it found it.
+    if not hasattr(session.config, "workerinput"):  # the xdist controller (or a serial run) only
+        session.config.stash[_CHECKOUT_KEY] = checkout_files(ROOT)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_CHECKOUT_KEY, None)
+    if before is None or session.config.option.collectonly:
+        return
+    changes = checkout_changes(before, checkout_files(ROOT))
+    if changes:
+        shown = "\n  ".join(changes[:20]) + (f"\n  ... and {len(changes) - 20} more" if len(changes) > 20 else "")
+        print(f"\nthe test run changed the checkout {ROOT} (tests must write under their own tmp folders):"
+              f"\n  {shown}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_CHECKOUT_KEY = pytest.StashKey[dict]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "mpi: spawns mpiexec as a subprocess")
     config.addinivalue_line(
