@@ -16,14 +16,32 @@ reduce-scatter receive count, the all-reduce buffer length.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 import numpy as np
 
 from collectives.registry import lookup
 
-if TYPE_CHECKING:
-    from collectives.call import CallSpec
+
+class CallShape(Protocol):
+    """What a spec reads of one call. collectives.call.CallSpec is one; the specs sit below it (it checks
+    itself against them), so they name only this shape, never the call module."""
+
+    # read-only (properties), as a frozen CallSpec's fields are
+    @property
+    def collective(self) -> str: ...
+    @property
+    def nranks(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def in_place(self) -> bool: ...
+    @property
+    def buffer_counts(self) -> tuple[int, int]: ...
 
 
 class Collective:
@@ -57,11 +75,11 @@ class Collective:
     def busbw_factor(self, nranks: int) -> float:
         return 0.0 if nranks <= 1 else self.busbw_scale * (nranks - 1) / nranks
 
-    def inputs(self, call: CallSpec, rank: int) -> tuple[np.ndarray | None, np.ndarray]:
+    def inputs(self, call: CallShape, rank: int) -> tuple[np.ndarray | None, np.ndarray]:
         """Host send and receive buffers of ``rank`` filled for the check (send is None in place)."""
         raise NotImplementedError
 
-    def expected(self, call: CallSpec, rank: int, xp=np) -> np.ndarray:
+    def expected(self, call: CallShape, rank: int, xp=np) -> np.ndarray:
         """The exact result ``rank`` must hold (the region of recv the collective defines)."""
         raise NotImplementedError
 
@@ -102,16 +120,16 @@ def reduces(collective: str) -> bool:
     return found is None or found.reduces
 
 
-def make_buffers(call: CallSpec, rank: int) -> tuple[np.ndarray | None, np.ndarray]:
+def make_buffers(call: CallShape, rank: int) -> tuple[np.ndarray | None, np.ndarray]:
     return get(call.collective).inputs(call, rank)
 
 
-def expected_output(call: CallSpec, rank: int, xp=np) -> np.ndarray:
+def expected_output(call: CallShape, rank: int, xp=np) -> np.ndarray:
     """``xp``: the array module to compute it with (cupy: on the GPU, next to the result)."""
     return get(call.collective).expected(call, rank, xp)
 
 
-def count_wrong(call: CallSpec, rank: int, recv, xp=np) -> int:
+def count_wrong(call: CallShape, rank: int, recv, xp=np) -> int:
     """Elements of this rank's result that differ bit for bit from the expected ones.
 
     ``xp``: the array module of ``recv`` (numpy, or cupy for device buffers: the

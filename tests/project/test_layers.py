@@ -112,14 +112,6 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def _known_cycle(component: list[str]) -> bool:
-    """A cycle that is a design, not an accident: CallSpec checks a call against its collective's spec,
-    and the specs take a CallSpec (type hints only, on their side): collectives.call with the spec
-    registry and its plug-ins, whichever collectives there are (a new one joins it)."""
-    return "collectives.call" in component and all(
-        name in ("collectives.call", "collectives.spec") or name.startswith("collectives.spec.") for name in component)
-
-
 def test_no_import_circle_outside_a_registry():
     """A registry package and its plug-ins import each other (the package imports them to register,
     they import ``register``); any other circle of imports, at module level or inside a function, is a
@@ -132,7 +124,7 @@ def test_no_import_circle_outside_a_registry():
         package = min(component, key=len)
         registry = paths[package].name == "__init__.py" and all(
             name == package or name.startswith(f"{package}.") for name in component)
-        if not registry and not _known_cycle(component):
+        if not registry:
             circles.append(component)
     assert not circles, f"modules that import each other: {circles}"
 
