@@ -5,8 +5,12 @@ load, a prologue), the launcher flags (srun's CPU and GPU binding, mpiexec's), a
 environment in two parts: ``env.mpi`` reaches every launch, ``env.xccl`` only the launches whose
 cells call NCCL/RCCL, so a vendor library's tuning never changes what an MPI cell measures (a launch
 that holds both kinds is split in two, ``<id>`` and ``<id>-xccl``). Values may name the launch's
-size, ``{nodes}``, ``{ranks}``, ``{ranks_per_node}``, ``{gpus_per_node}``, and ``at_scale`` entries
-add or replace variables from a node count up. A suite names its site (``site: frontier``, or a
+size, ``{nodes}``, ``{ranks}``, ``{ranks_per_node}``, ``{gpus_per_node}``, ``{cpus_per_task}`` (the
+node's usable CPUs shared by its ranks, from ``facts``), and ``at_scale`` entries add or replace
+variables from a node count up. ``facts`` are the site's nodes and policies as data (cores, usable
+cores, GPUs and their NUMA nodes, the time limit per node count, the account rule), against which
+every job is checked before it is written (bench/run/slurm.py ``check_job``); ``gpu`` and ``cpu``
+hold what only a GPU suite, or only a CPU one, gets (``for_device``). A suite names its site (``site: frontier``, or a
 path), or ``run sweep --site`` does; docs/CLUSTERS.md has the three shipped here and what they cite.
 """
 
@@ -30,7 +34,7 @@ from collectives.memory import device_kinds
 from collectives.schedules.tuning import AUTO
 
 #: the placeholders a profile's value may hold, filled per launch
-PLACEHOLDERS = ("nodes", "ranks", "ranks_per_node", "gpus_per_node")
+PLACEHOLDERS = ("nodes", "ranks", "ranks_per_node", "gpus_per_node", "cpus_per_task")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 #: the implementation and the hierarchical phase that call the vendor library (NCCL/RCCL)
 VENDOR_LIBRARY = "xccl"
@@ -125,6 +129,92 @@ class GpuOnly(Strict):
     batch: list[Annotated[str, AfterValidator(_sbatch_option)]] = Field(default_factory=list)
     srun: list[Annotated[str, AfterValidator(_srun_option)]] = Field(default_factory=list)
     mpiexec: list[Annotated[str, AfterValidator(_mpiexec_word)]] = Field(default_factory=list)
+    #: variables of a GPU suite's launches only (GPU-aware MPI, the GPU order): a CPU suite gets none
+    env: LaunchEnv = LaunchEnv()
+
+
+class NodeFacts(Strict):
+    """One kind of node of the site, as its guide describes it (each fact cited in ``sources``)."""
+
+    cores: int = Field(ge=1)
+    threads_per_core: int = Field(1, ge=1)
+    #: the cores a job may use (Frontier's low-noise mode, -S 8, keeps one core of each L3: 56 of 64)
+    usable_cores: int | None = Field(None, ge=1)
+    #: what one CPU of srun's --cpus-per-task counts there: a core, or a hardware thread
+    slurm_cpu: str = Field("thread", pattern=r"^(core|thread)$")
+    gpus: int = Field(0, ge=0)
+    #: the NUMA node of each GPU, by index (what the pre-flight's table is read against)
+    gpu_numa: list[int] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> NodeFacts:
+        if self.usable_cores is not None and self.usable_cores > self.cores:
+            raise ValueError(f"usable_cores {self.usable_cores} is more than cores {self.cores}")
+        if self.gpu_numa and len(self.gpu_numa) != self.gpus:
+            raise ValueError(f"gpu_numa names {len(self.gpu_numa)} GPUs, gpus is {self.gpus}")
+        return self
+
+    @property
+    def usable_cpus(self) -> int:
+        """The CPUs of srun's counting that a job's tasks may hold on one node."""
+        cores = self.usable_cores or self.cores
+        return cores * (self.threads_per_core if self.slurm_cpu == "thread" else 1)
+
+    def cpus_per_task(self, ranks_per_node: int) -> int:
+        """The usable CPUs shared by ``ranks_per_node`` tasks, whole cores each where Slurm counts
+        threads (at least one CPU: a node asked for more tasks than CPUs is refused by ``fit``)."""
+        share = self.usable_cpus // max(ranks_per_node, 1)
+        if self.slurm_cpu == "thread" and share >= self.threads_per_core:
+            share -= share % self.threads_per_core
+        return max(share, 1)
+
+    def describe(self) -> str:
+        usable = f"{self.usable_cores} usable of {self.cores} cores" if self.usable_cores else f"{self.cores} cores"
+        unit = (f"{self.usable_cpus} CPUs ({usable} x {self.threads_per_core} hardware threads)"
+                if self.slurm_cpu == "thread" else f"{self.usable_cpus} CPUs (Slurm counts cores: {usable})")
+        return unit
+
+
+class TimeLimit(Strict):
+    """The longest job the site runs for a node count (and, where it has several, a QOS)."""
+
+    min_nodes: int = Field(1, ge=1)
+    max_nodes: int | None = Field(None, ge=1)
+    #: the ``--qos`` this limit is of (none: whatever the job's)
+    qos: str | None = None
+    #: a Slurm time: minutes, hours:minutes:seconds, days-hours[:minutes[:seconds]]
+    max_time: str
+
+
+class SiteFacts(Strict):
+    """The site's nodes and policies as data: what every job is checked against before it is written."""
+
+    #: the nodes of the site's jobs (its GPU nodes where it has both kinds; ``cpu.node`` for CPU suites)
+    node: NodeFacts | None = None
+    #: the per-node-count (and per-QOS) time policy, first match wins
+    time_limits: list[TimeLimit] = Field(default_factory=list)
+    #: how the accounts of GPU jobs end (NERSC: ``_g``); a GPU suite given another account is refused
+    gpu_account_suffix: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]+$")
+    #: variables that make the network report its counters at the end of a job (the first-run kit sets them)
+    network_counters: Annotated[EnvBlock, AfterValidator(_env_entry)] = Field(default_factory=dict)
+
+    def time_limit(self, nodes: int, qos: str | None) -> TimeLimit | None:
+        for limit in self.time_limits:
+            if limit.qos not in (None, qos):
+                continue
+            if limit.min_nodes <= nodes and (limit.max_nodes is None or nodes <= limit.max_nodes):
+                return limit
+        return None
+
+
+class CpuOnly(Strict):
+    """What a site asks of the jobs and launches of a CPU suite only (``device: host``): the CPU
+    nodes' constraint and binding, and the CPU nodes' facts where they differ from ``facts.node``."""
+
+    batch: list[Annotated[str, AfterValidator(_sbatch_option)]] = Field(default_factory=list)
+    srun: list[Annotated[str, AfterValidator(_srun_option)]] = Field(default_factory=list)
+    mpiexec: list[Annotated[str, AfterValidator(_mpiexec_word)]] = Field(default_factory=list)
+    node: NodeFacts | None = None
 
 
 class Site(Strict):
@@ -142,34 +232,50 @@ class Site(Strict):
     mpiexec: list[Annotated[str, AfterValidator(_mpiexec_word)]] = Field(default_factory=list)
     env: LaunchEnv = LaunchEnv()
     at_scale: list[AtScale] = Field(default_factory=list)
-    #: options added for GPU suites only, after the ones above (``for_device``)
+    #: options and variables added for GPU suites only, after the ones above (``for_device``)
     gpu: GpuOnly = GpuOnly()
+    #: options added for CPU suites only (``for_device``), and their nodes' facts
+    cpu: CpuOnly = CpuOnly()
+    facts: SiteFacts = SiteFacts()
 
     @model_validator(mode="after")
     def _gpus_named(self) -> Site:
         texts = [*self.batch.options, *self.srun, *self.mpiexec, *self.gpu.batch, *self.gpu.srun, *self.gpu.mpiexec,
-                 *(value for block in [self.env, *self.at_scale] for value in [*block.mpi.values(),
-                                                                               *block.xccl.values()])]
+                 *self.cpu.batch, *self.cpu.srun, *self.cpu.mpiexec,
+                 *(value for block in [self.env, self.gpu.env, *self.at_scale]
+                   for value in [*block.mpi.values(), *block.xccl.values()])]
         if self.gpus_per_node is None and any("{gpus_per_node}" in text for text in texts):
             raise ValueError("{gpus_per_node} is used but gpus_per_node is not given")
+        if self.facts.node is None and self.cpu.node is None and any("{cpus_per_task}" in text for text in texts):
+            raise ValueError("{cpus_per_task} is used but facts.node (the node's cores) is not given")
         return self
 
     def for_device(self, device: str) -> Site:
-        """The profile as a suite of ``device`` uses it: the ``gpu`` options in their sections for a
-        GPU suite, left out for a host one (a suite has one device, so every job and launch alike)."""
-        gpu = self.gpu
+        """The profile as a suite of ``device`` uses it: the ``gpu`` options and variables in their
+        sections for a GPU suite; for a host one the ``cpu`` options and the CPU nodes' facts instead
+        (a suite has one device, so every job and launch alike)."""
         if device not in device_kinds():
-            return self.model_copy(update={"gpu": GpuOnly()})
+            cpu = self.cpu
+            return self.model_copy(update={
+                "batch": self.batch.model_copy(update={"options": [*self.batch.options, *cpu.batch]}),
+                "srun": [*self.srun, *cpu.srun], "mpiexec": [*self.mpiexec, *cpu.mpiexec],
+                "facts": self.facts.model_copy(update={"node": cpu.node or self.facts.node}),
+                "gpu": GpuOnly(), "cpu": CpuOnly()})
+        gpu = self.gpu
+        env = LaunchEnv(mpi={**self.env.mpi, **gpu.env.mpi}, xccl={**self.env.xccl, **gpu.env.xccl})
         return self.model_copy(update={
             "batch": self.batch.model_copy(update={"options": [*self.batch.options, *gpu.batch]}),
-            "srun": [*self.srun, *gpu.srun], "mpiexec": [*self.mpiexec, *gpu.mpiexec], "gpu": GpuOnly()})
+            "srun": [*self.srun, *gpu.srun], "mpiexec": [*self.mpiexec, *gpu.mpiexec], "env": env,
+            "gpu": GpuOnly(), "cpu": CpuOnly()})
 
     # ------------------------------------------------------------------ per launch
 
     def fill(self, text: str, nodes: int, ranks: int, ranks_per_node: int) -> str:
         """``text`` with a launch's placeholders filled."""
+        node = self.facts.node or self.cpu.node
         values = {"nodes": nodes, "ranks": ranks, "ranks_per_node": ranks_per_node,
-                  "gpus_per_node": self.gpus_per_node}
+                  "gpus_per_node": self.gpus_per_node,
+                  "cpus_per_task": node.cpus_per_task(ranks_per_node) if node else None}
         return _PLACEHOLDER.sub(lambda match: str(values[match.group(1)]), text)
 
     def fill_for(self, text: str, launch: Launch) -> str:

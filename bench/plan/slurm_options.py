@@ -69,6 +69,34 @@ def _slurm_time(value: Any) -> Any:
     return value
 
 
+def time_minutes(value: str) -> float | None:
+    """A Slurm time in minutes (None: UNLIMITED/INFINITE): ``30``, ``30:15``, ``2:00:00``, ``1-12``,
+    ``1-12:30``, ``1-12:30:00``."""
+    if value in ("UNLIMITED", "INFINITE"):
+        return None
+    days, _, rest = value.rpartition("-")
+    parts = [int(part) for part in rest.split(":")]
+    if days:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        return int(days) * 1440 + hours * 60 + minutes + seconds / 60
+    if len(parts) == 3:
+        return parts[0] * 60 + parts[1] + parts[2] / 60
+    return parts[0] + (parts[1] / 60 if len(parts) == 2 else 0)
+
+
+def cpus_per_task(options: list[str]) -> tuple[int, str] | None:
+    """The last ``--cpus-per-task=N`` (or ``-cN``, ``-c=N``) of srun options: N and the option as given."""
+    found = None
+    for option in options:
+        name = option_name(option)
+        if name not in ("--cpus-per-task", "-c"):
+            continue
+        value = option.split("=", 1)[1] if "=" in option else option[2:]
+        if value.isdigit():
+            found = (int(value), option)
+    return found
+
+
 SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._,-]*$")
 
 

@@ -28,7 +28,7 @@ from bench.errors import BadInput
 from bench.files import atomic_write
 from bench.plan.cells import Launch
 from bench.plan.site import Site
-from bench.plan.slurm_options import Slurm
+from bench.plan.slurm_options import Slurm, cpus_per_task, option_name, time_minutes
 from bench.text import printable
 
 BATCH_SCRIPT = "sbatch.sh"
@@ -119,6 +119,77 @@ def check_site_fields(slurm: Slurm, site: Site | None) -> None:
                                         f"slurm.{name}")
 
 
+def check_job(label: str, slurm: Slurm, site: Site | None, groups: list[list[Launch]], gpu: bool) -> None:
+    """Every job against the site's facts, before anything is written or submitted (one line, exit 2):
+    the Slurm fields the site needs, a GPU job's account (NERSC's ``_g``), each launch's CPUs per task x
+    tasks per node within a node's usable CPUs, and each job's ``--time`` within the site's limit for
+    its node count (and QOS)."""
+    check_site_fields(slurm, site)
+    if site is None:
+        return
+    suffix = site.facts.gpu_account_suffix
+    if gpu and suffix and slurm.account and not slurm.account.endswith(suffix):
+        raise BadInput("--account", f"{slurm.account!r}: site {site.name}'s GPU jobs are charged to a GPU account, "
+                                    f"whose name ends in {suffix} (e.g. {slurm.account}{suffix}); "
+                                    f"{slurm.account} is a CPU account (a site whose rule differs: a copy of the "
+                                    "profile without facts.gpu_account_suffix, --site FILE)")
+    for group in groups:
+        for launch in group:
+            check_fit(label, slurm, site, launch)
+        check_time(slurm, site, group)
+
+
+def check_fit(label: str, slurm: Slurm, site: Site, launch: Launch) -> None:
+    """CPUs per task x tasks per node within the usable CPUs of the site's node, else srun cannot
+    create the step (``Requested node configuration is not available``)."""
+    node = site.facts.node
+    if node is None or launch.where.launcher_spreads:
+        return
+    per_node = launch.where.ranks_per_host
+    options = [*site.launcher_options("srun", launch.where.nhosts, launch.nranks, per_node, tuple(slurm.srun_args)),
+               *slurm.srun_args]
+    found = cpus_per_task(options)
+    cpus, option = found if found else (1, "one CPU per task")
+    if cpus * per_node <= node.usable_cpus:
+        return
+    given = ("slurm.srun_args" if any(option_name(arg) == option_name(option) for arg in slurm.srun_args)
+             else f"site {site.name} srun")
+    fits = node.cpus_per_task(per_node)
+    fix = (f"slurm.srun_args: [--cpus-per-task={fits}]" if per_node <= node.usable_cpus
+           else f"ranks_per_node {node.usable_cpus} or fewer")
+    raise BadInput(f"{label}: ranks_per_node", f"{per_node} ranks per node x {option} ({given}) = {cpus * per_node} "
+                                                f"CPUs; a {site.name} node has {node.describe()}: the step cannot be "
+                                                f"created; give {fix}")
+
+
+def job_qos(slurm: Slurm, site: Site) -> str | None:
+    """The job's ``--qos``: the suite's sbatch_args, else the site's batch options."""
+    for option in [*slurm.sbatch_args, *site.batch.options]:  # the suite's replaces the site's
+        if option_name(option) in ("--qos", "-q"):
+            return option.split("=", 1)[1] if "=" in option else option[2:]
+    return None
+
+
+def check_time(slurm: Slurm, site: Site, group: list[Launch]) -> None:
+    """A job's ``--time`` beyond the site's limit for its node count: refused here, not after the queue."""
+    if not slurm.time or not site.facts.time_limits:
+        return
+    nodes = max(launch.where.nhosts for launch in group)
+    qos = job_qos(slurm, site)
+    limit = site.facts.time_limit(nodes, qos)
+    asked = time_minutes(slurm.time)
+    allowed = time_minutes(limit.max_time) if limit else None
+    if limit is None:
+        raise BadInput("--time", f"site {site.name} lists no time limit for a {nodes}-node job"
+                                 f"{f' in qos {qos}' if qos else ''} (facts.time_limits)")
+    if allowed is not None and (asked is None or asked > allowed):
+        span = f"{limit.min_nodes}-{limit.max_nodes}" if limit.max_nodes else f"{limit.min_nodes}+"
+        raise BadInput("--time", f"{slurm.time} for a {nodes}-node job is beyond site {site.name}'s limit of "
+                                 f"{limit.max_time} for {span} nodes{f' in qos {limit.qos}' if limit.qos else ''}: "
+                                 f"give --time {limit.max_time} or less (a reservation's own limit: a copy of the "
+                                 "profile with its facts.time_limits, --site FILE)")
+
+
 def batch_options(slurm: Slurm, launches: list[Launch], folder: Path, site: Site | None = None) -> list[str]:
     """The sbatch options of a batch job of ``launches``: its shape, the run's own, the user's
     time/partition/account, the site profile's (the GPU request, a constraint), the suite's extras."""
@@ -150,6 +221,19 @@ def site_lines(site: Site | None, launches: list[Launch]) -> list[str]:
     return [f"# site {site.name}: modules and prologue (suites/sites/, docs/CLUSTERS.md)", *site.job_lines(launches)]
 
 
+def module_lines(lines: list[str]) -> list[str]:
+    """The site's lines with each ``module load`` checked: Lmod's ``module`` returns non-zero on a
+    failed load but a job goes on without ``-e``; and ``set -u`` would break Lmod's own functions, so
+    the job stops with ``-eo pipefail`` here and takes ``-u`` only after the modules."""
+    checked = []
+    for line in lines:
+        if line.startswith("module load "):
+            module = line.removeprefix("module load ")
+            line = f"{line} || {{ echo {shlex.quote(f'pccl-bench: module load {module} failed')} >&2; exit 1; }}"
+        checked.append(line)
+    return checked
+
+
 def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path, site: Site | None = None,
                  nodes: int | None = None, allow_unsupported: bool = False) -> str:
     """The script of one batch job of the sweep (``nodes``: the job of that node count only)."""
@@ -160,8 +244,10 @@ def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path
         f"# pccl-bench run {printable(run_id)}: {which} in one allocation, one srun job step per launch.",
         "# Submit again (sbatch this file) to finish cells that a time limit cut off: the sweep resumes.",
         *(_directive(option) for option in batch_options(slurm, launches, folder, site)),
-        # modules and prologue before -u: a site's profile scripts read unset variables
-        *site_lines(site, launches),
+        # stop at the first failure, a module load's included; -u only after the modules and the
+        # prologue: Lmod's shell functions and a site's profile scripts read unset variables
+        "set -eo pipefail",
+        *module_lines(site_lines(site, launches)),
         "set -eu",
         f"exec {shlex.join(inner_command(folder, nodes, allow_unsupported))}",
     ]

@@ -30,8 +30,8 @@ class BatchJob:
 def _jobs(sweep: Sweep, mode: str, allow_unsupported: bool) -> list[BatchJob]:
     """The sweep's batch jobs, smallest node count first. Made before anything is written: a value a
     script cannot hold, or a Slurm field the site needs and nobody gave, is bad input, the folder untouched."""
-    slurm.check_site_fields(sweep.suite.slurm, sweep.where.site)
     groups = slurm.batch_groups(sweep.launches, mode)
+    slurm.check_job(sweep.label, sweep.suite.slurm, sweep.where.site, groups, sweep.suite.device != "host")
     jobs = []
     for group in groups:
         nodes = group[0].where.nhosts if len(groups) > 1 else None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from bench.errors import BadInput
 from bench.plan.hosts import Host, HostPlan
+from bench.plan.slurm_options import time_minutes
 from bench.run import slurm
 from bench.run.launchers import register
 from bench.run.launchers.base import Launcher
@@ -61,6 +62,8 @@ class Srun(Launcher):
     srun_args: tuple[str, ...] = ()
     partition: str | None = None
     account: str | None = None
+    #: the batch job's time limit (slurm.time): no step asks for more
+    job_time: str | None = None
 
     @classmethod
     def make(cls, flavour: str, requested: str, slurm: Slurm | None) -> Launcher:
@@ -83,7 +86,7 @@ class Srun(Launcher):
         if self.pmi and not any(arg.startswith("--mpi=") for arg in [*site, *self.srun_args]):
             argv.append(f"--mpi={self.pmi}")
         if timeout_s is not None:
-            argv.append(f"--time={math.ceil((timeout_s + SRUN_TIME_MARGIN_S) / 60)}")
+            argv.append(f"--time={step_minutes(timeout_s, self.job_time)}")
         if not os.environ.get("SLURM_JOB_ID"):  # a job of its own: where and on whose account
             argv += [f"--partition={self.partition}"] if self.partition else []
             argv += [f"--account={self.account}"] if self.account else []
@@ -108,7 +111,15 @@ class Srun(Launcher):
 def slurm_fields(slurm: Slurm | None) -> dict:
     """The suite's ``slurm:`` fields a Slurm launcher holds (none without the block)."""
     return {"srun_args": tuple(slurm.srun_args), "partition": slurm.partition,
-            "account": slurm.account} if slurm else {}
+            "account": slurm.account, "job_time": slurm.time} if slurm else {}
+
+
+def step_minutes(timeout_s: float, job_time: str | None) -> int:
+    """A step's ``--time``: the launch's timeout + a minute, never beyond its job's limit (a
+    ``timeout_s: 10800`` step in a 2 h job asks for 120, not 181)."""
+    minutes = math.ceil((timeout_s + SRUN_TIME_MARGIN_S) / 60)
+    job = time_minutes(job_time) if job_time else None
+    return minutes if job is None else max(1, min(minutes, math.floor(job)))
 
 
 def _srun_export(env: dict[str, str]) -> str:

@@ -41,6 +41,8 @@ GOLDEN_SITES = {"frontier": ("rocm", 8, "mpich", None), "perlmutter": ("cuda", 4
                 "generic-openmpi-ucx": ("cuda", 4, "openmpi", "pmix")}
 #: what the golden suite gives of its own (the table's rows for these cite the suite, not the site)
 GOLDEN_SLURM = {"account": "PROJ", "time": "30"}
+#: Perlmutter's GPU jobs are charged to the project's GPU account (``_g``, the profile's account rule)
+GOLDEN_ACCOUNT = {"perlmutter": "PROJ_g"}
 GOLDEN_TIMEOUT_S = 600
 #: #SBATCH lines that name the run folder and the working directory (not the site's)
 RUN_PATHS = ("--output=", "--chdir=")
@@ -53,7 +55,7 @@ def golden_suite(site: str) -> dict:
     return {"name": "golden", "collectives": ["allreduce"], "implementations": ["mpi", "xccl"],
             "ranks": [nodes * per_node for nodes in GOLDEN_NODES], "ranks_per_node": per_node, "device": device,
             "sizes": {"min": "1MiB", "max": "1MiB"}, "timeout_s": GOLDEN_TIMEOUT_S, "site": site,
-            "slurm": dict(GOLDEN_SLURM)}
+            "slurm": {**GOLDEN_SLURM, "account": GOLDEN_ACCOUNT.get(site, GOLDEN_SLURM["account"])}}
 
 
 def golden_sweep(site_name: str) -> Sweep:
@@ -97,7 +99,9 @@ def generated(site_name: str, nodes: int, monkeypatch) -> dict[str, list[str]]:
     assert all(xccl_env[name] == value for name, value in mpi_env.items() if name != MACHINE_RANKS_VARIABLE)
     return {
         "sbatch": [option for option in directives if not option.startswith(RUN_PATHS)],
-        "module": [line.removeprefix("module load ") for line in site_lines if line.startswith("module load ")],
+        # each load checked (``module load X || { echo ...; exit 1; }``): the table names the module
+        "module": [line.removeprefix("module load ").split(" || ", 1)[0] for line in site_lines
+                   if line.startswith("module load ")],
         "prologue": [line for line in site_lines if not line.startswith("module load ")],
         "srun": srun_options(mpi_argv),
         "env mpi": [f"{name}={value}" for name, value in site_mpi.items()],
