@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -450,3 +451,111 @@ def test_a_refused_second_job_names_the_queued_first(tmp_path):
     (line,) = result.stderr.strip().splitlines()
     assert "Invalid qos specification (sbatch-n8.sh; the jobs before it, 101, are queued: scancel 101" in line
     assert (tmp_path / "run" / "slurm.json").exists()  # the queued job's folder stays
+
+
+# ---------------------------------------------------------------- the job against the site's facts
+
+
+def site_job(site_name: str, device: str, per_node: int, nodes: int = 2, **slurm_fields) -> tuple[Sweep, str]:
+    """The batch script of a suite of ``device`` on ``site_name`` (``slurm_fields`` replace the golden
+    ones); BadInput where the job does not fit the site."""
+    raw = {**golden_suite(site_name), "device": device, "implementations": ["mpi"], "ranks_per_node": per_node,
+           "ranks": [nodes * per_node]}
+    raw["slurm"] = {**raw["slurm"], **slurm_fields}
+    suite = parse_suite(raw, "fit.yaml")
+    site = load_site(site_name, "test").for_device(suite.device)
+    sweep = Sweep.of(suite, Where(HostPlan(source="srun", launcher_nodes=True),
+                                  Srun("mpich", "srun", "srun", None, tuple(suite.slurm.srun_args),
+                                       job_time=suite.slurm.time).with_site(site), site=site), label="fit.yaml")
+    groups = slurm.batch_groups(sweep.launches, "auto")
+    slurm.check_job(sweep.label, sweep.suite.slurm, site, groups, suite.device != "host")
+    return sweep, slurm.batch_script("fit", sweep.suite.slurm, sweep.launches, Path("/run"), site)
+
+
+@pytest.mark.parametrize("per_node", [8, 16])
+@pytest.mark.parametrize(("site_name", "cpus", "usable"), [("frontier", {8: 7, 16: 3}, 56),
+                                                           ("perlmutter", {8: 32, 16: 16}, 256)])
+def test_a_cpu_suite_fits_the_node_and_gets_no_gpu_settings(monkeypatch, site_name, cpus, usable, per_node):
+    """A host suite at 8 and 16 ranks per node: CPUs per task x tasks within the node's usable CPUs
+    (Frontier 56 cores under -S 8; a Perlmutter CPU node's 256 threads), no GPU request, no GPU variable."""
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
+    sweep, script = site_job(site_name, "host", per_node)
+    (launch,) = sweep.launches
+    argv, env = sweep.job_command(launch, "plan.json")
+    options = srun_options(argv)
+    assert f"--cpus-per-task={cpus[per_node]}" in options and cpus[per_node] * per_node <= usable, options
+    assert not [option for option in options if "gpu" in option or "mask_cpu" in option], options
+    assert not [name for name in env if name.startswith(("MPICH_GPU", "CUDA_", "HSA_")) or
+                name == "MPICH_OFI_NIC_POLICY"], env
+    assert "gpus-per-node" not in script and "--constraint=gpu" not in script
+    assert ("#SBATCH --constraint=cpu" in script) is (site_name == "perlmutter"), script
+
+
+@pytest.mark.parametrize(("site_name", "device", "per_node", "srun_args", "message"), [
+    # the issue's two: the reproducer's -c 7 at 16 ranks on Frontier, -c 32 at 8 ranks on a Perlmutter GPU node
+    ("frontier", "host", 16, ["--cpus-per-task=7"], "fit.yaml: ranks_per_node: 16 ranks per node x --cpus-per-task=7 "
+     "(slurm.srun_args) = 112 CPUs; a frontier node has 56 CPUs (Slurm counts cores: 56 usable of 64 cores): the "
+     "step cannot be created; give slurm.srun_args: [--cpus-per-task=3]"),
+    ("perlmutter", "cuda", 8, [], "fit.yaml: ranks_per_node: 8 ranks per node x --cpus-per-task=32 (site perlmutter "
+     "srun) = 256 CPUs; a perlmutter node has 128 CPUs (64 cores x 2 hardware threads): the step cannot be created; "
+     "give slurm.srun_args: [--cpus-per-task=16]"),
+    ("frontier", "rocm", 16, [], "16 ranks per node x --cpus-per-task=7 (site frontier srun) = 112 CPUs"),
+])
+def test_a_job_that_does_not_fit_the_node_is_one_line(site_name, device, per_node, srun_args, message):
+    with pytest.raises(BadInput) as caught:
+        site_job(site_name, device, per_node, srun_args=srun_args)
+    assert message in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize(("site_name", "nodes", "time", "sbatch_args", "limit"), [
+    ("frontier", 2, "2:00:01", [], "beyond site frontier's limit of 2:00:00 for 1-91 nodes"),
+    ("frontier", 100, "6:30:00", [], "beyond site frontier's limit of 6:00:00 for 92-183 nodes"),
+    ("frontier", 200, "1-00:00:00", [], "beyond site frontier's limit of 12:00:00 for 184+ nodes"),
+    ("perlmutter", 2, "31", ["--qos=debug"], "beyond site perlmutter's limit of 30 for 1-8 nodes in qos debug"),
+    ("perlmutter", 2, "49:00:00", [], "beyond site perlmutter's limit of 48:00:00 for 1+ nodes in qos regular"),
+])
+def test_a_time_beyond_the_sites_policy_for_the_node_count_is_refused(site_name, nodes, time, sbatch_args, limit):
+    device = GOLDEN_SITES[site_name][0]
+    with pytest.raises(BadInput) as caught:
+        site_job(site_name, device, GOLDEN_SITES[site_name][1], nodes, time=time, sbatch_args=sbatch_args)
+    text = str(caught.value)
+    assert text.startswith(f"--time: {time} for a {nodes}-node job is {limit}") and "\n" not in text, text
+
+
+def test_a_time_within_the_policy_passes_and_no_step_outlasts_its_job(monkeypatch):
+    """Frontier at 100 nodes may run 6 h; a ``timeout_s: 10800`` launch in a 2 h job asks srun for
+    120 minutes, not 181."""
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
+    site_job("frontier", "rocm", 8, 100, time="6:00:00")
+    sweep, _ = site_job("frontier", "rocm", 8, 2, time="2:00:00")
+    sweep = Sweep.of(sweep.suite.model_copy(update={"timeout_s": 10800}), sweep.where)
+    argv, _ = sweep.job_command(sweep.launches[0], "plan.json")
+    assert "--time=120" in srun_options(argv), srun_options(argv)
+
+
+def test_a_cpu_account_for_a_perlmutter_gpu_job_is_one_line():
+    with pytest.raises(BadInput) as caught:
+        site_job("perlmutter", "cuda", 4, account="m1234")
+    assert str(caught.value).startswith("--account: 'm1234': site perlmutter's GPU jobs are charged to a GPU "
+                                        "account, whose name ends in _g (e.g. m1234_g)"), str(caught.value)
+    site_job("perlmutter", "host", 8, account="m1234")  # a CPU job's account is its own
+
+
+def test_a_failed_module_load_stops_the_job(tmp_path):
+    """The generated script under bash with a stand-in ``module`` that fails on one module (as Lmod's
+    returns non-zero): the job stops there, says which, and never reaches the sweep."""
+    _, script = site_job("frontier", "rocm", 8)
+    marker = tmp_path / "reached"
+    script = script.replace(script.splitlines()[-1], f"touch {marker}")
+    stand_in = ('module() { echo "module $*" >> "$MODULE_LOG"; [ "$2" != rocm ]; }\n'
+                "export -f module\n")
+    (tmp_path / "job.sh").write_text(script)
+    env = {"PATH": "/usr/bin:/bin", "MODULE_LOG": str(tmp_path / "log"), "AWS_OFI_RCCL_LIB": "/x"}
+    result = subprocess.run(["bash", "-c", stand_in + f"bash {tmp_path / 'job.sh'}"], env=env, capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 1 and "pccl-bench: module load rocm failed" in result.stderr, result
+    assert (tmp_path / "log").read_text().splitlines() == ["module load craype-accel-amd-gfx90a", "module load rocm"]
+    assert not marker.exists()
+    ok = subprocess.run(["bash", "-c", stand_in.replace('"$2" != rocm', "1 = 1") + f"bash {tmp_path / 'job.sh'}"],
+                        env=env, capture_output=True, text=True, timeout=30)
+    assert ok.returncode == 0 and marker.exists(), ok
