@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 
 from bench.errors import EXIT_CODES_HELP, BadInput
+from bench.plan import first_run as first_run_kit
+from bench.plan.site import load_site
 from bench.plan.suite_files import resolve_suite_path
 from bench.run.slurm import BATCH_JOBS
 from bench.sweep import SweepOptions, run_sweep
@@ -166,4 +168,34 @@ def point(
     options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_document=raw, wait=wait,
                            slurm_flags=_slurm_flags(partition, account, time), hosts=hosts, hostfile=hostfile,
                            allow_unsupported=allow_unsupported)
+    raise typer.Exit(run_sweep(options, _console()))
+
+
+@app.command("first-run", epilog=EXIT_CODES_HELP)
+def first_run(
+    site: Annotated[str, typer.Option("--site", help="Site profile: a name from suites/sites/ or a file.")],
+    nodes: Annotated[int, typer.Option("--nodes", help="1 first, then 2.")] = 1,
+    device: Annotated[str | None, typer.Option("--device", help=(
+        f"Buffers: {' | '.join(KINDS)} (default: the site's GPUs, host where it names none)."))] = None,
+    ranks_per_node: Annotated[int | None, typer.Option("--ranks-per-node", help=(
+        "Ranks per node (default: one per GPU; 2 for host)."))] = None,
+    out: Out = None,
+    launcher: Annotated[str, typer.Option("--launcher", help="sbatch (the kit's job) or srun/mpiexec.")] = "sbatch",
+    dry_run: DryRun = False,
+    wait: Wait = False,
+    partition: Partition = None,
+    account: Account = None,
+    time: Time = first_run_kit.TIME_MINUTES,
+) -> None:
+    """The first job on a new cluster: every implementation at a few sizes, checked bit-exact, with the
+    pre-flight's per-rank table and the site's network counters, packed into <run>.tar.gz."""
+    profile = load_site(site, "--site")
+    kind = device or (profile.facts.node.device if profile.facts.node and profile.facts.node.device else
+                      "host")
+    if kind not in KINDS:
+        raise BadInput("--device", f"{kind!r}: expected one of {', '.join(KINDS)}")
+    raw = first_run_kit.first_run_suite(profile.for_device(kind), site, nodes, kind, ranks_per_node)
+    options = SweepOptions(Path(f"<first-run {site}>"), out, launcher, None, dry_run, [], suite_document=raw,
+                           suite_where="run first-run", wait=wait,
+                           slurm_flags=_slurm_flags(partition, account, time), first_run=True)
     raise typer.Exit(run_sweep(options, _console()))

@@ -143,6 +143,8 @@ class NodeFacts(Strict):
     #: what one CPU of srun's --cpus-per-task counts there: a core, or a hardware thread
     slurm_cpu: str = Field("thread", pattern=r"^(core|thread)$")
     gpus: int = Field(0, ge=0)
+    #: the GPUs' kind (``cuda``, ``rocm``): what the first-run kit measures on by default
+    device: str | None = Field(None, pattern=r"^(cuda|rocm)$")
     #: the NUMA node of each GPU, by index (what the pre-flight's table is read against)
     gpu_numa: list[int] = Field(default_factory=list)
 

@@ -235,8 +235,9 @@ def module_lines(lines: list[str]) -> list[str]:
 
 
 def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path, site: Site | None = None,
-                 nodes: int | None = None, allow_unsupported: bool = False) -> str:
-    """The script of one batch job of the sweep (``nodes``: the job of that node count only)."""
+                 nodes: int | None = None, allow_unsupported: bool = False, archive: bool = False) -> str:
+    """The script of one batch job of the sweep (``nodes``: the job of that node count only;
+    ``archive``: the first-run kit's, which packs the run folder into ``<run>.tar.gz`` at its end)."""
     which = f"the launches on {nodes} node{'' if nodes == 1 else 's'}" if nodes is not None else "the sweep"
     lines = [
         "#!/bin/bash",
@@ -249,9 +250,22 @@ def batch_script(run_id: str, slurm: Slurm, launches: list[Launch], folder: Path
         "set -eo pipefail",
         *module_lines(site_lines(site, launches)),
         "set -eu",
-        f"exec {shlex.join(inner_command(folder, nodes, allow_unsupported))}",
+        *(archive_lines(folder, inner_command(folder, nodes, allow_unsupported)) if archive else
+          [f"exec {shlex.join(inner_command(folder, nodes, allow_unsupported))}"]),
     ]
     return "\n".join(lines) + "\n"
+
+
+def archive_lines(folder: Path, command: list[str]) -> list[str]:
+    """The first-run kit's end: the sweep, then its run folder (meta.json with the pre-flight's per-rank
+    table, the tables, the logs with the network counters) in one ``<run>.tar.gz``, whatever the
+    sweep's end; the job's status is the sweep's."""
+    run = folder.resolve()
+    archive = f"{run}.tar.gz"
+    return ["status=0", f"{shlex.join(command)} || status=$?",
+            f"tar -czf {shlex.quote(archive)} -C {shlex.quote(str(run.parent))} {shlex.quote(run.name)}",
+            f"echo {shlex.quote(f'pccl-bench first run: {archive} (attach it to the issue or the site ticket)')}",
+            'exit "$status"']
 
 
 def time_note(time: str | None) -> str:

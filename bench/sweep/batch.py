@@ -27,7 +27,7 @@ class BatchJob:
     text: str
 
 
-def _jobs(sweep: Sweep, mode: str, allow_unsupported: bool) -> list[BatchJob]:
+def _jobs(sweep: Sweep, mode: str, allow_unsupported: bool, archive: bool = False) -> list[BatchJob]:
     """The sweep's batch jobs, smallest node count first. Made before anything is written: a value a
     script cannot hold, or a Slurm field the site needs and nobody gave, is bad input, the folder untouched."""
     groups = slurm.batch_groups(sweep.launches, mode)
@@ -36,7 +36,7 @@ def _jobs(sweep: Sweep, mode: str, allow_unsupported: bool) -> list[BatchJob]:
     for group in groups:
         nodes = group[0].where.nhosts if len(groups) > 1 else None
         text = slurm.batch_script(sweep.run_id, sweep.suite.slurm, group, sweep.folder, sweep.where.site, nodes,
-                                  allow_unsupported)
+                                  allow_unsupported, archive)
         jobs.append(BatchJob(sweep.folder / slurm.script_name(group, len(groups)), text))
     return jobs
 
@@ -44,7 +44,7 @@ def _jobs(sweep: Sweep, mode: str, allow_unsupported: bool) -> list[BatchJob]:
 def dry_run(options: SweepOptions, out: Console) -> int:
     """The batch scripts and the sbatch commands, nothing submitted or written."""
     sweep = Sweep.open(options)
-    jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported)
+    jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported, options.first_run)
     _say_time(sweep, out, "# ")  # the dry run's lines that are not the scripts' are shell comments
     reason = slurm.batch_jobs_reason(slurm.batch_groups(sweep.launches, options.batch_jobs), options.batch_jobs)
     out.print(f"# {reason}", highlight=False, soft_wrap=True, markup=False)
@@ -63,7 +63,7 @@ def run(options: SweepOptions, out: Console) -> int:
     """Submit the sweep as its batch jobs (chained, smallest node count first); with --wait, wait for
     the last and print the summary."""
     sweep = Sweep.open(options)
-    jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported)
+    jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported, options.first_run)
     _say_time(sweep, out, "")
     folder = sweep.folder
     sbatch = find_slurm_tool("sbatch")

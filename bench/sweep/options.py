@@ -61,6 +61,8 @@ class SweepOptions:
     nodes: tuple[int, ...] = ()
     #: a GPU suite whose cells reached no GPU exits 0 (today's behaviour) rather than 1
     allow_unsupported: bool = False
+    #: the first-run kit (bench/plan/first_run.py): the batch job packs its run folder into <run>.tar.gz
+    first_run: bool = False
 
 
 @dataclass

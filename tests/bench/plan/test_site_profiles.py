@@ -20,6 +20,7 @@ import yaml
 from conftest import ROOT, describe, run_cli
 
 from bench.errors import BadInput
+from bench.plan.first_run import first_run_suite
 from bench.plan.hosts import HostPlan, Placement
 from bench.plan.site import XCCL_SUFFIX, calls_vendor_library, known_sites, load_site
 from bench.plan.suite import parse_suite
@@ -559,3 +560,35 @@ def test_a_failed_module_load_stops_the_job(tmp_path):
     ok = subprocess.run(["bash", "-c", stand_in.replace('"$2" != rocm', "1 = 1") + f"bash {tmp_path / 'job.sh'}"],
                         env=env, capture_output=True, text=True, timeout=30)
     assert ok.returncode == 0 and marker.exists(), ok
+
+
+# ---------------------------------------------------------------- the first-run kit
+
+
+@pytest.mark.parametrize(("site_name", "flags", "per_node", "counters"), [
+    ("frontier", [], 8, True), ("perlmutter", ["--account", "PROJ_g"], 4, True),
+    ("generic-openmpi-ucx", ["--device", "cuda", "--ranks-per-node", "4"], 4, False)])
+def test_the_first_run_kit_is_one_job_that_packs_its_run_folder(tmp_path, site_name, flags, per_node, counters):
+    """``run first-run --site S --nodes 1|2 --dry-run``: one 10-minute job of one, then two nodes, one
+    rank per GPU, every implementation checked bit-exact at a few sizes, the site's network counters on,
+    the run folder packed into <run>.tar.gz whatever the sweep's end; nothing written."""
+    out = tmp_path / "kit"
+    for nodes in (1, 2):
+        result = run_cli("run", "first-run", "--site", site_name, "--nodes", nodes, "--account", "PROJ", *flags,
+                         "--dry-run", "--out", out, env={"PATH": str(tmp_path)}, timeout=60)
+        assert result.returncode == 0, describe(result)
+        text = result.stdout
+        assert f"#SBATCH --nodes={nodes}" in text and f"#SBATCH --ntasks-per-node={per_node}" in text, text
+        assert "#SBATCH --time=10" in text and "set -eo pipefail" in text
+        assert f"tar -czf {out}.tar.gz -C {tmp_path} kit" in text and 'exit "$status"' in text, text
+        assert f"--resume {out} || status=$?" in text and "exec " not in text
+        assert not out.exists()
+    # the suite it runs: the implementations, the sizes, the check, the counters (in every launch's env)
+
+    kind = "cuda" if site_name != "frontier" else "rocm"
+    raw = first_run_suite(load_site(site_name, "test").for_device(kind), site_name, 2, kind, per_node)
+    assert raw["implementations"] == ["mpi", "pccl-flat", "xccl"] and raw["check"] is True
+    assert raw["ranks"] == [2 * per_node]
+    assert (raw["env"] == {"MPICH_OFI_CXI_COUNTER_REPORT": "2"}) is counters, raw["env"]
+    with pytest.raises(BadInput, match="--nodes: 3: the first run is one node, then two"):
+        first_run_suite(load_site(site_name, "test"), site_name, 3, kind, per_node)

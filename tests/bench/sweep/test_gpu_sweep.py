@@ -129,7 +129,7 @@ def test_shipped_gpu_suites():
     frontier, _ = load_suite(resolve_suite_path("frontier"))
     # the launch environment is the site's now: the NIC of the GCD in use, not a map keyed by local rank
     assert frontier.site == "frontier" and "MPICH_OFI_NIC_MAPPING" not in frontier.env
-    assert load_site(frontier.site, "test").env.mpi["MPICH_OFI_NIC_POLICY"] == "GPU"
+    assert load_site(frontier.site, "test").for_device("rocm").env.mpi["MPICH_OFI_NIC_POLICY"] == "GPU"
     assert frontier.sizes.min == 1 << 20 and frontier.sizes.max == 1 << 30
 
 
