@@ -335,3 +335,26 @@ def test_sbatch_with_a_site_profile(tmp_path):
         assert ("NCCL_DEBUG" in launch["env"]) == launch_id.endswith("-xccl")
     for script in ("sbatch-n1.sh", "sbatch-n2.sh"):
         assert "export SITE_PROLOGUE=ran" in (out / script).read_text()
+
+
+def test_the_first_run_kit_on_a_real_slurm(tmp_path):
+    """``run first-run --site FILE --nodes 2 --wait`` (the CPU path: no GPU here): one batch job, every
+    implementation checked bit-exact, the site's network-counter variables in every launch, and the
+    run folder packed into <run>.tar.gz by the job itself."""
+    import tarfile
+
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"name": "local", "srun": ["--cpu-bind=none"],
+                                    "facts": {"node": {"cores": 1}, "network_counters": {"PCCL_COUNTERS": "2"}}}))
+    out = tmp_path / "kit"
+    result = cluster_cli("run", "first-run", "--site", site, "--nodes", "2", "--ranks-per-node", "1", "--wait",
+                         "--time", "5", "--out", out, timeout=150)
+    assert result.returncode == 0, describe(result)
+    frame, meta = read_run(out)
+    assert set(frame["status"]) == {"ok"} and (frame["n_wrong"] == 0).all(), frame[["impl", "status", "error"]]
+    assert set(frame["impl"]) == {"mpi", "pccl-flat"} and (frame["nranks"] == 2).all()
+    assert all(launch["env"]["PCCL_COUNTERS"] == "2" for launch in meta["launches"].values())
+    with tarfile.open(f"{out}.tar.gz") as archive:
+        names = set(archive.getnames())
+    assert {"kit/meta.json", "kit/results.parquet", "kit/sbatch.sh"} <= names, names
+    assert any(name.startswith("kit/logs/sbatch-") for name in names), names
