@@ -1,4 +1,4 @@
-"""The per-link summary of a benchmarks/lab_arms.py run (its --json), as docs/LAB.md quotes it.
+"""The per-link summary of a benchmarks/lab_arms.py run (its --json), as docs/LAB-RESULTS.md quotes it.
 
     python benchmarks/arms_summary.py benchmarks/data/lab/arms-direct.json
 

@@ -1,13 +1,13 @@
 """The lab's comparisons timed in turns: suites/lab-arms.yaml (2 namespace hosts x 2 ranks; the MPI
 library, pccl-flat ring, pccl-flat auto and pccl-hier auto as four arms of every cell, timed in turns)
-at each link setting, in rounds (docs/LAB.md, "The comparisons in turns").
+at each link setting, in rounds (docs/LAB-RESULTS.md, "The comparisons in turns").
 
     python benchmarks/lab_arms.py [--rounds 3] [--links "50 us,200 us"] [--mode sync|window] [--queue-kib 512]
                                   [--tuning benchmarks/data/lab/tuning]
                                   [--json benchmarks/data/lab/arms.json]   # as root
 
 ``auto`` picks from ``--tuning``/<link>.json (PCCL_BENCH_TUNING of the sweep; ``pccl-bench tune`` of
-the lab's own lab-hier runs at that link, docs/LAB.md). Every ratio is taken turn by turn
+the lab's own lab-hier runs at that link, docs/LAB-RESULTS.md). Every ratio is taken turn by turn
 (bench.results.stats.turn_ratio: the arms' i-th calls ran one after the other, so whatever slowed the
 machine then slowed all of them), per round; quoted is the median over rounds with the range, and
 the pooled interval of every round's turns. Per link, collective and size: mpi / best pccl (the

@@ -1,5 +1,5 @@
 """How well the lab reproduces itself: the same cells measured twice, compared as the model is judged
-(docs/LAB.md, "What the lab can tell apart"). A model cannot be held to agree with a measurement more
+(docs/LAB-RESULTS.md, "What the lab can tell apart"). A model cannot be held to agree with a measurement more
 closely than two measurements of the same cells agree with each other.
 
     python benchmarks/lab_floor.py RUNS                 # rounds of one job: lab_hier.py --out-runs RUNS/<shape>

@@ -1,6 +1,6 @@
 """The hierarchy across the lab: suites/lab-hier.yaml (2 namespace hosts x 2 ranks: the MPI library,
 pccl-flat ring/rd/bruck/direct/rdfull, pccl-hier with ring/bruck/rdfull between hosts and ring/shm/rdfull/tree
-within) at every link setting, in rounds (docs/LAB.md, "The hierarchy across the lab").
+within) at every link setting, in rounds (docs/LAB-RESULTS.md, "Cell after cell").
 
     python benchmarks/lab_hier.py [--rounds 2] [--hosts 2] [--mode sync|window] [--links "50 us,200 us"]
                                   [--set sizes.max=4KiB ...] [--out-runs DIR]

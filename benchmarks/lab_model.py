@@ -1,4 +1,4 @@
-"""The model held against the lab (docs/LAB.md, "The model against the lab"): per link setting, a lab
+"""The model held against the lab (docs/LAB-RESULTS.md, "The model against the lab"): per link setting, a lab
 machine description made from the lab's own probes between two hosts (benchmarks/data/lab/links.json: MPI
 ping-pong latency and bandwidth, and the rate of both directions at once, the description's fabric:
 every inter-host byte of a step shares it, since all the lab's links run through one machine's network

@@ -1,4 +1,4 @@
-"""Does an MPI setting slow a cell by the same amount with and without co-tenants? (docs/GATE.md, "Arms in
+"""Does an MPI setting slow a cell by the same amount with and without co-tenants? (docs/GATE-EVALUATION.md, "Arms in
 launches of their own": the "unaffected" cells that `ab` flagged under load.)
 
 Blocks alternate quiet and loaded (``--load-procs`` co-tenants, scripts/evaluate_gate.py's kind: each
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from evaluate_gate import start_load, stop_load  # noqa: E402
 
-#: the cells docs/GATE.md's loaded collections flagged although quiet rounds left them within 5%, and the
+#: the cells docs/GATE-EVALUATION.md's loaded collections flagged although quiet rounds left them within 5%, and the
 #: quiet install collection's two: 32 KiB and 256 KiB (sizes of suites/ci-ab.yaml)
 DEFAULT_SETS = ("sizes.min=32KiB", "sizes.max=256KiB")
 

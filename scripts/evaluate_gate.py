@@ -1,4 +1,4 @@
-"""Prove the gate's statistics on real runs of this machine (docs/GATE.md, "Evaluation").
+"""Prove the gate's statistics on real runs of this machine (docs/GATE-EVALUATION.md).
 
     .venv/bin/python scripts/evaluate_gate.py [--rounds 12] [--out results/gate-eval]
 

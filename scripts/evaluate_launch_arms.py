@@ -1,4 +1,4 @@
-"""The gate's evaluation for arms in launches of their own (docs/GATE.md, "Arms in launches of their own"):
+"""The gate's evaluation for arms in launches of their own (docs/GATE-EVALUATION.md, "Arms in launches of their own"):
 environment arms and install arms, measured and judged by ``pccl-bench ab``'s own loop
 (bench/sweep/ab.py, its defaults: 600 s budget, rounds of 4 launch repeats, 1 confirmation), quiet or
 beside co-tenant processes. Called by scripts/evaluate_gate.py ``--launch-arms env|install``.

@@ -89,7 +89,7 @@ def ab_command(
     normalise: Annotated[str, typer.Option(
         "--normalise", help="probe: judge each launch relative to the machine-speed probe measured beside it "
                             "(not for arms that change the MPI library or its settings: the probe is theirs; "
-                            "it made the launch-arm comparisons of docs/GATE.md's evaluation worse).")]
+                            "it made the launch-arm comparisons of docs/GATE-EVALUATION.md worse).")]
         = "",
     allow_insufficient: Annotated[bool, typer.Option(
         "--allow-insufficient", help=f"Cells with too few samples to be judged (fewer than {rules.MIN_SAMPLES} on "

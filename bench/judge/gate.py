@@ -50,7 +50,7 @@ BAD_STATUSES = ("wrong", "failed", "timeout")
 NOT_RUN = ("unsupported", "skipped")
 #: cell-key columns that hold counts (the others hold text)
 INT_KEYS = ("nranks", "nnodes", "ranks_per_node", "count_per_rank")
-#: default thresholds, calibrated with scripts/evaluate_gate.py (docs/GATE.md)
+#: default thresholds, calibrated with scripts/evaluate_gate.py (docs/GATE-EVALUATION.md)
 THRESHOLD = 0.10
 SMALL_THRESHOLD = 0.15
 #: same-job arms (gate --arms, pccl-bench ab) are measured together, so the run-to-run drift of

@@ -23,7 +23,7 @@ def derive(results: pd.DataFrame) -> list[dict]:
         raise BadInput("tune", "no ok pccl-flat or pccl-hier cells to tune from")
     frame = frame.assign(choice=[_choice(row) for row in frame.itertuples()])
     # Several runs or placements of one choice: the median of its medians, so that one lucky run on a
-    # noisy machine does not pick it (the best of them did: docs/LAB.md, "Re-taken with ...").
+    # noisy machine does not pick it (the best of them did: benchmarks/data/lab/earlier-takes.md, the in-place re-take).
     best = frame.groupby([*GROUP, "choice"], as_index=False)["time_us_p50"].median()
     entries = []
     for key, group in best.groupby(GROUP, sort=True):

@@ -53,7 +53,7 @@ MAX_ROUNDS = 30
 LINE_SEARCH = (1.0, 0.5, 0.25, 0.125)
 #: rounds without improvement before the fit stops (it then returns its best point): a refit whose first round
 #: does not improve (a new term starting at 0, a critical path about to change) moves on instead of staying at its
-#: start ("criterion +0.0" in the selection notes of PATIENCE = 0). Costs ~1.9x the fit time of 0 (docs/MODEL.md)
+#: start ("criterion +0.0" in the selection notes of PATIENCE = 0). Costs ~1.9x the fit time of 0 (docs/MODEL-FITTED.md)
 PATIENCE = 2
 START_FACTORS = (1.0, 4.0, 0.25)
 #: reduce-scatter algorithms tried for ``mpi`` (None: MPICH's default selection) when the rows do not say

@@ -1,6 +1,6 @@
 """``pccl-bench ab``'s measurement loop: a suite's arms measured, gated pair by pair, and the cells
 not yet decided measured again, round after round, until every cell is decided or the time budget is
-spent (docs/GATE.md, "Arms in launches of their own").
+spent (docs/GATE-EVALUATION.md, "Arms in launches of their own").
 
 Arms that share a launch are timed in turns and decide most cells in the first run. Arms in launches
 of their own (another MPI setting, another install) give one pair per launch repeat, and a few pairs

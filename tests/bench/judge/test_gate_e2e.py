@@ -83,7 +83,7 @@ def test_slower_copy_is_judged_on_the_same_bootstrap(run, tmp_path):
     """Every sample x1.25: the point ratio is 1.25 and, the bootstrap being seeded, the interval is
     exactly 1.25 times the interval of the run against itself. So a cell is regressed exactly when
     1.25 x its own lower bound clears the threshold (this holds however noisy the run was; how
-    often it clears is the evaluation's business, docs/GATE.md), never improved, and the exit
+    often it clears is the evaluation's business, docs/GATE-EVALUATION.md), never improved, and the exit
     code says whether any cell regressed."""
     slow = copy_run(run, tmp_path / "slow", scaled)
     own = {cell.key: cell.estimate for cell in gate(load_runs([run]), load_runs([run]), GateOptions()).cells}

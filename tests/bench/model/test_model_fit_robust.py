@@ -48,7 +48,7 @@ def test_known_terms_recovered_within_their_uncertainty() -> None:
     (result,) = fits
     for name, value in TRUE.items():
         if name in result.sd:  # a term the critical path sees has an uncertainty: truth within 3 sd (or 8%:
-            # the covariance sd understates the spread of the call cost, see docs/MODEL.md; with 3% noise the
+            # the covariance sd understates the spread of the call cost, see docs/MODEL-PROJECTION.md; with 3% noise the
             # fit's optimum has a lower loss than the truth and sits 5.4% off it in intra.latency_us)
             assert abs(result.values[name] - value) <= max(3 * result.sd[name], 0.08 * value), name
         assert result.values[name] == pytest.approx(value, rel=0.25), name
