@@ -70,6 +70,8 @@ class Sweep:
     started: float = field(default_factory=time.time)
     #: the pre-flight's record of a GPU suite (bench/run/preflight.py), meta.json's ``preflight``
     preflight: dict | None = None
+    #: the pre-flight refusals let through (--allow-xccl-sockets, --allow-other-mpi), meta.json's ``allowed``
+    allowed: tuple[str, ...] = ()
 
     @classmethod
     def open(cls, options: SweepOptions, where: Where | None = None) -> Sweep:
@@ -87,6 +89,7 @@ class Sweep:
                     folder_flag(options), {row["cell_key"]: row for row in run.rows})
         if options.resume is not None:
             sweep.records = earlier_launches(run.folder)
+        sweep.allowed = run.allowed
         return sweep
 
     @classmethod
@@ -209,7 +212,7 @@ class Sweep:
 
     def start(self) -> None:
         """The run folder made (suite.yaml, run.json): the sweep's first write."""
-        start_folder(self.folder, self.document, self.run_id, self.folder_flag)
+        start_folder(self.folder, self.document, self.run_id, self.folder_flag, self.allowed)
         self.started = time.time()
 
     def finish(self) -> Tables:
@@ -229,6 +232,8 @@ class Sweep:
         }
         if self.preflight is not None:
             meta["preflight"] = self.preflight
+        if self.allowed:  # what the pre-flight would have refused, measured all the same
+            meta["allowed"] = [f"--allow-{name}" for name in self.allowed]
         identity = {"run_id": self.run_id, "suite": self.suite.name, "tool_version": meta["tool_version"],
                     "git_sha": meta["git_sha"], "schema_version": SCHEMA_VERSION}
         results, samples = build_tables(rows, identity)
