@@ -277,7 +277,8 @@ def _network(ranks: list[dict], library: str, xccl: bool, allowed: tuple[str, ..
         return Verdict("network", SKIPPED, f"{library} was not tried: not every rank has a GPU")
     if seen.get("reason"):
         return Verdict("network", SKIPPED, seen["reason"])
-    net = XcclNet(seen["network"], seen["version"], seen["plugin"], seen["missing_plugin"], seen["interfaces"])
+    net = XcclNet(seen["network"], seen["version"], seen["plugin"], seen["missing_plugin"], seen["interfaces"],
+                  seen.get("plugin_failed", ""))
     hosts = len({one["host"] for one in ranks})
     if not net.network:
         return Verdict("network", WARNING, f"{library} said nothing of its network (NCCL_DEBUG set below INFO, or "

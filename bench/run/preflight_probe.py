@@ -74,7 +74,8 @@ def _net(comm, device: str, backend, index: int) -> dict:
     finally:
         communicators.close()
     return {"network": net.network, "version": net.version, "plugin": net.plugin,
-            "missing_plugin": net.missing_plugin, "interfaces": net.interfaces, "summary": net.summary}
+            "missing_plugin": net.missing_plugin, "interfaces": net.interfaces, "plugin_failed": net.plugin_failed,
+            "summary": net.summary}
 
 
 def probe(device: str, with_xccl: bool) -> dict | None:

@@ -109,7 +109,8 @@ def rank(number: int, host: str, **changes) -> dict:
 def xccl_of(text: str) -> dict:
     net = debug_log.parse(text.splitlines())
     return {"network": net.network, "version": net.version, "plugin": net.plugin,
-            "missing_plugin": net.missing_plugin, "interfaces": net.interfaces, "summary": net.summary}
+            "missing_plugin": net.missing_plugin, "interfaces": net.interfaces, "plugin_failed": net.plugin_failed,
+            "summary": net.summary}
 
 
 def verdicts(report: dict, sharing: bool = False, xccl: bool = True) -> dict[str, tuple[str, str]]:
@@ -132,6 +133,25 @@ nid001234:5501:5501 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Us
 nid001234:5501:5501 [0] NCCL INFO NET/Socket : Using [0]hsn0:10.249.2.17<0> [1]hsn1:10.249.2.18<0>
 nid001234:5501:5501 [0] NCCL INFO Using network Socket
 """
+
+
+#: Frontier with aws-ofi-rccl found but no cxi provider in the libfabric it loaded: sockets all the same
+FRONTIER_PLUGIN_FAILED = """\
+frontier00001:41230:41230 [0] NCCL INFO NET/OFI Using aws-ofi-rccl 1.4.0
+frontier00001:41230:41230 [0] NCCL INFO NET/OFI Unable to find a protocol that worked. Failing initialization.
+frontier00001:41230:41230 [0] NCCL INFO NET/Socket : Using [0]hsn0:10.128.0.1<0>
+frontier00001:41230:41230 [0] NCCL INFO Using network Socket
+RCCL version 2.18.3+hip6.2 HEAD:7a84c5d
+"""
+
+
+def test_a_plugin_that_loads_and_gives_up_is_sockets_with_its_reason():
+    net = debug_log.parse(FRONTIER_PLUGIN_FAILED.splitlines())
+    assert net.socket and net.plugin == "aws-ofi-rccl 1.4.0"
+    assert net.plugin_failed == "Unable to find a protocol that worked. Failing initialization"
+    message = verdicts({"ranks": [rank(0, "n1", xccl=xccl_of(FRONTIER_PLUGIN_FAILED)), rank(8, "n2")]})["network"]
+    assert message[0] == "fatal" and "aws-ofi-rccl 1.4.0 loaded but did not start (Unable to find" in message[1]
+    assert "was not found" not in message[1]
 
 
 def test_two_nodes_over_sockets_refuse_naming_the_plugin_and_the_flag():
