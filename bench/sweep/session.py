@@ -181,7 +181,8 @@ class Sweep:
                           row_extra={"oversubscribed": self.where.load(launch).oversubscribed}, argv=argv, env=env,
                           hosts=list(spread.names),
                           # 0 where Slurm chooses the nodes: no planned placement for the worker to hold it to
-                          ranks_per_host=0 if spread.launcher_spreads else spread.ranks_per_host)
+                          ranks_per_host=0 if spread.launcher_spreads else spread.ranks_per_host,
+                          site_env=self.where.site_env(launch))
 
     def part(self, launch: Launch) -> Path:
         return self.folder / "parts" / f"{launch.launch_id}.jsonl"
@@ -271,7 +272,7 @@ def earlier_launches(folder: Path) -> dict[str, dict]:
 def launch_record(plan: LaunchPlan) -> dict:
     """meta.json's record of one launch: the exact command and environment of its MPI job, its hosts."""
     return {"argv": plan.argv, "env": plan.env, "nranks": plan.nranks, "hosts": plan.hosts,
-            "ranks_per_host": plan.ranks_per_host}
+            "ranks_per_host": plan.ranks_per_host, **({"site_env": plan.site_env} if plan.site_env else {})}
 
 
 #: a GPU cell that reached its GPU: it ran its collective there (checked, and timed or found wrong)

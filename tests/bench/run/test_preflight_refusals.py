@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import describe, run_cli
@@ -15,6 +16,7 @@ from conftest import describe, run_cli
 from bench.errors import BadInput
 from bench.plan.site import load_site
 from bench.run import preflight
+from bench.run.outcome import site_env_digest
 from bench.sweep.options import SweepOptions
 from bench.sweep.session import Sweep
 
@@ -114,6 +116,14 @@ def test_the_xccl_launch_is_probed_with_its_own_variables_and_overrides_are_reco
         assert {name: measured.get(name) for name in site_set} == {name: probe["env"].get(name) for name in site_set}
     verdicts = {one["check"]: one["verdict"] for one in mpi["verdicts"]}
     assert verdicts["mpi_library"] == "ok"  # the site expects MPICH: the wheel's
+    # every row names the site settings its launch ran with: the MPI and the -xccl launch differ
+    results = pd.read_parquet(out / "results.parquet")
+    digests = results.groupby("launch_id")["site_env_digest"].unique().to_dict()
+    assert {launch_id: list(values) for launch_id, values in digests.items()} == {
+        "n2-rpn1-cuda": [site_env_digest({"FI_CXI_RDZV_THRESHOLD": "0"}, {"FI_CXI_RDZV_THRESHOLD": "0"})],
+        "n2-rpn1-cuda-xccl": [site_env_digest(["FI_CXI_RDZV_THRESHOLD", "NCCL_CROSS_NIC"],
+                                              {"FI_CXI_RDZV_THRESHOLD": "0", "NCCL_CROSS_NIC": "1"})]}
+    assert meta["launches"]["n2-rpn1-cuda-xccl"]["site_env"] == {"FI_CXI_RDZV_THRESHOLD": "0", "NCCL_CROSS_NIC": "1"}
     assert meta["allowed"] == ["--allow-xccl-sockets"]
     assert json.loads((out / "run.json").read_text())["allowed"] == ["xccl-sockets"]
     # a resume (the batch job's own sweep is one) keeps the run's overrides
@@ -140,3 +150,13 @@ def test_check_mpi_refuses_or_warns_and_a_site_without_mpi_library_is_not_checke
     assert preflight.check_mpi(Sweep.open(SweepOptions(suite_path=tmp_path / "suite.yaml",
                                                        site=site_file(tmp_path, mpi_library=None),
                                                        launcher="srun")), Out()) is None
+
+
+def test_site_env_digest_shows_a_value_the_launcher_replaced():
+    given = {"CUDA_VISIBLE_DEVICES": "3,2,1,0", "MPICH_GPU_SUPPORT_ENABLED": "1"}
+    as_planned = site_env_digest(given, given)
+    assert len(as_planned) == 12 and as_planned == site_env_digest(list(reversed(list(given))), given)
+    # Slurm's gres/gpu sets CUDA_VISIBLE_DEVICES per step: the rank saw 0,1,2,3, and the digest says so
+    assert site_env_digest(given, {**given, "CUDA_VISIBLE_DEVICES": "0,1,2,3"}) != as_planned
+    assert site_env_digest(given, {"MPICH_GPU_SUPPORT_ENABLED": "1"}) != as_planned  # one unset
+    assert site_env_digest({}, given) == ""
