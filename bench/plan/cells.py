@@ -163,6 +163,8 @@ class LaunchPlan:
     def to_dict(self) -> dict:
         values = asdict(self)
         values["cells"] = [cell.to_dict() for cell in self.cells]
+        if not values["site_env"]:  # left out: an install from before it reads a plan without a site
+            del values["site_env"]
         return values
 
     @classmethod
