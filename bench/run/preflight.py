@@ -369,14 +369,24 @@ def dry_run_lines(sweep, launches: list[Launch]) -> list[str]:
     """What the pre-flight of ``launches`` would do, as shell comments for a dry run: the MPI check
     (run here, now: it would refuse or not), then each probe, the launch it copies, the variables it
     gets and which of its checks refuse."""
-    lines = []
+    return mpi_dry_run_lines(sweep) + probe_dry_run_lines(sweep, launches)
+
+
+def mpi_dry_run_lines(sweep) -> list[str]:
+    """The MPI check of a dry run, run here and now ([] where no site profile names an MPI)."""
     site = sweep.where.site
-    if site is not None and site.mpi_library:
-        found, path = loaded_mpi()
-        verdict = mpi_verdict(site, found, "mpi4py and the extensions here", sweep.allowed, path)
-        said = {FATAL: "run sweep would refuse it (exit 2, before any submission or launch)",
-                WARNING: "let through"}.get(verdict.verdict, "ok")
-        lines.append(f"# pre-flight mpi_library: {said}: {verdict.message}")
+    if site is None or not site.mpi_library:
+        return []
+    found, path = loaded_mpi()
+    verdict = mpi_verdict(site, found, "mpi4py and the extensions here", sweep.allowed, path)
+    said = {FATAL: "run sweep would refuse it (exit 2, before any submission or launch)",
+            WARNING: "let through"}.get(verdict.verdict, "ok")
+    return [f"# pre-flight mpi_library: {said}: {verdict.message}"]
+
+
+def probe_dry_run_lines(sweep, launches: list[Launch]) -> list[str]:
+    """The probes the pre-flight of ``launches`` would start ([] for a suite without GPUs)."""
+    lines: list[str] = []
     if not needed(sweep.suite.device) or not launches:
         return lines
     chosen = probes(sweep, launches)

@@ -46,12 +46,15 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     sweep = Sweep.open(options)
     jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported)
     _say_time(sweep, out, "# ")  # the dry run's lines that are not the scripts' are shell comments
-    for line in preflight.dry_run_lines(sweep, sweep.launches):  # what each job's own sweep runs first
+    for line in preflight.mpi_dry_run_lines(sweep):
         out.print(line, highlight=False, soft_wrap=True, markup=False)
-    reason = slurm.batch_jobs_reason(slurm.batch_groups(sweep.launches, options.batch_jobs), options.batch_jobs)
+    groups = slurm.batch_groups(sweep.launches, options.batch_jobs)
+    reason = slurm.batch_jobs_reason(groups, options.batch_jobs)
     out.print(f"# {reason}", highlight=False, soft_wrap=True, markup=False)
     previous = None
     for index, job in enumerate(jobs):
+        for line in preflight.probe_dry_run_lines(sweep, groups[index]):  # what this job's own sweep runs first
+            out.print(line, highlight=False, soft_wrap=True, markup=False)
         out.print(f"# {shlex.quote(str(job.script))}", highlight=False, markup=False)
         out.print(job.text, highlight=False, soft_wrap=True, end="", markup=False)
         wait = options.wait and index == len(jobs) - 1

@@ -89,6 +89,12 @@ def test_a_cray_batch_run_is_refused_before_submitting_and_its_dry_run_says_so(t
     assert "network" not in refusing[0] and "network (NCCL/RCCL on TCP sockets across 2 nodes; " \
                                            "--allow-xccl-sockets lets it through)" in refusing[1]
     assert "#!/bin/bash" in dry.stdout  # the scripts still printed
+    # one job per node count: each job's own sweep probes its own launches
+    per_nodes = run_cli(*args, "--dry-run", "--batch-jobs", "per-nodes", timeout=120)
+    shapes = [line.split("shaped as ")[1].split()[0] for line in per_nodes.stdout.splitlines()
+              if line.startswith("#   probe ")]
+    assert shapes == ["n8-rpn8-rocm", "n8-rpn8-rocm-xccl", "n16-rpn8-rocm", "n16-rpn8-rocm-xccl"], per_nodes.stdout
+    assert per_nodes.stdout.count("# pre-flight mpi_library:") == 1
     allowed = run_cli(*args, "--dry-run", "--allow-other-mpi", "--allow-xccl-sockets", timeout=120)
     assert "# pre-flight mpi_library: let through:" in allowed.stdout, describe(allowed)
     assert "let through by --allow-xccl-sockets" in allowed.stdout
