@@ -237,7 +237,9 @@ def _saved_allowed(folder: Path) -> list[str]:
         allowed = json.loads((folder / "run.json").read_text()).get("allowed", [])
     except (OSError, ValueError, AttributeError):
         return []
-    return [str(name) for name in allowed] if isinstance(allowed, list) else []
+    from bench.run.preflight import OVERRIDES
+
+    return [name for name in allowed if name in OVERRIDES] if isinstance(allowed, list) else []
 
 
 def _refuse_used_out(options: SweepOptions, folder: Path) -> None:

@@ -135,6 +135,10 @@ def test_the_xccl_launch_is_probed_with_its_own_variables_and_overrides_are_reco
     # a resume (the batch job's own sweep is one) keeps the run's overrides
     resumed = Sweep.open(SweepOptions(suite_path=out / "suite.yaml", resume=out, suite_named=False))
     assert resumed.allowed == ("xccl-sockets",)
+    # a run.json edited by hand lets through nothing but the named refusals
+    (out / "run.json").write_text(json.dumps({"run_id": "x", "allowed": ["everything", "other-mpi", 3]}))
+    assert Sweep.open(SweepOptions(suite_path=out / "suite.yaml", resume=out, suite_named=False)).allowed == (
+        "other-mpi",)
 
 
 def test_check_mpi_refuses_or_warns_and_a_site_without_mpi_library_is_not_checked(tmp_path):
