@@ -154,6 +154,7 @@ def point(
     hosts: Hosts = None,
     hostfile: Hostfile = None,
     allow_unsupported: AllowUnsupported = False,
+    allow_xccl_sockets: AllowXcclSockets = False,
 ) -> None:
     """One ad-hoc sweep with nccl-tests-style flags (sizes are totals, as nccl-tests' -b/-e)."""
     # named by the flag and by the suite field it sets (what `run sweep --set` would name)
@@ -180,5 +181,5 @@ def point(
                                   for name in raw["implementations"]]
     options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_document=raw, wait=wait,
                            slurm_flags=_slurm_flags(partition, account, time), hosts=hosts, hostfile=hostfile,
-                           allow_unsupported=allow_unsupported)
+                           allow_unsupported=allow_unsupported, allowed=_allowed(allow_xccl_sockets, False))
     raise typer.Exit(run_sweep(options, _console()))
