@@ -68,6 +68,18 @@ AllowUnsupported = Annotated[bool, typer.Option("--allow-unsupported", help=(
     "A GPU suite none of whose cells reached a GPU (every one unsupported) exits 0, not 1."))]
 
 
+AllowXcclSockets = Annotated[bool, typer.Option("--allow-xccl-sockets", help=(
+    "Measure NCCL/RCCL across nodes even where the pre-flight finds it on TCP sockets (its network plugin "
+    "missing): refused (exit 2) without this; meta.json records it."))]
+AllowOtherMpi = Annotated[bool, typer.Option("--allow-other-mpi", help=(
+    "Measure with an MPI library other than the one the site profile names (mpi_library): refused (exit 2) "
+    "without this; meta.json records it."))]
+
+
+def _allowed(xccl_sockets: bool, other_mpi: bool) -> tuple[str, ...]:
+    return tuple(name for name, given in (("xccl-sockets", xccl_sockets), ("other-mpi", other_mpi)) if given)
+
+
 def _slurm_flags(partition: str | None, account: str | None, time: str | None) -> dict[str, str]:
     flags = {"partition": partition, "account": account, "time": time}
     return {name: value for name, value in flags.items() if value is not None}
@@ -95,6 +107,8 @@ def sweep(
     batch_jobs: BatchJobs = "auto",
     nodes: Nodes = None,
     allow_unsupported: AllowUnsupported = False,
+    allow_xccl_sockets: AllowXcclSockets = False,
+    allow_other_mpi: AllowOtherMpi = False,
 ) -> None:
     """Run every cell of a suite: one MPI job per rank count, a tidy table at the end.
 
@@ -106,7 +120,8 @@ def sweep(
         raise BadInput("--batch-jobs", f"{batch_jobs!r}: expected one of {', '.join(BATCH_JOBS)}")
     options = SweepOptions(resolve_suite_path(suite or DEFAULT_SUITE), out, launcher, resume, dry_run,
                            overrides or [], wait=wait, slurm_flags=_slurm_flags(partition, account, time),
-                           hosts=hosts, hostfile=hostfile, suite_named=suite is not None, site=site,
+                           hosts=hosts, hostfile=hostfile, allowed=_allowed(allow_xccl_sockets, allow_other_mpi),
+                           suite_named=suite is not None, site=site,
                            batch_jobs=batch_jobs, nodes=_node_counts(nodes),
                            allow_unsupported=allow_unsupported)
     raise typer.Exit(run_sweep(options, _console()))
@@ -141,6 +156,7 @@ def point(
     hosts: Hosts = None,
     hostfile: Hostfile = None,
     allow_unsupported: AllowUnsupported = False,
+    allow_xccl_sockets: AllowXcclSockets = False,
 ) -> None:
     """One ad-hoc sweep with nccl-tests-style flags (sizes are totals, as nccl-tests' -b/-e)."""
     # named by the flag and by the suite field it sets (what `run sweep --set` would name)
@@ -167,7 +183,7 @@ def point(
                                   for name in raw["implementations"]]
     options = SweepOptions(Path("<point>"), out, launcher, None, dry_run, [], suite_document=raw, wait=wait,
                            slurm_flags=_slurm_flags(partition, account, time), hosts=hosts, hostfile=hostfile,
-                           allow_unsupported=allow_unsupported)
+                           allow_unsupported=allow_unsupported, allowed=_allowed(allow_xccl_sockets, False))
     raise typer.Exit(run_sweep(options, _console()))
 
 

@@ -157,10 +157,14 @@ class LaunchPlan:
     #: many ranks each must hold; the worker checks the real placement against them
     hosts: list[str] = field(default_factory=list)
     ranks_per_host: int = 0
+    #: the site profile's variables of this launch (a part of ``env``); every row's site_env_digest
+    site_env: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         values = asdict(self)
         values["cells"] = [cell.to_dict() for cell in self.cells]
+        if not values["site_env"]:  # left out: an install from before it reads a plan without a site
+            del values["site_env"]
         return values
 
     @classmethod

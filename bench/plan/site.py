@@ -223,6 +223,9 @@ class Site(Strict):
     #: a name for the run's records (meta.json ``site``)
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
     description: str = ""
+    #: the MPI library the site's ranks must load, as MPI_Get_library_version names it ("Cray MPICH",
+    #: "Open MPI"): the pre-flight refuses another (bench/run/preflight.py, docs/PREFLIGHT.md)
+    mpi_library: str | None = Field(None, min_length=1, max_length=80)
     #: where the values come from: the site's guides, the job scripts they follow
     sources: list[Annotated[str, Field(min_length=1, max_length=1000)]] = Field(default_factory=list)
     #: GPUs (or GCDs) per node: ``{gpus_per_node}`` in a value

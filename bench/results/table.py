@@ -102,6 +102,9 @@ class Row:
     # provenance (full detail in meta.json)
     mpi_thread_level: str | None = None
     oversubscribed: bool | None = None
+    #: digest of the site profile's variables as the launch's rank 0 got them (bench.run.outcome
+    #: site_env_digest); the variables: meta.json launches.<launch_id>.site_env. None: no site set any
+    site_env_digest: str | None = None
     tool_version: str | None = None
     git_sha: str | None = None
     schema_version: int | None = None

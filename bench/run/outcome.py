@@ -10,6 +10,8 @@ unprefixed columns; an overlap anywhere else is a bug, refused (it used to win s
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -97,11 +99,13 @@ class CellOutcome:
 @dataclass(frozen=True)
 class LaunchFacts:
     """What a launch decides for every row: the MPI thread level, the measured placement (None: the
-    launch got no topology), and why its cells cannot run ("" when they can)."""
+    launch got no topology), why its cells cannot run ("" when they can), and the digest of the site
+    profile's variables as the rank got them ("": no site set any; ``site_env_digest``)."""
 
     mpi_thread_level: str
     measured: MeasuredPlacement | None = None
     error: str = ""
+    site_env_digest: str = ""
 
     def columns(self) -> dict:
         """The launch's columns, a copy of those made once (every row of the launch has them)."""
@@ -109,11 +113,23 @@ class LaunchFacts:
 
     @cached_property
     def _columns(self) -> dict:
-        return {"mpi_thread_level": self.mpi_thread_level, **(self.measured.columns() if self.measured else {})}
+        return {"mpi_thread_level": self.mpi_thread_level, **(self.measured.columns() if self.measured else {}),
+                **({"site_env_digest": self.site_env_digest} if self.site_env_digest else {})}
 
     def failure(self) -> CellOutcome:
         """The outcome of each cell of a launch that cannot run."""
         return CellOutcome.not_run("failed", self.error)
+
+
+def site_env_digest(names: Mapping[str, str] | list[str], env: Mapping[str, str]) -> str:
+    """12 hex digits of the SHA-256 of the site profile's variables (``names``: a launch plan's
+    ``site_env``) with the values ``env`` (the rank's environment) holds, ``NAME=value`` sorted, one a
+    line (``NAME`` alone where it is unset): rows with the same digest ran with the same site settings,
+    as they reached the rank (a value the launcher replaced shows). "" where the site set none."""
+    if not names:
+        return ""
+    lines = sorted(f"{name}={env[name]}" if name in env else name for name in names)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
 
 
 def part_row(cell: Cell, outcome: CellOutcome, timestamp: float, launch_id: str | None = None,

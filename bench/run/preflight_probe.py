@@ -7,7 +7,8 @@ In order, on each rank:
    (``MPICH_GPU_SUPPORT_ENABLED=1``) without its GTL library loaded would abort in MPI_Init, so
    that is checked first and reported (by every rank: no MPI to gather with) instead;
 2. the GPU is bound as the worker binds it (bench/run/mpi_start.py), then MPI_Init;
-3. the rank's GPU facts (index, PCI bus id, NUMA node, its CPUs against it, the launcher's
+3. the MPI library the ranks loaded (rank 0's ``MPI_Get_library_version``, as ``mpi_library``); the
+   rank's GPU facts (index, PCI bus id, NUMA node, its CPUs against it, the launcher's
    variables) and, where ``XCCL`` is 1 and every rank has a GPU, one NCCL/RCCL all-reduce of one
    element over all ranks with NCCL_DEBUG=INFO captured: the network and version it chose.
 """
@@ -73,7 +74,8 @@ def _net(comm, device: str, backend, index: int) -> dict:
     finally:
         communicators.close()
     return {"network": net.network, "version": net.version, "plugin": net.plugin,
-            "missing_plugin": net.missing_plugin, "interfaces": net.interfaces, "summary": net.summary}
+            "missing_plugin": net.missing_plugin, "interfaces": net.interfaces, "plugin_failed": net.plugin_failed,
+            "summary": net.summary}
 
 
 def probe(device: str, with_xccl: bool) -> dict | None:
@@ -95,7 +97,12 @@ def probe(device: str, with_xccl: bool) -> dict | None:
     if with_xccl and comm.allreduce(int(backend is not None and not facts["reason"]), op=MPI.MIN):
         mine["xccl"] = _net(comm, device, backend, facts["index"])
     everyone = comm.gather(mine, root=0)
-    return {"ranks": everyone} if comm.rank == 0 else None
+    if comm.rank:
+        return None
+    from collectives.transports.mpi.library import mpi_library
+
+    # the MPI the ranks loaded (the site profile's mpi_library is compared with it)
+    return {"ranks": everyone, "mpi_library": " ".join(mpi_library())}
 
 
 def main(argv: list[str]) -> int:

@@ -11,6 +11,7 @@ and synced, so an interrupted sweep keeps every finished cell.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ from mpi4py import MPI  # noqa: E402
 from bench.plan.cells import LaunchPlan  # noqa: E402
 from bench.run import hostfacts  # noqa: E402
 from bench.run.cell import close_contexts, run_cell, run_turns, turn_group  # noqa: E402
-from bench.run.outcome import LaunchFacts, MeasuredPlacement, part_row  # noqa: E402
+from bench.run.outcome import LaunchFacts, MeasuredPlacement, part_row, site_env_digest  # noqa: E402
 from bench.run.parts import append_rows, sync_file  # noqa: E402
 from bench.run.probe import Probe  # noqa: E402
 from collectives.schedules.topology import ShapeError, Topology, topology  # noqa: E402
@@ -55,18 +56,19 @@ def launch_facts(comm: MPI.Comm, requested_ranks_per_node: int | None,
     """The topology and what it decides for the rows (the measured placement), or None and why the
     launch cannot run (also where the ranks are not where ``plan`` put them)."""
     thread_level = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
+    site = site_env_digest(plan.site_env if plan is not None else [], os.environ)
     # Before any compiled MPI call: with two MPI libraries in the process the first one aborts.
     mismatch = extension_mpi_mismatch()
     if mismatch:
-        return None, LaunchFacts(thread_level, error=f"build: {mismatch}")
+        return None, LaunchFacts(thread_level, error=f"build: {mismatch}", site_env_digest=site)
     try:
         topo = topology(comm, requested_ranks_per_node)
     except ShapeError as error:
-        return None, LaunchFacts(thread_level, error=f"placement: {error}")
+        return None, LaunchFacts(thread_level, error=f"placement: {error}", site_env_digest=site)
     misplaced = hostfacts.placement_problem(plan, topo) if plan is not None else None
     if misplaced:
-        return None, LaunchFacts(thread_level, error=f"placement: {misplaced}")
-    return topo, LaunchFacts(thread_level, MeasuredPlacement.of(topo))
+        return None, LaunchFacts(thread_level, error=f"placement: {misplaced}", site_env_digest=site)
+    return topo, LaunchFacts(thread_level, MeasuredPlacement.of(topo), site_env_digest=site)
 
 
 def record_placement(comm: MPI.Comm, part: Path) -> None:

@@ -13,7 +13,7 @@ import pandas as pd
 from rich.console import Console
 
 from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
-from bench.run import slurm
+from bench.run import preflight, slurm
 from bench.run.launchers.srun import find_slurm_tool
 from bench.sweep.options import SweepOptions, lock_folder
 from bench.sweep.session import Sweep, Tables, print_summary, said_exit_code
@@ -46,10 +46,15 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     sweep = Sweep.open(options)
     jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported, options.first_run)
     _say_time(sweep, out, "# ")  # the dry run's lines that are not the scripts' are shell comments
-    reason = slurm.batch_jobs_reason(slurm.batch_groups(sweep.launches, options.batch_jobs), options.batch_jobs)
+    for line in preflight.mpi_dry_run_lines(sweep):
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
+    groups = slurm.batch_groups(sweep.launches, options.batch_jobs)
+    reason = slurm.batch_jobs_reason(groups, options.batch_jobs)
     out.print(f"# {reason}", highlight=False, soft_wrap=True, markup=False)
     previous = None
     for index, job in enumerate(jobs):
+        for line in preflight.probe_dry_run_lines(sweep, groups[index]):  # what this job's own sweep runs first
+            out.print(line, highlight=False, soft_wrap=True, markup=False)
         out.print(f"# {shlex.quote(str(job.script))}", highlight=False, markup=False)
         out.print(job.text, highlight=False, soft_wrap=True, end="", markup=False)
         wait = options.wait and index == len(jobs) - 1
@@ -64,6 +69,7 @@ def run(options: SweepOptions, out: Console) -> int:
     the last and print the summary."""
     sweep = Sweep.open(options)
     jobs = _jobs(sweep, options.batch_jobs, options.allow_unsupported, options.first_run)
+    preflight.check_mpi(sweep, out)  # the login node loads the jobs' Python: refused before submitting
     _say_time(sweep, out, "")
     folder = sweep.folder
     sbatch = find_slurm_tool("sbatch")

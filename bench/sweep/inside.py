@@ -121,6 +121,7 @@ def _lead(options: SweepOptions, out: Console, comm, where: Where) -> int:
         sweep = Sweep.open(options, where)
         _check_job(sweep, comm.size)
         sweep.check_fits()
+        preflight.check_mpi(sweep, out)
         _preflight(sweep, comm, out)
         lock = lock_folder(options, sweep.folder, out)
     except BadInput:

@@ -36,10 +36,11 @@ def run_with_tables(options: SweepOptions, out: Console) -> tuple[int, Tables]:
     sweep = Sweep.open(options)
     sweep.check(options.known_installs)
     running = chosen(sweep, options.nodes)
-    # a GPU suite: one tiny launch first (GTL, binding, network), shaped as the largest launch this job
-    # runs; a fatal verdict is bad input, nothing written
-    found = preflight.run(sweep, out, running)
-    sweep.preflight = found.record() if found is not None else None
+    # the MPI this Python loads against the site profile's, then (a GPU suite) one tiny launch per
+    # launch environment (GTL, binding, network), each shaped as its largest launch this job runs; a
+    # refusal or a fatal verdict is bad input, nothing written
+    preflight.check_mpi(sweep, out)
+    sweep.preflight = preflight.record_of(preflight.run(sweep, out, running))
     lock = lock_folder(options, sweep.folder, out)
     try:
         return measure(sweep, out, options.summary, running, options.allow_unsupported)
@@ -69,11 +70,8 @@ def dry_run(options: SweepOptions, out: Console) -> int:
     if plan.hosts:
         out.print(f"# hosts ({plan.source}): {', '.join(map(str, plan.hosts))}; not probed in a dry run, so each is "
                   "taken for a machine of its own", highlight=False, soft_wrap=True)
-    if preflight.needed(sweep.suite.device) and running:
-        first = preflight.probe_launch(running)
-        out.print(f"# pre-flight first: one launch shaped as {first.launch_id} runs python -m "
-                  "bench.run.preflight_probe (GTL, GPU binding, NUMA, the NCCL/RCCL network: docs/PREFLIGHT.md)",
-                  highlight=False, soft_wrap=True, markup=False)
+    for line in preflight.dry_run_lines(sweep, running):
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
     for launch in running:
         argv, _ = sweep.job_command(launch, f"<run>/plans/{launch.launch_id}.json")
         out.print(f"# {launch.launch_id}: {len(launch.cells)} cells, timeout {sweep.suite.timeout_s:g} s",

@@ -45,6 +45,9 @@ class SweepOptions:
     #: cells run may change, what is measured may not)
     hosts: str | None = None
     hostfile: Path | None = None
+    #: the pre-flight refusals let through (--allow-xccl-sockets, --allow-other-mpi: bench/run/preflight.py
+    #: OVERRIDES); recorded in run.json, so the batch job's own sweep (--resume) and any resume keep them
+    allowed: tuple[str, ...] = ()
     #: whether the suite was named (``run sweep SUITE``) rather than taken by default: a resumed run
     #: refuses a named suite that is not its own
     suite_named: bool = True
@@ -75,6 +78,8 @@ class Run:
     run_id: str
     #: the rows of the folder's part files (a resumed run's), read and checked once
     rows: list[dict] = field(default_factory=list)
+    #: the pre-flight refusals let through: the flags', and a resumed run's own (its run.json)
+    allowed: tuple[str, ...] = ()
 
 
 def _new_run_id(suite_name: str) -> str:
@@ -93,10 +98,10 @@ def prepare_folder(folder: Path, where: str) -> None:
         raise BadInput(where, f"cannot write results to {folder}: {error.strerror or error}") from None
 
 
-def start_folder(folder: Path, document: dict, run_id: str, where: str) -> None:
+def start_folder(folder: Path, document: dict, run_id: str, where: str, allowed: tuple[str, ...] = ()) -> None:
     prepare_folder(folder, where)
     (folder / "suite.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    (folder / "run.json").write_text(json.dumps({"run_id": run_id}))
+    (folder / "run.json").write_text(json.dumps({"run_id": run_id, **({"allowed": list(allowed)} if allowed else {})}))
 
 
 def _with_slurm_flags(raw: object, flags: dict[str, str]) -> object:
@@ -192,13 +197,14 @@ def open_run(options: SweepOptions) -> Run:
         raw = _with_host_flags(_with_slurm_flags(read_yaml(saved, "saved suite"), options.slurm_flags), options)
         suite = parse_suite(raw, str(saved))
         _refuse_other_suite(options, suite)
-        run = Run(suite, raw, folder, _saved_run_id(folder))
+        run = Run(suite, raw, folder, _saved_run_id(folder),
+                  allowed=tuple(dict.fromkeys([*_saved_allowed(folder), *options.allowed])))
     else:
         suite, raw = load_for(options)
         run_id = _new_run_id(suite.name)
         folder = options.out if options.out is not None else output_folder(Path("results") / run_id, "results")
         _refuse_used_out(options, folder)
-        run = Run(suite, raw, folder, run_id)
+        run = Run(suite, raw, folder, run_id, allowed=options.allowed)
     # Rows already in the folder are read before anything is written there: a line that is no row
     # is bad input naming the file and line, and the folder stays as it was.
     run.rows = read_parts(folder, check_cells=True)
@@ -225,6 +231,17 @@ def _saved_run_id(folder: Path) -> str:
         return str(json.loads(path.read_text())["run_id"])
     except (OSError, ValueError, KeyError, TypeError):
         raise BadInput("--resume", f"{path}: not the run record a sweep writes ({{\"run_id\": ...}})") from None
+
+
+def _saved_allowed(folder: Path) -> list[str]:
+    """The pre-flight refusals a run was started with leave to go on (run.json ``allowed``)."""
+    try:
+        allowed = json.loads((folder / "run.json").read_text()).get("allowed", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    from bench.run.preflight import OVERRIDES
+
+    return [name for name in allowed if name in OVERRIDES] if isinstance(allowed, list) else []
 
 
 def _refuse_used_out(options: SweepOptions, folder: Path) -> None:

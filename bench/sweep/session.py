@@ -70,6 +70,8 @@ class Sweep:
     started: float = field(default_factory=time.time)
     #: the pre-flight's record of a GPU suite (bench/run/preflight.py), meta.json's ``preflight``
     preflight: dict | None = None
+    #: the pre-flight refusals let through (--allow-xccl-sockets, --allow-other-mpi), meta.json's ``allowed``
+    allowed: tuple[str, ...] = ()
 
     @classmethod
     def open(cls, options: SweepOptions, where: Where | None = None) -> Sweep:
@@ -87,6 +89,7 @@ class Sweep:
                     folder_flag(options), {row["cell_key"]: row for row in run.rows})
         if options.resume is not None:
             sweep.records = earlier_launches(run.folder)
+        sweep.allowed = run.allowed
         return sweep
 
     @classmethod
@@ -178,7 +181,8 @@ class Sweep:
                           row_extra={"oversubscribed": self.where.load(launch).oversubscribed}, argv=argv, env=env,
                           hosts=list(spread.names),
                           # 0 where Slurm chooses the nodes: no planned placement for the worker to hold it to
-                          ranks_per_host=0 if spread.launcher_spreads else spread.ranks_per_host)
+                          ranks_per_host=0 if spread.launcher_spreads else spread.ranks_per_host,
+                          site_env=self.where.site_env(launch))
 
     def part(self, launch: Launch) -> Path:
         return self.folder / "parts" / f"{launch.launch_id}.jsonl"
@@ -209,7 +213,7 @@ class Sweep:
 
     def start(self) -> None:
         """The run folder made (suite.yaml, run.json): the sweep's first write."""
-        start_folder(self.folder, self.document, self.run_id, self.folder_flag)
+        start_folder(self.folder, self.document, self.run_id, self.folder_flag, self.allowed)
         self.started = time.time()
 
     def finish(self) -> Tables:
@@ -229,6 +233,8 @@ class Sweep:
         }
         if self.preflight is not None:
             meta["preflight"] = self.preflight
+        if self.allowed:  # what the pre-flight would have refused, measured all the same
+            meta["allowed"] = [f"--allow-{name}" for name in self.allowed]
         identity = {"run_id": self.run_id, "suite": self.suite.name, "tool_version": meta["tool_version"],
                     "git_sha": meta["git_sha"], "schema_version": SCHEMA_VERSION}
         results, samples = build_tables(rows, identity)
@@ -266,7 +272,7 @@ def earlier_launches(folder: Path) -> dict[str, dict]:
 def launch_record(plan: LaunchPlan) -> dict:
     """meta.json's record of one launch: the exact command and environment of its MPI job, its hosts."""
     return {"argv": plan.argv, "env": plan.env, "nranks": plan.nranks, "hosts": plan.hosts,
-            "ranks_per_host": plan.ranks_per_host}
+            "ranks_per_host": plan.ranks_per_host, **({"site_env": plan.site_env} if plan.site_env else {})}
 
 
 #: a GPU cell that reached its GPU: it ran its collective there (checked, and timed or found wrong)

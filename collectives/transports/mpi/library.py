@@ -48,16 +48,21 @@ def build_info() -> ModuleType | None:
         return None
 
 
-def _loaded_library() -> tuple[str, str]:
-    """(ABI family, one-line name) of the library mpi4py loads, without initialising MPI."""
+def loaded_mpi_library() -> tuple[str, str]:
+    """``mpi_library()`` of the library mpi4py loads, without initialising MPI (a worker has imported,
+    and initialised, it already)."""
     import mpi4py
 
-    if "mpi4py.MPI" not in sys.modules:  # a worker has imported (and initialised) it already
+    if "mpi4py.MPI" not in sys.modules:
         mpi4py.rc.initialize = False
         mpi4py.rc.finalize = False
-    text = mpi_library_text()
-    name, version = mpi_library()
-    return abi_family(text), f"{name} {version}"
+    return mpi_library()
+
+
+def _loaded_library() -> tuple[str, str]:
+    """(ABI family, one-line name) of the library mpi4py loads, without initialising MPI."""
+    name, version = loaded_mpi_library()
+    return abi_family(mpi_library_text()), f"{name} {version}"
 
 
 @lru_cache(maxsize=1)

@@ -7,6 +7,8 @@ NCCL's debug lines are ``host:pid:tid [dev] NCCL INFO <message>``; the messages 
 - ``NET/Plugin : Plugin load (librccl-net.so) returned 2 : ...``, ``NET/Plugin : No plugin found ...``,
   ``NET/Plugin: Could not find: libnccl-net.so ...`` (no plugin); ``NET/OFI Using aws-ofi-rccl 1.4.0``,
   ``NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8`` (a plugin)
+- ``NET/OFI Unable to find a protocol that worked. Failing initialization.``, ``NET/OFI No eligible
+  providers were found`` (a plugin that loaded and did not start: NCCL goes on over sockets)
 - ``NET/IB : Using [0]mlx5_0:1/IB ...``, ``NET/Socket : Using [0]eth0:10.0.0.1<0>``
 - ``Using network AWS Libfabric`` | ``IB`` | ``Socket``: the one NCCL chose.
 
@@ -34,6 +36,8 @@ _PLUGIN_MISSING = (re.compile(r"Plugin load \(([^)]+)\) returned"),
 _PLUGIN_LOADED = (re.compile(r"Loaded (?:net )?plugin (.+)$"),
                   re.compile(r"Successfully loaded external plugin (\S+)"),
                   re.compile(r"(?:Using|Initializing) (aws-ofi-[nr]ccl \S+)"))
+#: aws-ofi-nccl/rccl's words when it loaded but could not start (no provider, no usable NIC)
+_PLUGIN_FAILED = re.compile(r"(Unable to find a protocol.*|No eligible providers.*|.*[Ff]ailing initialization.*)$")
 #: the plugin each library looks for by default
 DEFAULT_PLUGIN = {"NCCL": "libnccl-net.so", "RCCL": "librccl-net.so"}
 
@@ -47,6 +51,7 @@ class XcclNet:
     plugin: str = ""  # the network plugin it loaded
     missing_plugin: str = ""  # the plugin it looked for and did not find
     interfaces: str = ""  # NET/IB or NET/Socket's "Using ..." devices
+    plugin_failed: str = ""  # why the plugin it loaded did not start (aws-ofi-*'s own words)
 
     @property
     def socket(self) -> bool:
@@ -66,6 +71,11 @@ class XcclNet:
         """The warning for a multi-node launch whose NCCL/RCCL fell back to TCP sockets ("" otherwise)."""
         if not self.socket:
             return ""
+        if self.plugin:  # found, then gave up: the plugin's path is right, its provider or NICs are not
+            failed = f" ({self.plugin_failed})" if self.plugin_failed else ""
+            return (f"{library} uses TCP sockets between nodes (Using network Socket): its network plugin "
+                    f"{self.plugin} loaded but did not start{failed}; check the libfabric it loads (the site's, "
+                    "with the cxi provider on Slingshot) and FI_PROVIDER")
         missing = self.missing_plugin or DEFAULT_PLUGIN.get(library, "the network plugin")
         hint = ("aws-ofi-rccl's lib folder on LD_LIBRARY_PATH (Frontier)" if library == "RCCL"
                 else "the site's NCCL network plugin (e.g. aws-ofi-nccl on Slingshot) on LD_LIBRARY_PATH")
@@ -82,7 +92,7 @@ def _first(patterns: tuple[re.Pattern, ...], text: str) -> str:
 
 def parse(lines: Iterable[str]) -> XcclNet:
     """The network and version one process's NCCL_DEBUG=INFO lines name."""
-    network = version = plugin = missing = interfaces = ""
+    network = version = plugin = missing = interfaces = failed = ""
     for line in lines:
         if not version and (found := _VERSION.search(line)):
             version = found.group(2)
@@ -93,6 +103,9 @@ def parse(lines: Iterable[str]) -> XcclNet:
             continue
         kind, message = found.groups()
         if kind in ("Plugin", "OFI"):
+            if kind == "OFI" and (gave_up := _PLUGIN_FAILED.search(message)):
+                failed = failed or gave_up.group(1).strip().rstrip(".")
+                continue
             if absent := _first(_PLUGIN_MISSING, message):
                 missing = missing or absent
             elif loaded := _first(_PLUGIN_LOADED, message):
@@ -104,7 +117,9 @@ def parse(lines: Iterable[str]) -> XcclNet:
             network = network or kind
     if plugin:  # NCCL tries several names; one loaded
         missing = ""
-    return XcclNet(network, version, plugin, missing, interfaces)
+    if failed and network == "OFI":  # it named no network of its own, and the plugin gave up
+        network = ""
+    return XcclNet(network, version, plugin, missing, interfaces, failed)
 
 
 def capture(env: MutableMapping[str, str] | None = None) -> str | None:

@@ -215,7 +215,7 @@ def test_nodes_flag_runs_only_those_launches(tmp_path):
                                      "implementations": ["xccl"]}))
     one = run_cli("run", "sweep", suite, "--launcher", "mpiexec", "--dry-run", "--nodes", "1", timeout=60)
     assert one.returncode == 0, describe(one)
-    assert "# pre-flight first: one launch shaped as n1-rpn1-h1x1-cuda " in one.stdout, one.stdout
+    assert "#   probe 1: shaped as n1-rpn1-h1x1-cuda " in one.stdout, one.stdout
 
 
 # ---------------------------------------------------------------- the environments kept apart

@@ -109,7 +109,8 @@ def rank(number: int, host: str, **changes) -> dict:
 def xccl_of(text: str) -> dict:
     net = debug_log.parse(text.splitlines())
     return {"network": net.network, "version": net.version, "plugin": net.plugin,
-            "missing_plugin": net.missing_plugin, "interfaces": net.interfaces, "summary": net.summary}
+            "missing_plugin": net.missing_plugin, "interfaces": net.interfaces, "plugin_failed": net.plugin_failed,
+            "summary": net.summary}
 
 
 def verdicts(report: dict, sharing: bool = False, xccl: bool = True) -> dict[str, tuple[str, str]]:
@@ -125,13 +126,55 @@ def test_two_nodes_with_the_plugin_pass():
     assert found["network"][1] == "RCCL 2.18.3+hip6.2 uses AWS Libfabric (aws-ofi-rccl 1.4.0)"
 
 
-def test_two_nodes_over_sockets_warn_naming_the_plugin():
+#: Perlmutter without the plugin: NCCL's own wording, sockets on the Slingshot interfaces
+PERLMUTTER_SOCKET = """\
+nid001234:5501:5501 [0] NCCL INFO NCCL version 2.19.4+cuda12.2
+nid001234:5501:5501 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.
+nid001234:5501:5501 [0] NCCL INFO NET/Socket : Using [0]hsn0:10.249.2.17<0> [1]hsn1:10.249.2.18<0>
+nid001234:5501:5501 [0] NCCL INFO Using network Socket
+"""
+
+
+#: Frontier with aws-ofi-rccl found but no cxi provider in the libfabric it loaded: sockets all the same
+FRONTIER_PLUGIN_FAILED = """\
+frontier00001:41230:41230 [0] NCCL INFO NET/OFI Using aws-ofi-rccl 1.4.0
+frontier00001:41230:41230 [0] NCCL INFO NET/OFI Unable to find a protocol that worked. Failing initialization.
+frontier00001:41230:41230 [0] NCCL INFO NET/Socket : Using [0]hsn0:10.128.0.1<0>
+frontier00001:41230:41230 [0] NCCL INFO Using network Socket
+RCCL version 2.18.3+hip6.2 HEAD:7a84c5d
+"""
+
+
+def test_a_plugin_that_loads_and_gives_up_is_sockets_with_its_reason():
+    net = debug_log.parse(FRONTIER_PLUGIN_FAILED.splitlines())
+    assert net.socket and net.plugin == "aws-ofi-rccl 1.4.0"
+    assert net.plugin_failed == "Unable to find a protocol that worked. Failing initialization"
+    message = verdicts({"ranks": [rank(0, "n1", xccl=xccl_of(FRONTIER_PLUGIN_FAILED)), rank(8, "n2")]})["network"]
+    assert message[0] == "fatal" and "aws-ofi-rccl 1.4.0 loaded but did not start (Unable to find" in message[1]
+    assert "was not found" not in message[1]
+
+
+def test_two_nodes_over_sockets_refuse_naming_the_plugin_and_the_flag():
     ranks = [rank(0, "n1", xccl=xccl_of(FRONTIER_SOCKET)), rank(4, "n2")]
     verdict, message = verdicts({"ranks": ranks})["network"]
-    assert verdict == "warning" and "librccl-net.so was not found" in message
+    assert verdict == "fatal" and "librccl-net.so was not found" in message
+    assert "AWS_OFI" not in message and "aws-ofi-rccl's lib folder on LD_LIBRARY_PATH" in message
+    assert message.endswith("; --allow-xccl-sockets measures it all the same") and "\n" not in message
+    allowed = preflight.judge({"ranks": ranks}, sharing_allowed=False, library="RCCL", xccl=True,
+                              allowed=("xccl-sockets",))
+    let = next(one for one in allowed if one.check == "network")
+    assert let.verdict == "warning" and let.message.endswith("(measured all the same: --allow-xccl-sockets)")
+    nccl = preflight.judge({"ranks": [rank(0, "nid001234", xccl=xccl_of(PERLMUTTER_SOCKET)), rank(4, "nid001235")]},
+                           sharing_allowed=False, library="NCCL", xccl=True)
+    refused = next(one for one in nccl if one.check == "network")
+    assert refused.verdict == "fatal" and "NCCL uses TCP sockets" in refused.message
+    assert "libnccl-net.so was not found" in refused.message
     one_node = verdicts({"ranks": [rank(0, "n1", xccl=xccl_of(FRONTIER_SOCKET)), rank(1, "n1")]})["network"]
     assert one_node[0] == "ok" and "one node" in one_node[1]  # sockets never carry a one-node job's data
     assert verdicts({"ranks": ranks}, xccl=False)["network"][0] == "skipped"
+    # the plugin over Libfabric (NCCL's newer wording too) across nodes: no refusal
+    for text in (FRONTIER_PLUGIN, PLUGIN_LOADED, IB_CLUSTER):
+        assert verdicts({"ranks": [rank(0, "n1", xccl=xccl_of(text)), rank(4, "n2")]})["network"][0] == "ok"
 
 
 def test_shared_gpus_numa_and_a_late_local_rank_are_warned():
@@ -192,7 +235,8 @@ def fake_sweep(output: str, device: str = "rocm", timeout_s: float = 60, then: s
     program = f"import sys, time; sys.stdout.write({output!r}); sys.stdout.flush(); {then or 'pass'}"
     return types.SimpleNamespace(
         suite=types.SimpleNamespace(device=device, timeout_s=timeout_s, gpu_sharing="no"), launches=[launch],
-        job_command=lambda launch, plan, program_argv: ([sys.executable, "-c", program], {}))
+        job_command=lambda launch, plan, program_argv: ([sys.executable, "-c", program], {}), allowed=(),
+        where=types.SimpleNamespace(site=None))
 
 
 class Out:
@@ -211,15 +255,24 @@ def test_a_fatal_verdict_is_bad_input_with_the_fix():
         preflight.run(fake_sweep("MPI_Init: aborting\n"), Out())
 
 
+def test_sockets_across_nodes_stop_the_sweep_before_measuring():
+    report = {"ranks": [rank(0, "n1", xccl=xccl_of(FRONTIER_SOCKET)), rank(8, "n2")]}
+    with pytest.raises(BadInput, match=r"^pre-flight: RCCL uses TCP sockets between nodes .*--allow-xccl-sockets"):
+        preflight.run(fake_sweep(preflight_probe.MARKER + json.dumps(report) + "\n"), Out())
+
+
 def test_warnings_are_printed_and_recorded():
     report = {"ranks": [rank(0, "n1", xccl=xccl_of(FRONTIER_SOCKET)), rank(8, "n2")]}
     out = Out()
-    found = preflight.run(fake_sweep(preflight_probe.MARKER + json.dumps(report) + "\n"), out)
-    record = found.record()
+    sweep = fake_sweep(preflight_probe.MARKER + json.dumps(report) + "\n")
+    sweep.allowed = ("xccl-sockets",)
+    record = preflight.record_of(preflight.run(sweep, out))
     assert record["launch_id"] == "n16-rpn8-rocm" and len(record["ranks"]) == 2
+    assert [one["launch_id"] for one in record["probes"]] == ["n16-rpn8-rocm"] and record["with_xccl"]
     assert [warning.split(":")[0] for warning in record["warnings"]] == ["network"]
-    assert any("pre-flight network" in line and "librccl-net.so" in line for line in out.lines)
-    assert preflight.run(fake_sweep("", device="host"), out) is None  # no GPU suite: nothing started
+    assert any("pre-flight network: warning" in line and "(n16-rpn8-rocm)" in line and "librccl-net.so" in line
+               for line in out.lines)
+    assert preflight.run(fake_sweep("", device="host"), out) == []  # no GPU suite: nothing started
 
 
 def test_a_launch_that_hangs_is_killed_and_fatal():
@@ -250,6 +303,7 @@ def test_a_job_of_some_node_counts_is_probed_as_its_own_largest_launch():
     command = sweep.job_command
     sweep.job_command = lambda launch, plan, program: (asked.append(launch.launch_id), command(launch, plan,
                                                                                                  program))[1]
-    assert preflight.run(sweep, Out(), [small]).record()["launch_id"] == "n8-rpn8-rocm"
-    assert preflight.run(sweep, Out()).record()["launch_id"] == "n16-rpn8-rocm"
-    assert asked == ["n8-rpn8-rocm", "n16-rpn8-rocm"]
+    assert preflight.record_of(preflight.run(sweep, Out(), [small]))["launch_id"] == "n8-rpn8-rocm"
+    asked.clear()
+    assert preflight.record_of(preflight.run(sweep, Out()))["launch_id"] == "n16-rpn8-rocm"
+    assert asked[-1] == "n16-rpn8-rocm"  # (the others: the launches' environments, read to group them)
