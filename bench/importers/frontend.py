@@ -353,7 +353,7 @@ def ranks_from_bandwidth(collective: str, pairs: list[tuple[str, str]]) -> tuple
         if n_high < math.inf:
             used += 1
         low, high = max(low, n_low), min(high, n_high)
-        if high < math.inf and math.ceil(low - 1e-9) > math.floor(high + 1e-9):
+        if high < math.inf and (low == math.inf or math.ceil(low - 1e-9) > math.floor(high + 1e-9)):
             raise ValueError(f"busbw/algbw {busbw}/{algbw} fits no rank count the rows before it allow")
     if low == math.inf:
         return None, used

@@ -263,8 +263,8 @@ def _text_ranks(h: TextHeader, source: str, collective: str, options: ImportOpti
     pairs = [pair for shape in _shapes(h) for pair in shape.bandwidths]
     try:
         from_bandwidth, rows = ranks_from_bandwidth(collective, pairs)
-    except ValueError as error:
-        raise BadInput(source, f"{error}: rows of different rank counts? pass --nranks") from None
+    except ValueError:  # the printed bandwidths fit no one count: they decide nothing
+        from_bandwidth, rows = None, 0
     if spread and len(h.implied) == 1 and next(iter(h.implied)) >= 1:
         implied = next(iter(h.implied))
         if from_bandwidth is not None and from_bandwidth != implied:
