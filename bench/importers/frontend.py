@@ -21,6 +21,7 @@ thousands of runs is read a bounded number of times, never held whole).
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ from bench.importers.inputs import (
     looks_like,
     open_binary,
 )
+from bench.importers.kinds import kind as kind_of
 
 #: one prefix a launcher or terminal puts before a tool's line; stripped repeatedly from the start
 PREFIX = re.compile(
@@ -269,3 +271,91 @@ def _head_text(path: str, _mtime_ns: int, _size: int, size: int) -> bytes:
         return data
     text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").split("\n")
     return "\n".join(clean(line) for line in text).encode()
+
+
+# --- what a table says of itself: the collective from its rows' shape, the rank count from its bandwidths ---
+
+#: a file name's common spellings of a collective (a hint the user gave): matched between non-letters
+NAME_HINTS: tuple[tuple[str, re.Pattern], ...] = tuple((collective, re.compile(rf"(?<![a-z])(?:{pattern})(?![a-z])"))
+                                                       for collective, pattern in (
+    ("allreduce", r"all[_-]?reduce|ar"), ("allgather", r"all[_-]?gather|ag"),
+    ("reduce_scatter", r"reduce[_-]?scatter|rs"), ("alltoall", r"all[_-]?to[_-]?all|a2a"),
+    ("sendrecv", r"send[_-]?recv"), ("broadcast", r"broadcast|bcast"), ("reduce", r"reduce"),
+    ("gather", r"gather"), ("scatter", r"scatter")))
+
+
+def name_hint(source: str) -> tuple[str, str] | None:
+    """(collective, evidence) a file name spells, None when it spells none (or two)."""
+    name = os.path.basename(source).lower()
+    found = []
+    for collective, pattern in NAME_HINTS:
+        if match := pattern.search(name):
+            found.append((collective, match.group(0)))
+            name = name[:match.start()] + " " + name[match.end():]  # "all_reduce" is no "reduce" too
+    if len(found) != 1:
+        return None
+    return found[0][0], f"the file name {os.path.basename(source)!r}"
+
+
+@dataclass(frozen=True)
+class RowShape:
+    """What one result row says of its collective: size / (count x type size), redop, root (None:
+    the layout has no such column), the printed algbw and busbw (tokens, for their digits)."""
+
+    ratio: int
+    dtype: str
+    redop: str | None
+    root: int | None
+    bandwidths: tuple[tuple[str, str], ...] = ()
+
+
+def shape_candidates(shape: RowShape) -> tuple[list[str], str]:
+    """(the collectives a row of this shape can be, why): nccl-tests' print format (common.cu)."""
+    reduces = shape.redop is not None and shape.redop != "none"
+    rooted = shape.root is not None and shape.root >= 0
+    said = f"size/count/sizeof({shape.dtype}) = {shape.ratio}" + (f" with redop {shape.redop}" if shape.redop else "") \
+        + (f", root {shape.root}" if shape.root is not None else "")
+    if shape.ratio == 1:
+        if reduces:
+            return (["reduce"] if rooted else ["allreduce", "sendrecv"] if shape.root is None or shape.root < 0
+                    else ["allreduce"]), said
+        return (["broadcast"] if rooted else ["sendrecv"]), said
+    if reduces:
+        return ["reduce_scatter"], said
+    return (["gather", "scatter"] if rooted else ["allgather", "alltoall"]), said
+
+
+def _printed_half(token: str) -> float:
+    return 0.5 * 10 ** -(len(token) - token.index(".") - 1) if "." in token else 0.5
+
+
+def ranks_from_bandwidth(collective: str, pairs: list[tuple[str, str]]) -> tuple[int | None, int]:
+    """(the rank count busbw / algbw decides across all rows, the rows that bound it) for a collective
+    whose factor is scale * (n-1)/n; None when the digits leave more than one (or no) count. Raises
+    ValueError when two rows contradict each other."""
+    found = kind_of(collective)
+    if not found.spread or not found.busbw_scale:
+        return None, 0
+    scale = found.busbw_scale
+    low, high, used = 1.0, math.inf, 0
+    for algbw, busbw in pairs:
+        try:
+            a, b = float(algbw), float(busbw)
+        except ValueError:
+            continue
+        da, db = _printed_half(algbw), _printed_half(busbw)
+        if a - da <= 0 or not math.isfinite(a) or not math.isfinite(b):
+            continue
+        ratio_low, ratio_high = max(b - db, 0.0) / (a + da), (b + db) / (a - da)
+        # ratio = scale (n-1)/n  <=>  n = scale / (scale - ratio)
+        n_low = scale / (scale - ratio_low) if ratio_low < scale else math.inf
+        n_high = scale / (scale - ratio_high) if ratio_high < scale else math.inf
+        if n_high < math.inf:
+            used += 1
+        low, high = max(low, n_low), min(high, n_high)
+        if high < math.inf and (low == math.inf or math.ceil(low - 1e-9) > math.floor(high + 1e-9)):
+            raise ValueError(f"busbw/algbw {busbw}/{algbw} fits no rank count the rows before it allow")
+    if low == math.inf:
+        return None, used
+    first, last = math.ceil(low - 1e-9), math.floor(high + 1e-9) if high < math.inf else None
+    return (first if last == first else None), used

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from bench.errors import BadInput
-from bench.importers.frontend import Part
+from bench.importers.frontend import Part, RowShape, name_hint, ranks_from_bandwidth, shape_candidates
 from bench.importers.inputs import NCCL_TESTS, NoResults, hint_of
 from bench.importers.inputs import count as whole
 from bench.importers.kinds import kind as kind_of
@@ -21,7 +21,7 @@ from bench.importers.nccl_fields import (
     choose_collective,
     decode_version,
 )
-from bench.importers.nccl_lines import HEADER, columns_of, layout_of, parse_data_line
+from bench.importers.nccl_lines import HEADER, columns_of, columns_without_header, layout_of, parse_data_line
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: "#  Rank  0 Group  0 Pid  41721 on     nid001 device  0 [0x07] ..." (nccl-tests >= 2.13), and without
@@ -45,6 +45,9 @@ class _Run:
     pids: dict[int, set[str]] = field(default_factory=dict)
     hosts: set[str] = field(default_factory=set)
 
+
+#: result lines whose shape and bandwidths are read for the collective and the rank count
+MAX_SAMPLES = 512
 
 #: distinct host names a log may name (a union over its runs; each a rank's host)
 MAX_HOSTS = 1 << 16
@@ -74,6 +77,7 @@ class TextHeader:
     header_line: int = 0
     data_lines: int = 0  # lines that look like results (size count type)
     implied: set[int] = field(default_factory=set)  # size // (count * type size) of those lines
+    samples: list[list[str]] = field(default_factory=list)  # the first result lines' tokens (the row shape)
 
     def end_run(self, source: str) -> None:
         """Fold the run just read into the summary."""
@@ -136,12 +140,14 @@ def scan_text(numbered: Iterable[tuple[int, str]], source: str) -> TextHeader:
                 h.tool = f"{found.group(1)} {found.group(2)}"
         elif h.tool is None and stripped.startswith("rccl-tests") and (found := TOOL_VERSION.match(stripped)):
             h.tool = f"{found.group(1)} {found.group(2)}"
-        elif h.data_lines < 2 or (not h.rank_lines and len(h.implied) < 2):
+        elif h.data_lines < MAX_SAMPLES or (not h.rank_lines and len(h.implied) < 2):
             # the first result-looking lines, and the rank count their sizes imply (rank lines lacking)
             tokens = stripped.split(None, 3)
             if len(tokens) >= 3 and tokens[2] in DTYPES and tokens[0].isascii() and tokens[0].isdigit() \
                     and tokens[1].isascii() and tokens[1].isdigit() and len(tokens[0]) < 20 and len(tokens[1]) < 20:
                 h.data_lines += 1
+                if len(h.samples) < MAX_SAMPLES:
+                    h.samples.append(stripped.split())
                 size, count = int(tokens[0]), int(tokens[1])
                 if count:  # size = count * itemsize * nranks
                     h.implied.add(size // (count * ITEMSIZE[DTYPES[tokens[2]]]))
@@ -163,7 +169,68 @@ def _text_collective(h: TextHeader, source: str, options: ImportOptions) -> tupl
     if options.collective:
         return options.collective, None
     candidates = [c for c in (h.starting, h.test_name) if c is not None]
-    return choose_collective(candidates, source)
+    if candidates or not h.samples:
+        return choose_collective(candidates, source)
+    return _shape_collective(h, source)
+
+
+def _shapes(h: TextHeader) -> list[RowShape]:
+    """The shape of each sampled result line (its layout from the header, else from its own columns)."""
+    shapes = []
+    for tokens in h.samples:
+        columns = h.columns or (columns_without_header(tokens) if len(tokens) >= 4 else None)
+        if not columns:
+            continue
+        preamble = columns[:next((i for i, c in enumerate(columns) if c in ("time", "cputime")), len(columns))]
+        count = int(tokens[1])
+        if not count or len(tokens) < len(preamble):
+            continue
+        ratio = int(tokens[0]) // (count * ITEMSIZE[DTYPES[tokens[2]]])
+        redop = tokens[preamble.index("redop")] if "redop" in preamble else None
+        root_token = tokens[preamble.index("root")] if "root" in preamble else None
+        root = int(root_token) if root_token and root_token.lstrip("-").isdigit() else None
+        block = columns[len(preamble):]
+        pairs = []
+        if "algbw" in block and "busbw" in block:
+            width = len(block) // 2 if block.count("time") > 1 else len(block)
+            for start in range(len(preamble), len(tokens) - width + 1, width):
+                algbw, busbw = start + block.index("algbw"), start + block.index("busbw")
+                if busbw < len(tokens):
+                    pairs.append((tokens[algbw], tokens[busbw]))
+        shapes.append(RowShape(ratio, tokens[2], redop, root, tuple(pairs)))
+    return shapes
+
+
+def _shape_collective(h: TextHeader, source: str) -> tuple[str, str]:
+    """The collective the rows' shape leaves, with the file name's hint where the shape allows two;
+    BadInput naming the candidates where nothing decides."""
+    shapes = _shapes(h)
+    if not shapes:
+        return choose_collective([], source)
+    sized = [s for s in shapes if s.ratio > 1] or shapes  # a 1-rank gather has ratio 1 too
+    candidates, said = shape_candidates(sized[0])
+    for other in sized[1:]:
+        if shape_candidates(other)[0] != candidates:
+            raise BadInput(source, f"result lines of different shapes ({said}; {shape_candidates(other)[1]}): "
+                                   "a log of several tests? import each on its own, or pass --collective")
+    if len(candidates) > 1 and "allreduce" in candidates:  # sendrecv's busbw = algbw; all-reduce's only at 2 ranks
+        pairs = [pair for s in shapes for pair in s.bandwidths]
+        try:
+            if ranks_from_bandwidth("allreduce", pairs)[0] not in (None, 2):
+                candidates = ["allreduce"]
+        except ValueError:
+            candidates = ["sendrecv"]
+    hint = name_hint(source)
+    if len(candidates) == 1:
+        if hint and hint[0] != candidates[0]:
+            raise BadInput(source, f"{hint[1]} says {hint[0]} but the rows are {candidates[0]} ({said}): "
+                                   "pass --collective")
+        return candidates[0], f"the row shape: {said}"
+    if hint and hint[0] in candidates:
+        return hint[0], f"{hint[1]} (the row shape, {said}, fits {' or '.join(candidates)})"
+    raise BadInput(source, f"the row shape ({said}) fits {' or '.join(candidates)}"
+                           + (f", not {hint[0]} as {hint[1]} says" if hint else "")
+                           + f": pass --collective {candidates[0]} (or {', '.join(candidates[1:])})")
 
 
 def _text_ranks(h: TextHeader, source: str, collective: str, options: ImportOptions) -> tuple[int, str | None]:
@@ -176,6 +243,11 @@ def _text_ranks(h: TextHeader, source: str, collective: str, options: ImportOpti
                                + (f" in the run from line {line}" if h.runs > 1 else "")
                                + ": nccl-tests was built without MPI, so each process ran alone; rebuild with "
                                  "MPI=1 (or pass --nranks for what was meant)")
+    if h.runs > 1 and h.rank_counts == {1: next(iter(h.rank_counts.values()))} and h.threads_gpus \
+            and h.threads_gpus[1] == 1:
+        raise BadInput(source, f"{h.runs} tables of 1 rank each: nccl-tests was built without MPI and started under "
+                               "mpirun, so every process ran its own 1-rank test; rebuild with MPI=1 (or import "
+                               "one table with --nranks 1)")
     if len(h.rank_counts) > 1:
         shown = " and ".join(f"{n} (the run from line {line})" for n, line in h.rank_counts.items())
         raise BadInput(source, f"runs of different rank counts in one file: {shown} '#  Rank' lines; import each "
@@ -188,8 +260,20 @@ def _text_ranks(h: TextHeader, source: str, collective: str, options: ImportOpti
             evidence += f" ({text}: {nranks // per_process or 1} processes)"
         return nranks, evidence
     spread = kind_of(collective).ranks_in_total
+    pairs = [pair for shape in _shapes(h) for pair in shape.bandwidths]
+    try:
+        from_bandwidth, rows = ranks_from_bandwidth(collective, pairs)
+    except ValueError:  # the printed bandwidths fit no one count: they decide nothing
+        from_bandwidth, rows = None, 0
     if spread and len(h.implied) == 1 and next(iter(h.implied)) >= 1:
-        return next(iter(h.implied)), "size / (count * type size) of the result lines"
+        implied = next(iter(h.implied))
+        if from_bandwidth is not None and from_bandwidth != implied:
+            raise BadInput(source, f"size/count says {implied} ranks but busbw/algbw says {from_bandwidth}: "
+                                   "pass --nranks (or --collective)")
+        return implied, "size / (count * type size) of the result lines"
+    if from_bandwidth is not None:
+        factor = "2(n-1)/n" if kind_of(collective).busbw_scale == 2 else "(n-1)/n"
+        return from_bandwidth, f"busbw/algbw = {factor} in {rows} result lines"
     raise BadInput(source, "cannot tell how many ranks ran (no '#  Rank N ... device' lines"
                            + ("" if spread else f", and {collective} sizes do not tell") + "): pass --nranks")
 

@@ -71,7 +71,6 @@ def test_rank_count_from_sizes_when_rank_lines_are_missing(tmp_path, capsys):
 
 @pytest.mark.parametrize("source, drop, flag", [
     (NCCL / "all_gather_perf.txt", r"Collective test starting", "--collective"),
-    (NCCL / "all_reduce_perf.txt", r"#\s*Rank\s+\d", "--nranks"),  # all-reduce sizes do not tell either
     (OSU / "osu_allgather_full.txt", None, "--nranks"),  # OMB never prints a rank count
     (OSU / "osu_allgather_full.txt", r"# OSU", "--collective"),
 ])
