@@ -13,12 +13,12 @@
 #                                    in this namespace: tests reach the cluster through `exec`), down
 #                                    again if this call brought it up; exits with CMD's status
 #
-# No systemd: the daemons run from this script (proctrack/linuxproc, task/affinity as the sites bind
-# CPUs, munge with its own key and socket). Nothing listens outside the lab's namespaces, and
+# No systemd: the daemons run from this script (proctrack/linuxproc, task/cgroup + task/affinity as
+# the sites, munge with its own key and socket). Nothing listens outside the lab's namespaces, and
 # /etc/slurm is never touched: every Slurm command gets SLURM_CONF. State lives in $PCCL_SLURM_STATE
 # (/var/lib/pccl-slurm). GPU GRES (gres/gpu) on both nodes, stand-in device files under
-# $STATE/dev: what Slurm sets in a GPU step (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES) is real
-# (tests/bench/run/test_slurm_gpus.py). PCCL_SLURM_TASK_PLUGIN=task/cgroup,task/affinity tries cgroups.
+# $STATE/dev: what Slurm sets in a GPU step (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES) and which
+# device files its cgroup lets a task open are real (tests/bench/run/test_slurm_gpus.py).
 # The cluster is named "pccl-local"; the test suite runs its Slurm tests only against it.
 set -euo pipefail
 
@@ -34,7 +34,14 @@ NODES=(n1 n2)
 # -c 7 x 8), slots only: the kernel intersects a task's mask with this machine's CPUs
 declare -A NODE_GPUS=([n1]=4 [n2]=8)
 declare -A NODE_CPUS=([n1]=128 [n2]=64)
-TASK_PLUGIN=${PCCL_SLURM_TASK_PLUGIN:-task/affinity}
+# as NERSC and OLCF: cgroups (ConstrainCores, ConstrainDevices: a task opens only its step's GPUs)
+# and affinity; PCCL_SLURM_TASK_PLUGIN=task/affinity or task/none to compare
+# (where cgroup v1's devices controller is mounted writable; else affinity alone)
+if [ -w /sys/fs/cgroup/devices ] && [ -w /sys/fs/cgroup/cpuset ]; then
+    TASK_PLUGIN=${PCCL_SLURM_TASK_PLUGIN:-task/cgroup,task/affinity}
+else
+    TASK_PLUGIN=${PCCL_SLURM_TASK_PLUGIN:-task/affinity}
+fi
 READY_TIMEOUT_S=60
 PY=${PCCL_PYTHON:-$ROOT/.venv/bin/python}
 [ -x "$PY" ] || PY=python3
@@ -105,7 +112,7 @@ write_gres() {
         files="$STATE/dev/$node/nvidia[0-$((NODE_GPUS[$node] - 1))]"
         echo "NodeName=$node Name=gpu File=$files" >>"$STATE/gres.conf"
     done
-    # read by task/cgroup only (PCCL_SLURM_TASK_PLUGIN=task/cgroup,task/affinity)
+    # read by task/cgroup (cgroup v1 here: /sys/fs/cgroup/<controller>/slurm_<node>)
     printf 'CgroupPlugin=cgroup/v1\nConstrainCores=yes\nConstrainDevices=yes\n' >"$STATE/cgroup.conf"
 }
 
@@ -206,6 +213,11 @@ down() {
         timeout 10 "$0" exec scancel --partition=debug >/dev/null 2>&1 || true
     fi
     lab down >/dev/null 2>&1 || true
+    # task/cgroup leaves its (empty) per-node folders behind
+    local node
+    for node in "${NODES[@]}"; do
+        find /sys/fs/cgroup/*/"slurm_$node" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
     say "down"
 }
 

@@ -15,9 +15,11 @@ step that fits.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, describe, run_cli
@@ -43,10 +45,12 @@ def fitted(argv: list[str]) -> list[str]:
     return [*kept, "--cpu-bind=none"]
 
 
-def tasks(argv: list[str], device: str, exported: dict[str, str] | None = None) -> list[dict]:
-    """What each task of the step printed, in local-rank order."""
+def tasks(argv: list[str], device: str, exported: dict[str, str] | None = None,
+          entry: list[str] | None = None) -> list[dict]:
+    """What each task of the step printed (``entry``, by default the worker's choice for ``device``),
+    in local-rank order."""
     env = [f"{name}={value}" for name, value in (exported or {}).items()]
-    command = [*on_cluster(), "env", *env, *argv, *ENTRY, device]
+    command = [*on_cluster(), "env", *env, *argv, *(entry or [*ENTRY, device])]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, f"{shlex.join(command)}\n{done.stdout}\n{done.stderr}"
     found = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -82,3 +86,38 @@ def test_first_cores_take_gpu_3():
     seen = tasks(step, "cuda", {"PCCL_BENCH_GPU_MAP": "3,2,1,0", "CUDA_VISIBLE_DEVICES": "3,2,1,0"})
     assert [(one["cpus"], one["visible"], one["gpu"]) for one in seen] == [
         ("0", "CUDA_VISIBLE_DEVICES=0,1,2,3", "3"), ("1", "CUDA_VISIBLE_DEVICES=0,1,2,3", "2")]
+
+
+STATE = Path(os.environ.get("PCCL_SLURM_STATE", "/var/lib/pccl-slurm"))
+#: in a task: its visible GPUs and what opening each of the node's device files gives (ENXIO: the
+#: cgroup lets it through to a device with no driver behind it; EPERM: the cgroup refuses it)
+OPENS = ("import errno, json, os, sys\n"
+         "folder = sys.argv[1]\n"
+         "def opened(name):\n"
+         "    try:\n"
+         "        os.close(os.open(os.path.join(folder, name), os.O_RDONLY))\n"
+         "        return 'opened'\n"
+         "    except OSError as error:\n"
+         "        return errno.errorcode[error.errno]\n"
+         "print(json.dumps({'local_rank': int(os.environ['SLURM_LOCALID']),\n"
+         "                  'visible': os.environ.get('CUDA_VISIBLE_DEVICES'),\n"
+         "                  'opens': [opened(name) for name in sorted(os.listdir(folder))]}))\n")
+
+
+def test_per_task_gpus_hide_the_peers_gpus():
+    """Why the profiles ask --gpus-per-node and choose in the worker: with --gpus-per-task=1 and
+    task/cgroup's ConstrainDevices each task may open its own GPU only (Cray MPICH's CUDA IPC
+    to a peer's GPU fails); with --gpus-per-node=4 every task reaches all four."""
+    config = subprocess.run([*on_cluster(), "scontrol", "show", "config"], capture_output=True, text=True,
+                            timeout=30, stdin=subprocess.DEVNULL).stdout
+    if "task/cgroup" not in config:
+        pytest.skip("the cluster runs without task/cgroup (scripts/local-slurm.sh: no writable cgroup v1 here)")
+    folder = STATE / "dev" / "n1"
+    base = ["srun", "--nodelist=n1", "--nodes=1", "--ntasks=2", "--cpus-per-task=1"]
+    shared = tasks([*base, "--gpus-per-node=4"], "", entry=[sys.executable, "-c", OPENS, str(folder)])
+    assert [(one["visible"], one["opens"]) for one in shared] == [("0,1,2,3", ["ENXIO"] * 4)] * 2
+    alone = tasks([*base, "--gpus-per-task=1"], "", entry=[sys.executable, "-c", OPENS, str(folder)])
+    assert [one["visible"] for one in alone] == ["0", "0"]  # each its own GPU, renumbered from 0
+    assert [one["opens"].count("ENXIO") for one in alone] == [1, 1]
+    assert [one["opens"].count("EPERM") for one in alone] == [3, 3]
+    assert alone[0]["opens"] != alone[1]["opens"]
