@@ -76,6 +76,10 @@ def test_frontier_step_takes_the_gcd_of_the_local_rank():
     # ROCm filters by ROCR_VISIBLE_DEVICES, which gres/gpu sets as well: all 8 GCDs, each rank its own
     assert {one["visible"].split("; ")[0] for one in seen} == {"ROCR_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"}
     assert [one["gpu"] for one in seen] == [str(gcd) for gcd in range(8)]
+    # the masks go by local rank, as --cpu-bind=mask_cpu does on Frontier (two that fit this machine)
+    masked = tasks(["srun", "--nodelist=n2", "--nodes=1", "--ntasks=2", "--cpus-per-task=1",
+                    "--cpu-bind=mask_cpu:0x2,0x1", "--gpus-per-node=8"], "rocm")
+    assert [(one["cpus"], one["gpu"]) for one in masked] == [("1", "0"), ("0", "1")]
 
 
 def test_first_cores_take_gpu_3():
