@@ -98,7 +98,9 @@ node_lines() {
 }
 
 # gres.conf: each node's GPUs as character devices under $STATE/dev/<node> (NVIDIA's major 195; no
-# driver behind them), AutoDetect=off: slurmd takes the list as given
+# driver behind them: opening one gives ENXIO), AutoDetect=off: slurmd takes the list as given.
+# Regular files will not do: slurmd logs "... is not a valid character or block device, fix your
+# gres.conf" and every task gets CUDA_VISIBLE_DEVICES empty
 write_gres() {
     local node gpu files
     : >"$STATE/gres.conf"
@@ -107,7 +109,8 @@ write_gres() {
         rm -rf "$STATE/dev/$node"
         mkdir -p "$STATE/dev/$node"
         for ((gpu = 0; gpu < NODE_GPUS[$node]; gpu++)); do
-            mknod "$STATE/dev/$node/nvidia$gpu" c 195 "$gpu"
+            mknod "$STATE/dev/$node/nvidia$gpu" c 195 "$gpu" \
+                || fail "mknod $STATE/dev/$node/nvidia$gpu failed: Slurm's GPU GRES needs character devices"
         done
         files="$STATE/dev/$node/nvidia[0-$((NODE_GPUS[$node] - 1))]"
         echo "NodeName=$node Name=gpu File=$files" >>"$STATE/gres.conf"
@@ -200,7 +203,7 @@ up() {
     lab up "${#NODES[@]}" --prefix n >/dev/null || fail "the lab did not come up (pccl-bench lab up)"
     write_munge_key
     write_conf
-    write_gres
+    (write_gres) || { down >/dev/null; exit 1; }
     if ! { start_daemons && wait_ready; }; then
         down >/dev/null
         fail "the cluster did not come up within ${READY_TIMEOUT_S} s; logs in $STATE/log"
