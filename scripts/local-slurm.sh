@@ -13,9 +13,12 @@
 #                                    in this namespace: tests reach the cluster through `exec`), down
 #                                    again if this call brought it up; exits with CMD's status
 #
-# No systemd: the daemons run from this script (proctrack/linuxproc, task/none, munge with its own
-# key and socket). Nothing listens outside the lab's namespaces, and /etc/slurm is never touched:
-# every Slurm command gets SLURM_CONF. State lives in $PCCL_SLURM_STATE (/var/lib/pccl-slurm).
+# No systemd: the daemons run from this script (proctrack/linuxproc, task/cgroup + task/affinity as
+# the sites, munge with its own key and socket). Nothing listens outside the lab's namespaces, and
+# /etc/slurm is never touched: every Slurm command gets SLURM_CONF. State lives in $PCCL_SLURM_STATE
+# (/var/lib/pccl-slurm). GPU GRES (gres/gpu) on both nodes, stand-in device files under
+# $STATE/dev: what Slurm sets in a GPU step (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES) and which
+# device files its cgroup lets a task open are real (tests/bench/run/test_slurm_gpus.py).
 # The cluster is named "pccl-local"; the test suite runs its Slurm tests only against it.
 set -euo pipefail
 
@@ -26,6 +29,19 @@ MUNGE_SOCKET=$STATE/munge/munge.socket.2
 CLUSTER=pccl-local
 LAB=slurm
 NODES=(n1 n2)
+# GPU GRES per node (stand-in device files, nothing opens them): n1 a Perlmutter-like node (4 GPUs),
+# n2 a Frontier-like one (8 GCDs); CPUs per node as many as those sites' steps ask for (-c 32 x 4,
+# -c 7 x 8), slots only: the kernel intersects a task's mask with this machine's CPUs
+declare -A NODE_GPUS=([n1]=4 [n2]=8)
+declare -A NODE_CPUS=([n1]=128 [n2]=64)
+# as NERSC and OLCF: cgroups (ConstrainCores, ConstrainDevices: a task opens only its step's GPUs)
+# and affinity; PCCL_SLURM_TASK_PLUGIN=task/affinity or task/none to compare
+# (where cgroup v1's devices controller is mounted writable; else affinity alone)
+if [ -w /sys/fs/cgroup/devices ] && [ -w /sys/fs/cgroup/cpuset ]; then
+    TASK_PLUGIN=${PCCL_SLURM_TASK_PLUGIN:-task/cgroup,task/affinity}
+else
+    TASK_PLUGIN=${PCCL_SLURM_TASK_PLUGIN:-task/affinity}
+fi
 READY_TIMEOUT_S=60
 PY=${PCCL_PYTHON:-$ROOT/.venv/bin/python}
 [ -x "$PY" ] || PY=python3
@@ -74,10 +90,33 @@ write_munge_key() {
 node_lines() {
     local index=0 node
     for node in "${NODES[@]}"; do
-        # CPUs: slots, not cores (config_overrides): room for a few ranks per node
-        echo "NodeName=$node NodeHostname=$node NodeAddr=10.77.0.$((11 + index)) CPUs=8 RealMemory=1000 State=UNKNOWN"
+        # CPUs: slots, not cores (config_overrides)
+        echo "NodeName=$node NodeHostname=$node NodeAddr=10.77.0.$((11 + index)) CPUs=${NODE_CPUS[$node]}" \
+            "Gres=gpu:${NODE_GPUS[$node]} RealMemory=1000 State=UNKNOWN"
         index=$((index + 1))
     done
+}
+
+# gres.conf: each node's GPUs as character devices under $STATE/dev/<node> (NVIDIA's major 195; no
+# driver behind them: opening one gives ENXIO), AutoDetect=off: slurmd takes the list as given.
+# Regular files will not do: slurmd logs "... is not a valid character or block device, fix your
+# gres.conf" and every task gets CUDA_VISIBLE_DEVICES empty
+write_gres() {
+    local node gpu files
+    : >"$STATE/gres.conf"
+    echo "AutoDetect=off" >>"$STATE/gres.conf"
+    for node in "${NODES[@]}"; do
+        rm -rf "$STATE/dev/$node"
+        mkdir -p "$STATE/dev/$node"
+        for ((gpu = 0; gpu < NODE_GPUS[$node]; gpu++)); do
+            mknod "$STATE/dev/$node/nvidia$gpu" c 195 "$gpu" \
+                || fail "mknod $STATE/dev/$node/nvidia$gpu failed: Slurm's GPU GRES needs character devices"
+        done
+        files="$STATE/dev/$node/nvidia[0-$((NODE_GPUS[$node] - 1))]"
+        echo "NodeName=$node Name=gpu File=$files" >>"$STATE/gres.conf"
+    done
+    # read by task/cgroup (cgroup v1 here: /sys/fs/cgroup/<controller>/slurm_<node>)
+    printf 'CgroupPlugin=cgroup/v1\nConstrainCores=yes\nConstrainDevices=yes\n' >"$STATE/cgroup.conf"
 }
 
 write_conf() {
@@ -101,7 +140,8 @@ SlurmdPidFile=$STATE/slurmd-%n.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=$TASK_PLUGIN
+GresTypes=gpu
 SwitchType=switch/none
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
@@ -163,6 +203,7 @@ up() {
     lab up "${#NODES[@]}" --prefix n >/dev/null || fail "the lab did not come up (pccl-bench lab up)"
     write_munge_key
     write_conf
+    (write_gres) || { down >/dev/null; exit 1; }
     if ! { start_daemons && wait_ready; }; then
         down >/dev/null
         fail "the cluster did not come up within ${READY_TIMEOUT_S} s; logs in $STATE/log"
@@ -175,6 +216,11 @@ down() {
         timeout 10 "$0" exec scancel --partition=debug >/dev/null 2>&1 || true
     fi
     lab down >/dev/null 2>&1 || true
+    # task/cgroup leaves its (empty) per-node folders behind
+    local node
+    for node in "${NODES[@]}"; do
+        find /sys/fs/cgroup/*/"slurm_$node" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
     say "down"
 }
 

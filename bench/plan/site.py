@@ -31,6 +31,7 @@ from bench.plan.slurm_options import option_name, sbatch_option, srun_option
 from bench.plan.suite import _env_problem, _env_value, _pydantic_error_line
 from bench.plan.suite_files import read_yaml
 from collectives.memory import device_kinds
+from collectives.memory.backends import ENV_GPU_MAP
 from collectives.schedules.tuning import AUTO
 
 #: the placeholders a profile's value may hold, filled per launch
@@ -230,6 +231,10 @@ class Site(Strict):
     sources: list[Annotated[str, Field(min_length=1, max_length=1000)]] = Field(default_factory=list)
     #: GPUs (or GCDs) per node: ``{gpus_per_node}`` in a value
     gpus_per_node: int | None = Field(None, ge=1)
+    #: GPU suites: the GPU local rank k takes, an index into the GPUs it sees (all of the node's), as
+    #: ``$PCCL_BENCH_GPU_MAP``; empty: local rank k takes GPU k. Not CUDA_VISIBLE_DEVICES: Slurm's
+    #: gres/gpu sets that per step and an exported reordering never reaches the ranks
+    gpu_map: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
     batch: Batch = Batch()
     #: srun options of every launch (``--launcher srun``, and srun inside the batch job)
     srun: list[Annotated[str, AfterValidator(_srun_option)]] = Field(default_factory=list)
@@ -253,6 +258,9 @@ class Site(Strict):
             raise ValueError("{gpus_per_node} is used but gpus_per_node is not given")
         if self.facts.node is None and self.cpu.node is None and any("{cpus_per_task}" in text for text in texts):
             raise ValueError("{cpus_per_task} is used but facts.node (the node's cores) is not given")
+        if self.gpu_map and sorted(self.gpu_map) != list(range(self.gpus_per_node or 0)):
+            raise ValueError(f"gpu_map: {self.gpu_map} is not an order of the {self.gpus_per_node or 0} GPUs of "
+                             "gpus_per_node (each index 0..gpus_per_node-1 once)")
         return self
 
     def for_device(self, device: str) -> Site:
@@ -304,6 +312,8 @@ class Site(Strict):
             env.update(block.mpi)
             if vendor:
                 env.update(block.xccl)
+        if self.gpu_map and any(cell.device in device_kinds() for cell in launch.cells):
+            env[ENV_GPU_MAP] = ",".join(str(index) for index in self.gpu_map)
         return {name: self.fill_for(value, launch) for name, value in env.items()}
 
     def batch_options(self, launches: list[Launch], given: tuple[str, ...] = ()) -> list[str]:

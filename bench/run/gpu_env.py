@@ -111,7 +111,8 @@ def gpu_rows() -> list[Row]:
     else:
         rows.append(("GPU", f"{found.count} {device} device(s) [{_names(found.count)}], {found.runtime}, "
                             f"CuPy {found.cupy_version}", found.how))
-    rows.append(("GPU binding", devices.binding_text(override), f"${devices.ENV_GPU} or the suite's gpu_bind"))
+    rows.append(("GPU binding", devices.binding_text(override, os.environ.get(devices.ENV_GPU_MAP)),
+                 f"${devices.ENV_GPU} or the suite's gpu_bind; ${devices.ENV_GPU_MAP} or the site's gpu_map"))
     rows.append(local_rank_row(device))
     library = xccl.info(device)
     if library.reason:

@@ -6,7 +6,8 @@ device executor's logic runs in tests on machines without a GPU (never reported
 as a GPU: the harness only opens CuPy backends for ``cuda``/``rocm`` cells).
 
 Every rank binds to one GPU: its local rank (the launcher's variable before MPI_Init, binding.py;
-else a shared-memory split of the communicator) modulo the GPUs it sees, or the index in ``$PCCL_BENCH_GPU``.
+else a shared-memory split of the communicator) modulo the GPUs it sees, or the index in ``$PCCL_BENCH_GPU``;
+a site profile's ``gpu_map`` (``$PCCL_BENCH_GPU_MAP``) maps the local rank to the index it takes.
 All GPU work of a rank goes to one stream of its own; ``synchronize`` waits for it.
 """
 
@@ -20,6 +21,9 @@ import numpy as np
 GPU_DEVICES = ("cuda", "rocm")
 #: GPU binding override: "local" (local rank modulo the visible GPUs) or a device index
 ENV_GPU = "PCCL_BENCH_GPU"
+#: a site's GPU per local rank, an index into the visible GPUs ("3,2,1,0": local rank 0 takes the
+#: fourth); Slurm sets CUDA_VISIBLE_DEVICES per step, so an exported reordering never reaches the rank
+ENV_GPU_MAP = "PCCL_BENCH_GPU_MAP"
 INSTALL_HINT = "install the [gpu] extra, pip install -e '.[gpu]' (ROCm: a ROCm build of CuPy)"
 
 
@@ -90,13 +94,29 @@ def probe(device: str) -> GpuProbe:
     return GpuProbe(device, "", count, runtime, cupy.__version__, how)
 
 
-def choose_device(local_rank: int, count: int, override: str | None = None) -> int:
-    """The GPU index of a rank: local rank modulo ``count``, or the override (an index)."""
+def parse_gpu_map(text: str | None) -> list[int]:
+    """``$PCCL_BENCH_GPU_MAP`` as indices ([] where unset or empty)."""
+    words = [word.strip() for word in (text or "").split(",") if word.strip()]
+    if not all(word.isdigit() for word in words):
+        raise ValueError(f"{ENV_GPU_MAP}={text!r}: expected device indices separated by commas")
+    return [int(word) for word in words]
+
+
+def choose_device(local_rank: int, count: int, override: str | None = None, gpu_map: str | None = None) -> int:
+    """The GPU index of a rank: local rank modulo ``count``, the site's map entry for the local rank
+    (``gpu_map``, the value of ``$PCCL_BENCH_GPU_MAP``), or the override (an index, which wins)."""
     if count < 1:
         raise ValueError("no GPU to bind to")
     text = (override or "local").strip()
     if text == "local":
-        return local_rank % count
+        mapped = parse_gpu_map(gpu_map)
+        if not mapped:
+            return local_rank % count
+        index = mapped[local_rank % len(mapped)]
+        if index >= count:
+            raise ValueError(f"{ENV_GPU_MAP}={gpu_map}: local rank {local_rank} takes device {index}, "
+                             f"but this rank sees only {count} device(s)")
+        return index
     if not text.isdigit():
         raise ValueError(f"{ENV_GPU}={override!r}: expected 'local' or a device index")
     index = int(text)
@@ -105,8 +125,15 @@ def choose_device(local_rank: int, count: int, override: str | None = None) -> i
     return index
 
 
-def binding_text(override: str | None) -> str:
+def device_choice(local_rank: int, count: int, env) -> int:
+    """``choose_device`` with the override and the site's map read from ``env``."""
+    return choose_device(local_rank, count, env.get(ENV_GPU), env.get(ENV_GPU_MAP))
+
+
+def binding_text(override: str | None, gpu_map: str | None = None) -> str:
     if (override or "local").strip() == "local":
+        if parse_gpu_map(gpu_map):
+            return f"local rank k takes visible GPU [{gpu_map}][k] (the site's gpu_map, {ENV_GPU_MAP})"
         return "local rank modulo the visible GPUs"
     return f"device {override} on every rank ({ENV_GPU})"
 

@@ -83,7 +83,7 @@ def bind_before_init(device: str, env: Mapping[str, str] | None = None,
         binding.count, binding.reason = found.count, found.reason
         if not found.reason:
             try:
-                binding.index = devices.choose_device(local, found.count, env.get(devices.ENV_GPU))
+                binding.index = devices.device_choice(local, found.count, env)
                 binding.backend = make_backend(device, binding.index)
             except Exception as error:  # a bad override, a device that refuses a context
                 binding.reason = f"cannot use GPU: {type(error).__name__}: {error}"
@@ -183,3 +183,43 @@ def placement_facts(device: str, index: int, bus_id: str | None, env: Mapping[st
     cpus = own_cpus()
     return {"index": index, "pci_bus_id": bus_id, "numa_node": node, "cpus": cpulist_text(cpus),
             "cpus_near_gpu": cpus_near_gpu(cpus, node, sysfs), "visible": visible_devices(device, env)}
+
+
+# ---------------------------------------------------------------------------- without a GPU
+
+
+def visible_ids(device: str, env: Mapping[str, str]) -> list[str]:
+    """The device ids the first set visibility variable lists (``CUDA_VISIBLE_DEVICES=0,1,2,3``), in
+    its order: what the runtime numbers 0, 1, ... ([] where none is set)."""
+    for name in VISIBLE_VARIABLES.get(device, ()):
+        if name in env:
+            return [word.strip() for word in env[name].split(",") if word.strip()]
+    return []
+
+
+def planned_choice(device: str, env: Mapping[str, str]) -> dict:
+    """Which GPU this rank would take, from its environment alone (no GPU, no MPI): the local rank
+    and its variable, the visible ids, the index ``bind_before_init`` would choose among them and
+    the id it names, and the CPUs the launcher left the process. ``python -m
+    collectives.memory.binding {cuda|rocm}`` prints it as one JSON line (tests under srun)."""
+    local, source = launcher_local_rank(env)
+    ids = visible_ids(device, env)
+    facts = {"device": device, "local_rank": local, "local_rank_from": source, "visible": visible_devices(device, env),
+             "visible_ids": ids, "cpus": cpulist_text(own_cpus()), "index": None, "gpu": None, "reason": ""}
+    if local is None:
+        facts["reason"] = source
+        return facts
+    try:
+        facts["index"] = devices.device_choice(local, len(ids), env)
+    except ValueError as error:
+        facts["reason"] = str(error)
+        return facts
+    facts["gpu"] = ids[facts["index"]]
+    return facts
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(planned_choice(sys.argv[1] if len(sys.argv) > 1 else "cuda", os.environ)), flush=True)

@@ -124,7 +124,7 @@ def local_facts(device: str, topo, host: str, env: Mapping[str, str], backend) -
         facts["reason"] = found.reason
         if not found.reason:
             try:
-                facts["index"] = devices.choose_device(local, found.count, env.get(devices.ENV_GPU))
+                facts["index"] = devices.device_choice(local, found.count, env)
                 backend = devices.CupyBackend(device, facts["index"])
             except Exception as error:  # a bad override, a device that refuses a context
                 facts["reason"] = f"cannot use GPU: {type(error).__name__}: {error}"
@@ -208,7 +208,8 @@ def open_device(topo, device: str, env: Mapping[str, str] | None = None, backend
     context = DeviceContext(
         device, reason, gpu_aware.GpuAwareness(aware, how),
         xccl.XcclInfo(info.library, info.version, _agreed([f["xccl"] for f in everyone])),
-        None if reason else backend, facts["index"], devices.binding_text(env.get(devices.ENV_GPU)),
+        None if reason else backend, facts["index"],
+        devices.binding_text(env.get(devices.ENV_GPU), env.get(devices.ENV_GPU_MAP)),
         _shared_gpu_reasons(topo, [f["identity"] for f in everyone], info.library),
         placements=placements, local_rank_from=everyone[0]["local_rank_from"],
     )

@@ -251,6 +251,19 @@ def write_site(tmp_path: Path, **changes) -> Path:
     return path
 
 
+def test_the_gpu_map_reaches_gpu_launches_only(tmp_path):
+    site = load_site(str(write_site(tmp_path, gpu_map=[3, 2, 1, 0])), "test")
+    envs = {}
+    for device in ("cuda", "host"):
+        suite = parse_suite({"name": "s", "collectives": ["allreduce"], "implementations": ["mpi"], "device": device,
+                             "ranks": [4], "ranks_per_node": 4, "sizes": {"min": "8B", "max": "8B"}}, "s.yaml")
+        launch = Sweep.of(suite, Where(HostPlan(source="srun", launcher_nodes=True), Srun("mpich"),
+                                       site=site)).launches[0]
+        envs[device] = site.launch_env(launch)
+    assert envs["cuda"]["PCCL_BENCH_GPU_MAP"] == "3,2,1,0"
+    assert "PCCL_BENCH_GPU_MAP" not in envs["host"]
+
+
 def test_values_follow_the_node_count(tmp_path):
     site = load_site(str(write_site(tmp_path)), "test")
     suite = parse_suite({"name": "s", "collectives": ["allreduce"], "implementations": ["xccl"], "device": "cuda",
@@ -287,6 +300,8 @@ def test_launcher_options_come_from_the_site_and_the_suite_wins_by_name(tmp_path
     ({"colour": "red"}, "colour: unknown field"),
     ({"mpiexec": ["--bind-to core"]}, "one mpiexec argument per list item"),
     ({"batch": {"prologue": ["a\nb"]}}, "control character"),
+    ({"gpu_map": [3, 2, 1, 1]}, "gpu_map: [3, 2, 1, 1] is not an order of the 4 GPUs of gpus_per_node"),
+    ({"gpu_map": [1, 0]}, "is not an order of the 4 GPUs"),
 ])
 def test_bad_profile_is_one_line(tmp_path, changes, message):
     path = write_site(tmp_path, **changes)

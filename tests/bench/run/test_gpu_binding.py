@@ -121,6 +121,29 @@ def test_early_binding_takes_the_local_rank_modulo_the_visible_gpus():
     assert override.index == 0
 
 
+def test_early_binding_follows_the_sites_map():
+    env = {devices.ENV_GPU_MAP: "3,2,1,0", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    chosen = [binding.bind_before_init("cuda", {**env, "SLURM_LOCALID": str(local)}, fake_probe(4),
+                                       lambda device, index: index).index for local in range(4)]
+    assert chosen == [3, 2, 1, 0]
+
+
+def test_planned_choice_needs_no_gpu():
+    env = {"SLURM_LOCALID": "1", "CUDA_VISIBLE_DEVICES": "4,5,6,7", devices.ENV_GPU_MAP: "3,2,1,0"}
+    facts = binding.planned_choice("cuda", env)
+    assert (facts["local_rank"], facts["visible_ids"], facts["index"], facts["gpu"], facts["reason"]) == (
+        1, ["4", "5", "6", "7"], 2, "6", "")
+    rocm = binding.planned_choice("rocm", {"SLURM_LOCALID": "7", "ROCR_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"})
+    assert (rocm["index"], rocm["gpu"]) == (7, "7")
+    assert "sees only 4" in binding.planned_choice("cuda", {**env, devices.ENV_GPU: "4"})["reason"]
+    assert binding.planned_choice("cuda", {})["reason"].startswith("none of SLURM_LOCALID")
+
+
+def test_the_rows_say_the_sites_map_chose_the_gpu():
+    _, context = device_context(["0000:01:00.0", "0000:02:00.0"], {devices.ENV_GPU_MAP: "1,0"})
+    assert "the site's gpu_map" in context.columns()["gpu_binding"]
+
+
 def test_without_a_launcher_variable_nothing_is_bound_before_mpi_init():
     bound = binding.bind_before_init("cuda", {}, lambda device: pytest.fail("probed"),
                                      lambda d, i: pytest.fail("bound"))

@@ -107,8 +107,30 @@ def test_choose_device_refuses(count, override, message):
         devices.choose_device(0, count, override)
 
 
+@pytest.mark.parametrize(("local", "count", "override", "gpu_map", "index"), [
+    (0, 4, None, "3,2,1,0", 3), (3, 4, "local", "3,2,1,0", 0), (5, 4, None, "3,2,1,0", 2),
+    (1, 4, "0", "3,2,1,0", 0),  # an index (the suite's gpu_bind) wins over the site's map
+    (1, 4, None, "", 1),
+])
+def test_choose_device_with_the_sites_map(local, count, override, gpu_map, index):
+    assert devices.choose_device(local, count, override, gpu_map) == index
+
+
+def test_the_sites_map_refuses_what_the_rank_cannot_see():
+    with pytest.raises(ValueError, match=r"local rank 0 takes device 3, but this rank sees only 2"):
+        devices.choose_device(0, 2, None, "3,2,1,0")
+    with pytest.raises(ValueError, match="expected device indices"):
+        devices.choose_device(0, 4, None, "3;2")
+
+
+def test_device_choice_reads_the_environment():
+    env = {devices.ENV_GPU_MAP: "3,2,1,0"}
+    assert [devices.device_choice(local, 4, env) for local in range(4)] == [3, 2, 1, 0]
+
+
 def test_binding_text():
     assert "local rank" in devices.binding_text(None)
+    assert "[3,2,1,0][k]" in devices.binding_text(None, "3,2,1,0")
     assert devices.binding_text("2") == f"device 2 on every rank ({devices.ENV_GPU})"
 
 
