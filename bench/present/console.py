@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -39,6 +40,9 @@ PLACEMENTS = ("out_of_place", "in_place")
 PLACEMENT_TITLES = {"out_of_place": "out-of-place", "in_place": "in-place"}
 #: a line's columns for one placement
 CELL_COLUMNS = ("time us p50", "busbw GB/s", "#wrong", "vs mpi")
+#: the same, two placements side by side: the placement heads its block (a table 130 columns wide,
+#: a non-terminal's, holds both blocks and a pccl-hier label untruncated)
+SIDE_BY_SIDE_COLUMNS = ("time\nus p50", "busbw\nGB/s", "#wrong\n", "vs mpi\n")
 #: what pairs one cell's placements on a line: the cell key but the placement (and the size, grouped apart)
 PAIR_KEY = tuple(name for name in CELL_KEY if name not in ("placement", "count_per_rank"))
 
@@ -85,13 +89,19 @@ def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,
         caption = "; ".join(notes) + (f"\n{CELL_UNSURE_NOTE}" if unsure else "")
         # names from the table are data: escaped for Rich markup, escape sequences shown as text
         title = "  ".join(map(console_text, (collective, f"{nranks} ranks / {nnodes} nodes", device, f"{dtype} {op}")))
-        table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+        table = Table(title=title, title_justify="left", caption=caption, caption_justify="left",
+                      **({"box": box.SIMPLE_HEAD} if side_by_side else {}))
         for name in ("size", "count", "implementation"):
-            table.add_column(name, justify="left" if name == "implementation" else "right")
+            table.add_column(name, justify="left" if name == "implementation" else "right",
+                             no_wrap=name == "implementation")
         for placement in placements:
-            for name in CELL_COLUMNS:
-                title_of = PLACEMENT_TITLES.get(placement, console_text(str(placement)))
-                table.add_column(f"{title_of}\n{name}" if side_by_side else name, justify="right")
+            if not side_by_side:
+                for name in CELL_COLUMNS:
+                    table.add_column(name, justify="right")
+                continue
+            title_of = PLACEMENT_TITLES.get(placement, console_text(str(placement)))
+            for position, name in enumerate(SIDE_BY_SIDE_COLUMNS):
+                table.add_column(f"{title_of if position == 0 else ''}\n{name}", justify="right")
         for cells, last in rows:
             table.add_row(*cells, end_section=last)
         tables.append(table)
