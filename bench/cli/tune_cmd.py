@@ -30,7 +30,9 @@ def tune(
     table = Table("collective", "impl", "ranks", "nodes", "size", "choice", "us p50", "runner-up", "margin")
     for e in entries:
         # names come from the results table: escaped, or `[/x]` would crash the print
-        table.add_row(console_text(e["collective"]), console_text(e["impl"]), str(e["nranks"]), str(e["nnodes"]),
+        # an in-place entry says so after its collective (its own entry: bench.judge.tune keeps placements apart)
+        collective = e["collective"] + (" (in place)" if e["placement"] == "in_place" else "")
+        table.add_row(console_text(collective), console_text(e["impl"]), str(e["nranks"]), str(e["nnodes"]),
                       format_size(e["bytes_total"]), console_text(e["choice"]), f"{e['time_us_p50']:.2f}",
                       console_text(e["runner_up"] or "-"), f"{e['margin']:.2f}x" if e["margin"] else "-")
     console = Console()

@@ -8,7 +8,8 @@ from bench.errors import BadInput
 
 #: implementations whose schedule ``auto`` chooses, and the column that names the choice
 TUNABLE = ("pccl-flat", "pccl-hier")
-GROUP = ["collective", "impl", "nranks", "nnodes", "bytes_total"]
+#: placements kept apart: in place a schedule moves other bytes, and `auto` looks up its own placement
+GROUP = ["collective", "impl", "placement", "nranks", "nnodes", "bytes_total"]
 
 
 def _choice(row) -> str:
@@ -16,13 +17,15 @@ def _choice(row) -> str:
 
 
 def derive(results: pd.DataFrame) -> list[dict]:
-    """The fastest median per (collective, impl, ranks, nodes, size), with its margin over the runner-up."""
+    """The fastest median per (collective, impl, placement, ranks, nodes, size), with its margin over the runner-up."""
     frame = results[(results["status"] == "ok") & results["impl"].isin(TUNABLE)]
     frame = frame[~frame["algorithm"].eq("auto") & ~frame["intra"].eq("auto") & ~frame["inter"].eq("auto")]
     if frame.empty:
         raise BadInput("tune", "no ok pccl-flat or pccl-hier cells to tune from")
-    frame = frame.assign(choice=[_choice(row) for row in frame.itertuples()])
-    # Several runs or placements of one choice: the median of its medians, so that one lucky run on a
+    frame = frame.assign(choice=[_choice(row) for row in frame.itertuples()],
+                         placement=(frame["placement"] if "placement" in frame else pd.Series("out_of_place",
+                                    index=frame.index)).fillna("out_of_place"))
+    # Several runs of one choice: the median of its medians, so that one lucky run on a
     # noisy machine does not pick it (the best of them did: benchmarks/data/lab/earlier-takes.md, the in-place re-take).
     best = frame.groupby([*GROUP, "choice"], as_index=False)["time_us_p50"].median()
     entries = []
@@ -31,7 +34,7 @@ def derive(results: pd.DataFrame) -> list[dict]:
         winner = ranked.iloc[0]
         runner_up = ranked.iloc[1] if len(ranked) > 1 else None
         entries.append({
-            **{name: (int(value) if name != "collective" and name != "impl" else value)
+            **{name: (int(value) if name not in ("collective", "impl", "placement") else value)
                for name, value in zip(GROUP, key, strict=True)},
             "choice": winner["choice"], "time_us_p50": float(winner["time_us_p50"]),
             "runner_up": None if runner_up is None else runner_up["choice"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -34,43 +35,99 @@ def _label(row) -> str:
     return name if row.placement == "out_of_place" else f"{name} (in place)"
 
 
+#: the placements side by side, out-of-place first (as nccl-tests prints them)
+PLACEMENTS = ("out_of_place", "in_place")
+PLACEMENT_TITLES = {"out_of_place": "out-of-place", "in_place": "in-place"}
+#: a line's columns for one placement
+CELL_COLUMNS = ("time us p50", "busbw GB/s", "#wrong", "vs mpi")
+#: the same, two placements side by side: the placement heads its block (a table 130 columns wide,
+#: a non-terminal's, holds both blocks and a pccl-hier label untruncated)
+SIDE_BY_SIDE_COLUMNS = ("time\nus p50", "busbw\nGB/s", "#wrong\n", "vs mpi\n")
+#: what pairs one cell's placements on a line: the cell key but the placement (and the size, grouped apart)
+PAIR_KEY = tuple(name for name in CELL_KEY if name not in ("placement", "count_per_rank"))
+
+
 def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,
                    intervals: Intervals | None = None) -> list[Table]:
     """Per collective and shape, one line per size and implementation (as nccl-tests prints sizes):
     median time, bus bandwidth, #wrong, and the speedup over ``mpi`` at the same size, marked
-    ``?`` where it is unsure (bench.results.speedup; ``samples`` give the intervals, unless given)."""
+    ``?`` where it is unsure (bench.results.speedup; ``samples`` give the intervals, unless given).
+    Where a table has both placements, each line holds both, as nccl-tests prints them: the
+    out-of-place columns, then the in-place columns (each against ``mpi`` of its own placement)."""
     tables = []
     if results.empty:
         return tables
     intervals = median_intervals(samples) if intervals is None else intervals
     frame = _one_line_per_cell(results)
-    frame = frame.assign(label=[_label(row) for row in frame.itertuples()])
     timing = "time = median of per-iteration max over ranks"
     if len(frame) < len(results):
         timing += ", then the median over the cell's repeats"
     for (collective, nranks, nnodes, device, dtype, op), group in frame.groupby(
         ["collective", "nranks", "nnodes", "device", "dtype", "op"], sort=False
     ):
+        placements = placements_of(group)
+        side_by_side = len(placements) > 1
+        group = group.assign(label=[impl_label(row) if side_by_side else _label(row) for row in group.itertuples()])
         rows, unsure = [], False
         for (size, count), cells in group.groupby(["bytes_total", "count_per_rank"], sort=True):
             baselines = {row.placement: row for row in cells.itertuples() if row.impl == BASELINE_IMPL}
-            for position, row in enumerate(cells.itertuples()):
+            lines = _lines(cells)
+            for position, (label, by_placement) in enumerate(lines):
                 first = position == 0
-                ratio, sure = _speedup(baselines.get(row.placement), row, intervals)
-                unsure |= not sure
+                texts = []
+                for placement in placements:
+                    row = by_placement.get(placement)
+                    if row is None:
+                        texts += ["", "", "", ""]
+                        continue
+                    ratio, sure = _speedup(baselines.get(placement), row, intervals)
+                    unsure |= not sure
+                    texts += [*_cell_text(row), ratio]
                 rows.append(([format_size(int(size)) if first else "", str(count) if first else "",
-                              console_text(row.label), *_cell_text(row), ratio], position == len(cells) - 1))
+                              console_text(label), *texts], position == len(lines) - 1))
         notes = (["pccl-hier:<inter>/<intra> phases"] if group["impl"].eq("pccl-hier").any() else []) + [timing]
         caption = "; ".join(notes) + (f"\n{CELL_UNSURE_NOTE}" if unsure else "")
         # names from the table are data: escaped for Rich markup, escape sequences shown as text
         title = "  ".join(map(console_text, (collective, f"{nranks} ranks / {nnodes} nodes", device, f"{dtype} {op}")))
-        table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
-        for name in ("size", "count", "implementation", "time us p50", "busbw GB/s", "#wrong", "vs mpi"):
-            table.add_column(name, justify="left" if name == "implementation" else "right")
+        table = Table(title=title, title_justify="left", caption=caption, caption_justify="left",
+                      **({"box": box.SIMPLE_HEAD} if side_by_side else {}))
+        for name in ("size", "count", "implementation"):
+            table.add_column(name, justify="left" if name == "implementation" else "right",
+                             no_wrap=name == "implementation")
+        for placement in placements:
+            if not side_by_side:
+                for name in CELL_COLUMNS:
+                    table.add_column(name, justify="right")
+                continue
+            title_of = PLACEMENT_TITLES.get(placement, console_text(str(placement)))
+            for position, name in enumerate(SIDE_BY_SIDE_COLUMNS):
+                table.add_column(f"{title_of if position == 0 else ''}\n{name}", justify="right")
         for cells, last in rows:
             table.add_row(*cells, end_section=last)
         tables.append(table)
     return tables
+
+
+def placements_of(group: pd.DataFrame) -> list[str]:
+    """The placements of a table's rows, out-of-place first, then in-place, then any other (an import's)."""
+    present = list(dict.fromkeys(group["placement"].fillna("out_of_place")))
+    return [name for name in PLACEMENTS if name in present] + [name for name in present if name not in PLACEMENTS]
+
+
+def _lines(cells: pd.DataFrame) -> list[tuple[str, dict]]:
+    """One size's cells as lines: (label, {placement: row}), a cell's placements on one line, in the
+    order the cells come."""
+    lines: dict[tuple, tuple[str, dict]] = {}
+    pair = [name for name in PAIR_KEY if name in cells]
+    for row in cells.itertuples():
+        key = (row.label, *(str(getattr(row, name)) for name in pair))
+        placement = row.placement if isinstance(row.placement, str) else "out_of_place"
+        label, by_placement = lines.setdefault(key, (row.label, {}))
+        if placement in by_placement:  # one placement twice (e.g. two runs' rows that differ elsewhere)
+            lines[(*key, len(lines))] = (row.label, {placement: row})
+        else:
+            by_placement[placement] = row
+    return list(lines.values())
 
 
 def verdict_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,

@@ -22,6 +22,7 @@ from bench.judge.gate_output import (
 )
 from bench.plan.sizes import format_size
 from bench.present import plot as plots
+from bench.present.console import PLACEMENT_TITLES, placements_of
 from bench.present.report_doc import Details, Document, Image, Paragraph, Section, TableBlock
 from bench.results.runset import RunSet
 from bench.results.speedup import UNSURE_NOTE, Speedup
@@ -128,19 +129,33 @@ def _fastest_vs_baseline(cells: pd.DataFrame, best: str, baseline: str) -> Speed
 
 
 def _summary_table(group: pd.DataFrame, baseline: str) -> tuple[TableBlock, bool]:
-    """The table, and whether any of its speedups is unsure."""
+    """The table, and whether any of its speedups is unsure. Both placements side by side, as
+    nccl-tests prints them: the out-of-place columns (each label's time, the fastest, its speedup),
+    then the in-place ones; a placement is never pooled with the other."""
     labels = sorted(group["label"].unique(), key=lambda label: (label != baseline, label))
-    grid = group.pivot_table(index="bytes_total", columns="label", values="time_us", aggfunc="median")[labels]
-    rows, unsure = [], False
-    for size, times in grid.iterrows():
-        best = times.idxmin() if times.notna().any() else "-"
-        estimate = _fastest_vs_baseline(group[group["bytes_total"].eq(size)], best, baseline) \
-            if baseline in times and pd.notna(times.get(baseline)) else None
-        unsure |= estimate is not None and not estimate.sure
-        rows.append([format_size(int(size)), *[f"{value:.2f}" if pd.notna(value) else "" for value in times],
-                     best, estimate.text() if estimate else ""])
-    header = ["size", *[f"{label} µs" for label in labels], "fastest", f"fastest vs {baseline}"]
-    return TableBlock(header, rows, numeric=set(range(1, len(labels) + 1)) | {len(labels) + 2}), unsure
+    placements = placements_of(group)
+    side_by_side = len(placements) > 1
+    sizes = sorted(group["bytes_total"].unique())
+    header, numeric, columns, unsure = ["size"], set(), [], False
+    for placement in placements:
+        part = group[group["placement"].fillna("out_of_place").eq(placement)]
+        grid = part.pivot_table(index="bytes_total", columns="label", values="time_us", aggfunc="median")
+        grid = grid.reindex(index=sizes, columns=labels)
+        suffix = f" ({PLACEMENT_TITLES.get(placement, placement)})" if side_by_side else ""
+        texts = []
+        for size, times in grid.iterrows():
+            best = times.idxmin() if times.notna().any() else "-"
+            estimate = _fastest_vs_baseline(part[part["bytes_total"].eq(size)], best, baseline) \
+                if baseline in times and pd.notna(times.get(baseline)) else None
+            unsure |= estimate is not None and not estimate.sure
+            texts.append([*[f"{value:.2f}" if pd.notna(value) else "" for value in times], best,
+                          estimate.text() if estimate else ""])
+        numeric |= set(range(len(header), len(header) + len(labels))) | {len(header) + len(labels) + 1}
+        header += [*[f"{label} µs{suffix}" for label in labels], f"fastest{suffix}", f"fastest vs {baseline}{suffix}"]
+        columns.append(texts)
+    rows = [[format_size(int(size)), *[text for part in columns for text in part[index]]]
+            for index, size in enumerate(sizes)]
+    return TableBlock(header, rows, numeric=numeric), unsure
 
 
 def summary_section(frame: pd.DataFrame, baseline: str) -> Section:

@@ -18,7 +18,8 @@ class FlatSchedule(Implementation):
     def algorithm(self, call: CallSpec) -> str:
         name = call.algorithm or self.default_algorithm
         if name == tuning.AUTO:
-            return tuning.choose(call.collective, self.name, call.nranks, call.nnodes, call.bytes_total)
+            return tuning.choose(call.collective, self.name, call.nranks, call.nnodes, call.bytes_total,
+                                 in_place=call.in_place)
         return name
 
     def unsupported_reason(self, call, context=HOST):

@@ -38,7 +38,8 @@ class Hierarchical(Implementation):
         intra, inter = call.intra or self.default_intra, call.inter or self.default_inter
         if tuning.AUTO in (intra, inter):
             tuned_inter, _, tuned_intra = tuning.choose(
-                call.collective, self.name, call.nranks, call.nnodes, call.bytes_total).partition("/")
+                call.collective, self.name, call.nranks, call.nnodes, call.bytes_total, in_place=call.in_place
+            ).partition("/")
             intra = tuned_intra if intra == tuning.AUTO else intra
             inter = tuned_inter if inter == tuning.AUTO else inter
         return intra, inter

@@ -2,8 +2,11 @@
 
 A tuning table is a JSON list of entries, each the measured (or shipped) winner of
 one cell: collective, impl, nranks, nnodes, bytes_total, choice (an algorithm for
-pccl-flat, ``inter/intra`` for pccl-hier). A lookup takes the entries of the same
-collective and implementation at the nearest rank count (then node count, on a
+pccl-flat, ``inter/intra`` for pccl-hier), and the placement it was measured in
+(``out_of_place``/``in_place``; an entry without one, as in the shipped table, holds for
+both). A lookup takes the entries of the same collective, implementation and placement
+(those of the call's placement where the table has any, else those without one) at the
+nearest rank count (then node count, on a
 log scale), and among them the smallest size >= the requested one (else the
 largest). ``pccl-bench tune RESULTS`` writes a table from measured sweeps.
 
@@ -53,10 +56,14 @@ def _distance(a: int, b: int) -> float:
 
 
 def choose(collective: str, impl: str, nranks: int, nnodes: int, bytes_total: int,
-           table: tuple[dict, ...] | None = None) -> str:
+           table: tuple[dict, ...] | None = None, in_place: bool = False) -> str:
     """The tuned choice for one call; ValueError if the table has nothing for it."""
     entries = [e for e in (table if table is not None else load_table())
                if e["collective"] == collective and e["impl"] == impl]
+    # a placement's own entries, never the other's: in place a schedule moves different bytes
+    placement = "in_place" if in_place else "out_of_place"
+    own = [e for e in entries if e.get("placement") == placement]
+    entries = own or [e for e in entries if e.get("placement") in (None, "")]
     if not entries:
         raise ValueError(f"the tuning table {table_path()} has no entry for {impl} {collective}")
     best_ranks = min({e["nranks"] for e in entries}, key=lambda n: (_distance(n, nranks), n))

@@ -73,3 +73,34 @@ def test_derive_picks_fastest_median_with_margin() -> None:
     hier = next(e for e in entries if e["impl"] == "pccl-hier")
     assert hier["choice"] == "rd/ring" and hier["runner_up"] is None
     json.dumps(entries)  # the table is plain JSON
+
+
+def test_derive_keeps_placements_apart_and_auto_reads_its_own() -> None:
+    """In place ring wins, out of place rd: two entries, and each placement's lookup gets its own."""
+    base = {"collective": "allreduce", "impl": "pccl-flat", "nranks": 4, "nnodes": 1, "bytes_total": 4096,
+            "status": "ok", "intra": "", "inter": ""}
+    frame = pd.DataFrame([
+        {**base, "placement": "out_of_place", "algorithm": "rd", "time_us_p50": 5.0},
+        {**base, "placement": "out_of_place", "algorithm": "ring", "time_us_p50": 9.0},
+        {**base, "placement": "in_place", "algorithm": "rd", "time_us_p50": 8.0},
+        {**base, "placement": "in_place", "algorithm": "ring", "time_us_p50": 4.0},
+    ])
+    entries = derive(frame)
+    by_placement = {e["placement"]: e for e in entries}
+    assert len(entries) == 2 and by_placement["out_of_place"]["choice"] == "rd"
+    assert by_placement["in_place"]["choice"] == "ring" and by_placement["in_place"]["margin"] == pytest.approx(2.0)
+    table = tuple(entries)
+    assert tuning.choose("allreduce", "pccl-flat", 4, 1, 4096, table) == "rd"
+    assert tuning.choose("allreduce", "pccl-flat", 4, 1, 4096, table, in_place=True) == "ring"
+    # a table without placements (the shipped one) holds for both
+    assert tuning.choose("allgather", "pccl-flat", 4, 1, 8, TABLE, in_place=True) == "rd"
+
+
+def test_an_in_place_call_resolves_auto_from_its_own_entry(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "t.json"
+    tuning.write_table([dict(TABLE[0], placement="out_of_place", choice="bruck"),
+                        dict(TABLE[0], placement="in_place", choice="ring")], path, "test")
+    monkeypatch.setenv("PCCL_BENCH_TUNING", str(path))
+    assert get("pccl-flat").describe(CallSpec("allgather", 4, 2, algorithm="auto")).resolved_algorithm == "bruck"
+    in_place = CallSpec("allgather", 4, 2, algorithm="auto", in_place=True)
+    assert get("pccl-flat").describe(in_place).resolved_algorithm == "ring"

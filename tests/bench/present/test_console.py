@@ -131,3 +131,27 @@ def test_the_pccl_hier_note_only_under_tables_with_pccl_hier_rows():
     hier = pd.DataFrame([row("mpi"), row("pccl-hier", time_us=5.0, inter="rd", intra="ring")])
     text = rendered_with(hier, None)
     assert "pccl-hier:<inter>/<intra> phases" in text and "pccl-hier:rd/ring" in text
+
+
+def test_both_placements_side_by_side_out_of_place_first_each_against_its_own_mpi():
+    """As nccl-tests prints them: one line per implementation, out-of-place columns then in-place."""
+    results = pd.DataFrame([row("pccl-flat", time_us=4.0, placement="in_place"),
+                            row("mpi", time_us=10.0), row("pccl-flat", time_us=5.0),
+                            row("mpi", time_us=12.0, placement="in_place")])
+    tables = screen.summary_tables(results)
+    headers = [" ".join(str(column.header).split()) for column in tables[0].columns]
+    rest = [" ".join(name.split()) for name in screen.SIDE_BY_SIDE_COLUMNS[1:]]
+    assert headers[3:] == ["out-of-place time us p50", *rest, "in-place time us p50", *rest]
+    text = rendered(results)
+    lines = [line for line in text.splitlines() if "pccl-flat" in line or "mpi" in line.split()[:3]]
+    assert len(lines) == 2 and "(in place)" not in text
+    cells = next(line for line in lines if "pccl-flat" in line).split()
+    # pccl-flat: 5.00 out of place (mpi 10: 2x), then 4.00 in place (mpi 12: 3x)
+    assert cells[cells.index("5.00") + 3] == "2.00x?" and cells[cells.index("4.00") + 3] == "3.00x?"
+    assert cells.index("5.00") < cells.index("4.00")
+
+
+def test_one_placement_alone_keeps_the_one_block_of_columns():
+    results = pd.DataFrame([row("mpi", placement="in_place"), row("pccl-flat", time_us=5.0, placement="in_place")])
+    headers = [str(column.header) for column in screen.summary_tables(results)[0].columns]
+    assert headers[3:] == list(screen.CELL_COLUMNS) and "pccl-flat:ring (in place)" in rendered(results)

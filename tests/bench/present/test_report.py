@@ -57,3 +57,20 @@ def test_provenance_of_an_import_counts_the_cells_of_all_its_runs(tmp_path, name
     markdown = (out / "report" / "report.md").read_text()
     [row] = [line for line in markdown.splitlines() if line.startswith("| import-nccl-tests-")]
     assert "| NCCL 2.18.3 |" in row and f"| {cells} ok |" in row, row
+
+
+def test_summary_puts_the_placements_side_by_side_never_pooled():
+    """Out-of-place columns then in-place columns, each placement's fastest against its own mpi."""
+    from bench.present.report import _summary_table
+
+    frame = pd.DataFrame([
+        {"label": label, "bytes_total": 1024, "placement": placement, "time_us": time_us}
+        for label, placement, time_us in [("mpi", "out_of_place", 10.0), ("pccl-flat:ring", "out_of_place", 5.0),
+                                          ("mpi", "in_place", 40.0), ("pccl-flat:ring", "in_place", 80.0)]])
+    table, _ = _summary_table(frame, "mpi")
+    assert table.header == ["size", "mpi µs (out-of-place)", "pccl-flat:ring µs (out-of-place)",
+                            "fastest (out-of-place)", "fastest vs mpi (out-of-place)", "mpi µs (in-place)",
+                            "pccl-flat:ring µs (in-place)", "fastest (in-place)", "fastest vs mpi (in-place)"]
+    assert table.rows == [["1 KiB", "10.00", "5.00", "pccl-flat:ring", "2.00x?", "40.00", "80.00", "mpi", "1.00x?"]]
+    one, _ = _summary_table(frame[frame["placement"].eq("out_of_place")], "mpi")
+    assert one.header == ["size", "mpi µs", "pccl-flat:ring µs", "fastest", "fastest vs mpi"]
