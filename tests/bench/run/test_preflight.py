@@ -12,6 +12,7 @@ import pytest
 from mpi4py import MPI  # noqa: F401  (initialised here as in any in-process test, before the probe defers MPI_Init)
 
 from bench.errors import BadInput
+from bench.plan.site import load_site
 from bench.run import preflight, preflight_probe
 from collectives.transports.xccl import debug_log
 
@@ -113,8 +114,9 @@ def xccl_of(text: str) -> dict:
             "summary": net.summary}
 
 
-def verdicts(report: dict, sharing: bool = False, xccl: bool = True) -> dict[str, tuple[str, str]]:
-    found = preflight.judge(report, sharing_allowed=sharing, library="RCCL", xccl=xccl)
+def verdicts(report: dict, sharing: bool = False, xccl: bool = True, site=None,
+             allowed: tuple[str, ...] = ()) -> dict[str, tuple[str, str]]:
+    found = preflight.judge(report, sharing_allowed=sharing, library="RCCL", xccl=xccl, site=site, allowed=allowed)
     return {verdict.check: (verdict.verdict, verdict.message) for verdict in found}
 
 
@@ -177,16 +179,43 @@ def test_two_nodes_over_sockets_refuse_naming_the_plugin_and_the_flag():
         assert verdicts({"ranks": [rank(0, "n1", xccl=xccl_of(text)), rank(4, "n2")]})["network"][0] == "ok"
 
 
-def test_shared_gpus_numa_and_a_late_local_rank_are_warned():
+def test_shared_gpus_are_refused_numa_and_a_late_local_rank_warned_without_a_binding_site():
     ranks = [rank(0, "n1", xccl=xccl_of(IB_CLUSTER)), rank(1, "n1", pci_bus_id="0000:c1:00.0", cpus_near_gpu="far",
                                                               cpus="0-7")]
     ranks[1]["local_rank_from"] = "shared-memory split after MPI_Init (none of SLURM_LOCALID, ... is set)"
     found = verdicts({"ranks": ranks})
     shared = found["one_gpu_per_rank"]
-    assert shared[0] == "warning" and "every GPU cell will be refused" in shared[1]
+    # every GPU cell would be refused: nothing to measure, so refused before any node-hour
+    assert shared[0] == "fatal" and "every GPU cell would be refused" in shared[1]
+    assert "gpu_sharing: yes" in shared[1]
     assert verdicts({"ranks": ranks}, sharing=True)["one_gpu_per_rank"][0] == "ok"
+    # no site: nothing claims the ranks are bound, so a warning
     assert found["numa"][0] == "warning" and "rank 1 on n1: CPUs 0-7" in found["numa"][1]
     assert found["local_rank"][0] == "warning" and "after MPI_Init" in found["local_rank"][1]
+
+
+@pytest.mark.parametrize("name, binding", [("frontier", "--cpu-bind=mask_cpu"), ("perlmutter", "--cpu-bind=cores"),
+                                           ("generic-openmpi-ucx", "--cpu-bind=cores")])
+def test_numa_mismatch_is_refused_where_the_site_binds(name, binding):
+    site = load_site(name, "--site").for_device("cuda")
+    assert site.cpu_binding == binding
+    far = [rank(0, "n1"), rank(1, "n1", cpus_near_gpu="far", cpus="0-6", numa_node=3)]
+    refused = verdicts({"ranks": far}, site=site)["numa"]
+    assert refused[0] == "fatal" and f"though site {name} binds them ({binding})" in refused[1]
+    assert "--allow-numa-mismatch" in refused[1]
+    let = verdicts({"ranks": far}, site=site, allowed=("numa-mismatch",))["numa"]
+    assert let[0] == "warning" and "measured all the same: --allow-numa-mismatch" in let[1]
+    assert verdicts({"ranks": [rank(0, "n1"), rank(1, "n1", pci_bus_id="0000:c2:00.0")]}, site=site)["numa"][0] == "ok"
+
+
+def test_a_profile_without_binding_only_warns():
+    site = load_site("frontier", "--site").for_device("rocm")
+    unbound = site.model_copy(update={"srun": [o for o in site.srun if not o.startswith("--cpu-bind")]})
+    assert unbound.cpu_binding == ""
+    generic = load_site("generic-openmpi-ucx", "--site")
+    assert generic.model_copy(update={"srun": ["--mpi=pmix"]}).cpu_binding == "--bind-to core"  # mpiexec's
+    far = [rank(0, "n1", cpus_near_gpu="partly", cpus="0-55")]
+    assert verdicts({"ranks": far}, site=unbound)["numa"][0] == "warning"
 
 
 def test_no_gpu_is_a_warning_and_nccl_is_not_tried():

@@ -83,21 +83,32 @@ def test_a_cray_batch_run_is_refused_before_submitting_and_its_dry_run_says_so(t
     lines = dry.stdout.splitlines()
     assert any(line.startswith("# pre-flight mpi_library: run sweep would refuse it (exit 2") for line in lines)
     probes = [line for line in lines if line.startswith("#   probe ")]
-    assert len(probes) == 2 and "shaped as n16-rpn8-rocm (2 nodes" in probes[0]
-    assert "NCCL_CROSS_NIC" not in probes[0] and "NCCL_CROSS_NIC=1" in probes[1] and "-xccl" in probes[1]
+    # the MPI launches; the one-node RCCL launch; the two-node one, the only one forced onto the plugin
+    assert len(probes) == 3 and "shaped as n16-rpn8-rocm (2 nodes" in probes[0], probes
+    assert "shaped as n8-rpn8-rocm-xccl (1 node" in probes[1] and "shaped as n16-rpn8-rocm-xccl (2 nodes" in probes[2]
+    assert "NCCL_CROSS_NIC" not in probes[0] and all("NCCL_CROSS_NIC=1" in probe for probe in probes[1:])
+    assert "NCCL_NET=" not in probes[1] and "NCCL_NET=AWS Libfabric" in probes[2]
     refusing = [line for line in lines if line.startswith("#     refuse (exit 2):")]
-    assert "network" not in refusing[0] and "network (NCCL/RCCL on TCP sockets across 2 nodes; " \
-                                           "--allow-xccl-sockets lets it through)" in refusing[1]
+    assert "network" not in refusing[0] and "network" not in refusing[1]
+    assert "network (NCCL/RCCL on TCP sockets across 2 nodes; --allow-xccl-sockets lets it through)" in refusing[2]
+    # the site binds the ranks' CPUs next to their GCDs: a rank away from its GCD's NUMA node is refused
+    assert "numa (a rank's CPUs away from its GPU, though the site binds them: --cpu-bind=mask_cpu; " \
+           "--allow-numa-mismatch lets it through)" in refusing[0]
+    assert "one_gpu_per_rank (two ranks on one GPU" in refusing[0]
     assert "#!/bin/bash" in dry.stdout  # the scripts still printed
     # one job per node count: each job's own sweep probes its own launches
     per_nodes = run_cli(*args, "--dry-run", "--batch-jobs", "per-nodes", timeout=120)
     shapes = [line.split("shaped as ")[1].split()[0] for line in per_nodes.stdout.splitlines()
               if line.startswith("#   probe ")]
     assert shapes == ["n8-rpn8-rocm", "n8-rpn8-rocm-xccl", "n16-rpn8-rocm", "n16-rpn8-rocm-xccl"], per_nodes.stdout
+    forced = [line for line in per_nodes.stdout.splitlines() if line.startswith("#   probe ") and "NCCL_NET=" in line]
+    assert len(forced) == 1 and "n16-rpn8-rocm-xccl" in forced[0]
     assert per_nodes.stdout.count("# pre-flight mpi_library:") == 1
-    allowed = run_cli(*args, "--dry-run", "--allow-other-mpi", "--allow-xccl-sockets", timeout=120)
+    allowed = run_cli(*args, "--dry-run", "--allow-other-mpi", "--allow-xccl-sockets", "--allow-numa-mismatch",
+                      timeout=120)
     assert "# pre-flight mpi_library: let through:" in allowed.stdout, describe(allowed)
     assert "let through by --allow-xccl-sockets" in allowed.stdout
+    assert "let through by --allow-numa-mismatch" in allowed.stdout
 
 
 def test_the_xccl_launch_is_probed_with_its_own_variables_and_overrides_are_recorded(tmp_path):
