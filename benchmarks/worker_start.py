@@ -15,7 +15,7 @@ all but node-local. Wall (no strace, median of --repeats interleaved rounds): ra
 ``-X importtime`` figures summed (lazy imports too), mpiexec start -> rank 0's first cell, -> the end.
 
 Variants: this tree; each ``--tree NAME=PATH`` (another checkout's bench/collectives/cython_ext with
-this venv, e.g. a copy taken before a change); site options for the advice in docs/PERFORMANCE.md:
+this venv, e.g. a copy taken before a change); site options for the advice in docs/PERFORMANCE-SCALE.md:
 no __pycache__ (read-only, writable), the imported stdlib in a zip, the project in a zip, both, and
 PYTHONPYCACHEPREFIX on node-local disk (warmed by one run). The extrapolation multiplies the shared
 ops to the first cell by the ranks (no client cache: every rank's lookups reach the metadata server)

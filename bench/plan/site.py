@@ -11,7 +11,7 @@ variables from a node count up. ``facts`` are the site's nodes and policies as d
 cores, GPUs and their NUMA nodes, the time limit per node count, the account rule), against which
 every job is checked before it is written (bench/run/slurm.py ``check_job``); ``gpu`` and ``cpu``
 hold what only a GPU suite, or only a CPU one, gets (``for_device``). A suite names its site (``site: frontier``, or a
-path), or ``run sweep --site`` does; docs/CLUSTERS.md has the three shipped here and what they cite.
+path), or ``run sweep --site`` does; docs/CLUSTERS-SITES.md has the three shipped here and what they cite.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ defer_mpi_init()
 if __name__ == "__main__" and len(sys.argv) == 2:
     # Run as the worker: the GPU, then MPI_Init, before the imports below fill the process. Started
     # after them, MPICH's UCX address (with bytes the process's memory left in it) broke Slurm's pmi2
-    # requests in 3 of 4 runs of tests/bench/run/test_slurm.py (0 of 2 started here: docs/CLUSTERS.md).
+    # requests in 3 of 4 runs of tests/bench/run/test_slurm.py (0 of 2 started here: docs/CLUSTERS-SLURM.md).
     start_mpi(plan_file_device(sys.argv[1]))
 
 import numpy as np  # noqa: E402

@@ -15,11 +15,7 @@ ISSUE_NUMBER = re.compile(r"\bissues?[\s#-]*\d+", re.I)
 
 #: pages not yet rewritten as a reference; this list only shrinks (remove a page once it passes)
 NOT_YET_REFERENCE = {
-    # 41 KB, its headings name issues: kept as they are while another helper adds a section to the page;
-    # rename them by topic and split the page (e.g. the harness at thousands of ranks) once that is merged
-    "PERFORMANCE.md",
     "INPUTS.md",  # one issue number (the 200 MB log row); another helper edits the page today
-    "CLUSTERS.md",  # 31 KB; another helper edits the page today
 }
 
 PAGES = sorted(DOCS.glob("*.md"))

@@ -14,7 +14,7 @@ Settings (the same on every rank): ``PCCL_SHM_TIMEOUT_S`` (30) bounds every wait
 its cores); ``PCCL_SHM_CMA`` auto|0; ``PCCL_SHM_PATH`` ll|copy|cma forces a path (benchmarks,
 tests); ``PCCL_SHM_LL_MAX_BYTES``, ``PCCL_SHM_ONESHOT_MAX_BYTES``, ``PCCL_SHM_CMA_MIN_BYTES``,
 ``PCCL_SHM_CHUNK_BYTES`` move the
-cut-overs (defaults measured: docs/PERFORMANCE.md).
+cut-overs (defaults measured: docs/PERFORMANCE-SHM.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Site profiles (suites/sites/): the golden table of docs/CLUSTERS.md against what pccl-bench
+"""Site profiles (suites/sites/): the golden table of docs/CLUSTERS-SITES.md against what pccl-bench
 generates, flag by flag, for each profile at 2 and 64 nodes; the profile schema; the MPI and
 NCCL/RCCL environments kept apart; one batch job per node count.
 
@@ -34,7 +34,7 @@ from bench.sweep.where import Where
 from collectives.envsettings import MACHINE_RANKS_VARIABLE
 from collectives.version import VERSION_VARIABLE
 
-DOC = ROOT / "docs" / "CLUSTERS.md"
+DOC = ROOT / "docs" / "CLUSTERS-SITES.md"
 #: the node counts the golden table covers
 GOLDEN_NODES = (2, 64)
 #: per site: its device, ranks per node, and the MPI library its srun starts (Cray MPICH: the site's
@@ -112,7 +112,7 @@ def generated(site_name: str, nodes: int, monkeypatch) -> dict[str, list[str]]:
 
 
 def golden_table() -> dict[tuple[str, int, str], list[str]]:
-    """docs/CLUSTERS.md's golden table: (site, nodes, where) -> the values, in the table's order
+    """docs/CLUSTERS-SITES.md's golden table: (site, nodes, where) -> the values, in the table's order
     (``all`` rows hold at every golden node count)."""
     text = DOC.read_text()
     section = text.split("<!-- golden-table -->", 2)[1]
@@ -135,8 +135,9 @@ def test_generated_job_matches_the_golden_table(site, nodes, monkeypatch):
         expected = table.get((site, nodes, where), [])
         missing = [value for value in values if value not in expected]
         stale = [value for value in expected if value not in values]
-        assert not missing and not stale, (f"{site} at {nodes} nodes, {where}: generated but not in docs/CLUSTERS.md's "
-                                           f"golden table {missing}; in the table but not generated {stale}")
+        assert not missing and not stale, (f"{site} at {nodes} nodes, {where}: generated but not in "
+                                           f"docs/CLUSTERS-SITES.md's golden table {missing}; "
+                                           f"in the table but not generated {stale}")
         if where in ("srun", "module", "prologue"):  # order matters there (a later option wins; modules stack)
             assert values == expected, f"{site} at {nodes} nodes, {where}: order {values} != table {expected}"
 
@@ -444,9 +445,9 @@ def test_the_frontier_job_shown_in_the_docs_is_the_generated_one(monkeypatch):
     script = slurm.batch_script("golden", sweep.suite.slurm, group, Path("/run"), sweep.where.site, 2)
     shown = script.replace("/run", "<run>").replace(f"--chdir={Path.cwd()}", "--chdir=<cwd>")
     shown = shown.replace(sys.executable, "<venv>/bin/python")
-    section = DOC.read_text().split("### Frontier", 1)[1]
+    section = DOC.read_text().split("## Frontier", 1)[1]
     blocks = re.findall(r"```bash\n(#!/bin/bash\n.*?)```", section, re.S)
-    assert blocks and blocks[0] == shown, "docs/CLUSTERS.md's Frontier job differs from the generated one"
+    assert blocks and blocks[0] == shown, "docs/CLUSTERS-SITES.md's Frontier job differs from the generated one"
 
 
 def test_a_refused_second_job_names_the_queued_first(tmp_path):

@@ -2,7 +2,7 @@
 
 Each module a rank imports costs it about five metadata operations (directory stats, the source's
 stat, the .pyc's open), times every rank of the job: benchmarks/worker_start.py measures it and
-docs/PERFORMANCE.md has the figures. Numpy and mpi4py import what they import; this pins what the
+docs/PERFORMANCE-SCALE.md has the figures. Numpy and mpi4py import what they import; this pins what the
 worker's own modules add on top of them.
 """
 
