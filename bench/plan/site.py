@@ -342,18 +342,19 @@ class Site(Strict):
         return [*(f"module load {module}" for module in self.batch.modules), *self.batch.prologue,
                 *(self.batch.xccl_prologue if vendor else [])]
 
-    @property
-    def cpu_binding(self) -> str:
-        """The CPU binding the profile asks its launches for (srun's ``--cpu-bind``, mpiexec's
-        ``--bind-to``/``-bind-to``), "" where it asks for none: then nothing claims a rank sits next to
-        its GPU, and the pre-flight only warns where one does not."""
-        for option in [*self.srun, *self.gpu.srun]:
-            if option_name(option) == "--cpu-bind" and not option.endswith("=none"):
-                return option.split(":", 1)[0]
-        words = [*self.mpiexec, *self.gpu.mpiexec]
-        for index, word in enumerate(words):
-            if word.lstrip("-") == "bind-to" and index + 1 < len(words) and words[index + 1] != "none":
-                return f"{word} {words[index + 1]}"
+    def cpu_binding(self, section: str) -> str:
+        """The CPU binding the profile asks launcher ``section``'s launches for (srun's ``--cpu-bind``,
+        mpiexec's ``--bind-to``/``-bind-to``), "" where it asks for none: then nothing claims a rank sits
+        next to its GPU, and the pre-flight only warns where one does not."""
+        if section == "srun":
+            for option in [*self.srun, *self.gpu.srun]:
+                if option_name(option) == "--cpu-bind" and not option.endswith("=none"):
+                    return option.split(":", 1)[0]
+        if section == "mpiexec":
+            words = [*self.mpiexec, *self.gpu.mpiexec]
+            for index, word in enumerate(words):
+                if word.lstrip("-") == "bind-to" and index + 1 < len(words) and words[index + 1] != "none":
+                    return f"{word} {words[index + 1]}"
         return ""
 
     @property

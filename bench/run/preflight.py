@@ -145,10 +145,11 @@ def report_of(output: str) -> dict | None:
 
 def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: bool, returncode: int = 0,
           tail: str = "", allowed: tuple[str, ...] = (), site: Site | None = None,
-          device: str = "cuda") -> list[Verdict]:
+          device: str = "cuda", binding: str = "") -> list[Verdict]:
     """The verdicts on one pre-flight report (None: the launch ended before rank 0 reported).
     ``allowed``: the refusals let through (``OVERRIDES``); ``site``: the site profile (its
-    ``mpi_library``), if any; ``device`` host: a CPU suite's checks (no GPU, no NCCL/RCCL)."""
+    ``mpi_library``), if any; ``device`` host: a CPU suite's checks (no GPU, no NCCL/RCCL);
+    ``binding``: the CPU binding the site asks the launcher for ("" where none: bind_claim)."""
     if report is None:
         return [Verdict("launch", FATAL, f"the pre-flight launch ended (exit {returncode}) before its ranks "
                                          f"reported; every launch of the suite would fail the same way: {tail}")]
@@ -159,7 +160,7 @@ def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: boo
     if report.get("mpi_library"):
         verdicts.append(mpi_verdict(site, report["mpi_library"], "the probe's ranks", allowed))
     if device not in device_kinds():
-        return [*verdicts, _local_rank(ranks), _shared_cpus(ranks, site)]
+        return [*verdicts, _local_rank(ranks), _shared_cpus(ranks, binding)]
     without = [one for one in ranks if one["reason"]]
     if without:
         first = without[0]
@@ -170,7 +171,7 @@ def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: boo
         verdicts.append(Verdict("gpu", OK, f"every rank bound a GPU ({len(ranks)} ranks)"))
     verdicts.append(_local_rank(ranks))
     verdicts.append(_one_gpu_per_rank(ranks, sharing_allowed))
-    verdicts.append(_numa(ranks, site, allowed))
+    verdicts.append(_numa(ranks, binding, allowed))
     verdicts.append(_network(ranks, library, xccl, allowed))
     return verdicts
 
@@ -267,25 +268,31 @@ def _one_gpu_per_rank(ranks: list[dict], sharing_allowed: bool) -> Verdict:
     return Verdict("one_gpu_per_rank", OK, "each rank has a GPU of its own")
 
 
-def _shared_cpus(ranks: list[dict], site: Site | None) -> Verdict:
+def bind_claim(site: Site | None, launcher_section: str) -> str:
+    """What says the ranks are bound: ``site S binds them (--cpu-bind=cores)``, or "" where the site
+    asks this launcher for no binding (or there is no site)."""
+    binding = site.cpu_binding(launcher_section) if site is not None else ""
+    return f"site {site.name} binds them ({binding})" if binding else ""
+
+
+def _shared_cpus(ranks: list[dict], binding: str) -> Verdict:
     """A CPU suite's ranks of one host on overlapping CPUs where the site binds them: they would take
-    turns on cores, and the timings would say so."""
-    binding = site.cpu_binding if site is not None else ""
+    turns on cores, and the timings would say so. ``binding``: bind_claim's."""
     seen: dict[str, list[tuple[int, set[int]]]] = {}
     for one in ranks:
         cpus = parse_cpulist(one.get("cpus") or "")
         for rank, theirs in seen.get(one["host"], []):
             if cpus & theirs and binding:
                 return Verdict("cpus", WARNING, f"ranks {rank} and {one['rank']} on {one['host']} share CPUs "
-                                                f"{cpulist_text(cpus & theirs)} though site {site.name} binds them "
-                                                f"({binding}): fewer ranks per node, or fewer CPUs per task")
+                                                f"{cpulist_text(cpus & theirs)} though {binding}: fewer ranks per "
+                                                "node, or fewer CPUs per task")
         seen.setdefault(one["host"], []).append((one["rank"], cpus))
     nodes = sorted({node for one in ranks for node in one.get("numa_nodes", [])})
     return Verdict("cpus", OK, f"{len(ranks)} ranks on CPUs of their own" + (f" (NUMA nodes {nodes})" if nodes else "")
-                   if binding else f"{len(ranks)} ranks; no binding asked for (site profile without --cpu-bind)")
+                   if binding else f"{len(ranks)} ranks; no binding asked for (no site binding for this launcher)")
 
 
-def _numa(ranks: list[dict], site: Site | None = None, allowed: tuple[str, ...] = ()) -> Verdict:
+def _numa(ranks: list[dict], binding: str = "", allowed: tuple[str, ...] = ()) -> Verdict:
     """CPUs away from the GPU's NUMA node: a refusal where the site profile binds the ranks' CPUs (the
     binding it asks for did not happen, or pairs the wrong GPU: every host-device copy and GPU-aware MPI
     send would cross the socket), a warning where nothing claims to bind them."""
@@ -294,9 +301,8 @@ def _numa(ranks: list[dict], site: Site | None = None, allowed: tuple[str, ...] 
         one = away[0]
         problem = (f"{len(away)} ranks run on CPUs not (all) on their GPU's NUMA node (rank {one['rank']} on "
                    f"{one['host']}: CPUs {one['cpus']}, GPU {one['pci_bus_id']} on NUMA node {one['numa_node']})")
-        binding = site.cpu_binding if site is not None else ""
         if binding:
-            return refusal("numa", f"{problem}, though site {site.name} binds them ({binding}): its launches "
+            return refusal("numa", f"{problem}, though {binding}: its launches "
                                    "would time transfers across the socket. Check the profile's --cpu-bind masks "
                                    "and gpu_map against the node (lstopo, nvidia-smi topo -m / rocm-smi "
                                    "--showtoponuma)", NUMA_MISMATCH, allowed)
@@ -407,7 +413,8 @@ def conclude(sweep, launch: Launch, argv: list[str], report: dict | None, out, r
     preflight = Preflight(launch.launch_id, launch.nranks, argv,
                           judge(report, sharing_allowed=sweep.suite.gpu_sharing == "yes",
                                 library=library_name(device), xccl=xccl, returncode=returncode, tail=tail,
-                                allowed=sweep.allowed, site=sweep.where.site, device=device),
+                                allowed=sweep.allowed, site=sweep.where.site, device=device,
+                                binding=bind_claim(sweep.where.site, sweep.launcher.site_section)),
                           (report or {}).get("ranks", []), dict(env or {}), xccl)
     if preflight.fatal:
         raise BadInput("pre-flight", preflight.fatal)
@@ -468,21 +475,21 @@ def _refusing(sweep, launch: Launch, xccl: bool, env: dict[str, str]) -> list[st
     if site is not None and site.mpi_library:
         refusing.append(f"mpi_library (not {site.mpi_library}; {_let(OTHER_MPI, sweep.allowed)})")
     if xccl and launch.where.nhosts > 1:
-        refusing.append(f"network (NCCL/RCCL on TCP sockets across {launch.where.nhosts} nodes; "
-                        f"{_let(XCCL_SOCKETS, sweep.allowed)})")
+        forced = f"; or NCCL_NET={env['NCCL_NET']}, forced across nodes, not starting" if env.get("NCCL_NET") else ""
+        refusing.append(f"network (NCCL/RCCL on TCP sockets across {launch.where.nhosts} nodes: "
+                        f"{_let(XCCL_SOCKETS, sweep.allowed)}{forced})")
     if sweep.suite.device not in device_kinds():
         return refusing
     if sweep.suite.gpu_sharing != "yes":
         refusing.append("one_gpu_per_rank (two ranks on one GPU; gpu_sharing: yes lets it through)")
     if _binds(sweep):
-        refusing.append(f"numa (a rank's CPUs away from its GPU, though the site binds them: "
-                        f"{site.cpu_binding}; {_let(NUMA_MISMATCH, sweep.allowed)})")
+        refusing.append(f"numa (a rank's CPUs away from its GPU, though {_binds(sweep)}; "
+                        f"{_let(NUMA_MISMATCH, sweep.allowed)})")
     return refusing
 
 
-def _binds(sweep) -> bool:
-    site = sweep.where.site
-    return site is not None and bool(site.cpu_binding)
+def _binds(sweep) -> str:
+    return bind_claim(sweep.where.site, sweep.launcher.site_section)
 
 
 def _let(override: str, allowed: tuple[str, ...]) -> str:

@@ -8,9 +8,10 @@ In order, on each rank:
    that is checked first and reported (by every rank: no MPI to gather with) instead;
 2. the GPU is bound as the worker binds it (bench/run/mpi_start.py), then MPI_Init;
 3. the MPI library the ranks loaded (rank 0's ``MPI_Get_library_version``, as ``mpi_library``); a
-   CPU suite's rank: its local rank, CPUs and their NUMA nodes; a GPU suite's rank: its GPU facts (index, PCI bus id, NUMA node, its CPUs against it, the launcher's
-   variables) and, where ``XCCL`` is 1 and every rank has a GPU, one NCCL/RCCL all-reduce of one
-   element over all ranks with NCCL_DEBUG=INFO captured: the network and version it chose.
+   CPU suite's rank: its local rank, CPUs and their NUMA nodes; a GPU suite's rank: its GPU facts
+   (index, PCI bus id, NUMA node, its CPUs against it, the launcher's variables) and, where ``XCCL``
+   is 1 and every rank has a GPU, one NCCL/RCCL all-reduce of one element over all ranks with
+   NCCL_DEBUG=INFO captured: the network and version it chose.
 """
 
 from __future__ import annotations

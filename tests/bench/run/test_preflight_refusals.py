@@ -90,9 +90,10 @@ def test_a_cray_batch_run_is_refused_before_submitting_and_its_dry_run_says_so(t
     assert "NCCL_NET=" not in probes[1] and "NCCL_NET=AWS Libfabric" in probes[2]
     refusing = [line for line in lines if line.startswith("#     refuse (exit 2):")]
     assert "network" not in refusing[0] and "network" not in refusing[1]
-    assert "network (NCCL/RCCL on TCP sockets across 2 nodes; --allow-xccl-sockets lets it through)" in refusing[2]
+    assert "network (NCCL/RCCL on TCP sockets across 2 nodes: --allow-xccl-sockets lets it through; or " \
+           "NCCL_NET=AWS Libfabric, forced across nodes, not starting)" in refusing[2]
     # the site binds the ranks' CPUs next to their GCDs: a rank away from its GCD's NUMA node is refused
-    assert "numa (a rank's CPUs away from its GPU, though the site binds them: --cpu-bind=mask_cpu; " \
+    assert "numa (a rank's CPUs away from its GPU, though site frontier binds them (--cpu-bind=mask_cpu); " \
            "--allow-numa-mismatch lets it through)" in refusing[0]
     assert "one_gpu_per_rank (two ranks on one GPU" in refusing[0]
     assert "#!/bin/bash" in dry.stdout  # the scripts still printed
@@ -181,3 +182,38 @@ def test_site_env_digest_shows_a_value_the_launcher_replaced():
     assert site_env_digest(given, {**given, "CUDA_VISIBLE_DEVICES": "0,1,2,3"}) != as_planned
     assert site_env_digest(given, {"MPICH_GPU_SUPPORT_ENABLED": "1"}) != as_planned  # one unset
     assert site_env_digest({}, given) == ""
+
+
+def test_a_cpu_suite_at_a_site_has_a_pre_flight_with_its_per_rank_table(tmp_path):
+    """A host suite run at a site: one probe, every rank's local rank, CPUs and NUMA nodes in meta.json."""
+    out = tmp_path / "run"
+    suite = suite_file(tmp_path, implementations=["mpi"], device="host", ranks_per_node=2)
+    result = run_cli("run", "sweep", suite, "--site", site_file(tmp_path, srun=["--cpu-bind=cores"]), "--out", out,
+                     timeout=240)
+    assert result.returncode == 0, describe(result)
+    # mpiexec here, which the site asks for no binding: the ranks share this machine's CPUs, nothing claimed
+    assert "pre-flight cpus: ok (n2-rpn2-host): 2 ranks; no binding asked for" in result.stdout, describe(result)
+    record = json.loads((out / "meta.json").read_text())["preflight"]
+    assert [one["rank"] for one in record["ranks"]] == [0, 1]
+    for one in record["ranks"]:
+        assert one["cpus"] and isinstance(one["numa_nodes"], list) and one["local_rank"] in (0, 1)
+    assert {one["check"] for one in record["verdicts"]} == {"gtl", "mpi_library", "local_rank", "cpus"}
+
+
+def test_srun_steps_are_checked_against_the_sites_node_and_time_policy(tmp_path, monkeypatch):
+    """--launcher srun: a CPU suite's steps that cannot fit a Frontier node, and (srun's own job, outside an
+    allocation) a --time beyond the policy, refused before the first step."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    path = tmp_path / "suite.yaml"
+    cpu = {**SUITE, "implementations": ["mpi"], "device": "host", "ranks": [16], "ranks_per_node": 16}
+    path.write_text(yaml.safe_dump({**cpu, "slurm": {"srun_args": ["--cpus-per-task=7"]}}))
+    sweep = Sweep.open(SweepOptions(suite_path=path, site="frontier", launcher="srun"))
+    with pytest.raises(BadInput, match=r"16 ranks per node x --cpus-per-task=7 \(slurm.srun_args\) = 112 CPUs; "
+                                       r"a frontier node has .*give slurm.srun_args: \[--cpus-per-task=3\]"):
+        sweep.check()
+    path.write_text(yaml.safe_dump({**cpu, "slurm": {"time": "3:00:00"}}))
+    sweep = Sweep.open(SweepOptions(suite_path=path, site="frontier", launcher="srun"))
+    with pytest.raises(BadInput, match=r"^--time: 3:00:00 for a 1-node job is beyond site frontier's limit"):
+        sweep.check()
+    monkeypatch.setenv("SLURM_JOB_ID", "1234")  # inside an allocation: its time was the allocation's to give
+    Sweep.open(SweepOptions(suite_path=path, site="frontier", launcher="srun")).check()
