@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.errors import BadInput
 from bench.plan.cells import Launch
 from bench.plan.site import Site
 from bench.run.preflight_probe import MARKER
@@ -43,6 +44,19 @@ OVERRIDES = {"xccl-sockets": "NCCL/RCCL on TCP sockets between nodes",
              "other-mpi": "an MPI library other than the site profile's mpi_library",
              "numa-mismatch": "ranks on CPUs of another NUMA node than their GPU's, where the site binds them"}
 XCCL_SOCKETS, OTHER_MPI, NUMA_MISMATCH = OVERRIDES
+
+
+#: a refused probe's record, kept in a run folder that exists already (the batch job's own sweep): the
+#: first-run kit's archive then holds the per-rank table of the refusal it is attached to explain
+REFUSED_FILE = "preflight-refused.json"
+
+
+class Refused(BadInput):
+    """A fatal verdict: bad input (exit 2, one line) that holds the probe's record."""
+
+    def __init__(self, message: str, record: dict) -> None:
+        super().__init__("pre-flight", message)
+        self.record = record
 
 
 def flag(name: str) -> str:
@@ -224,8 +238,6 @@ def check_mpi(sweep, out) -> Verdict | None:
     """Before any launch or submission (this login node or job loads the Python environment the
     ranks load): the MPI library against the site's; BadInput (exit 2) on a refusal, a warning printed
     where it is let through. None where the sweep names no site or the site no MPI."""
-    from bench.errors import BadInput
-
     site = sweep.where.site
     if site is None or not site.mpi_library:
         return None
@@ -405,7 +417,6 @@ def conclude(sweep, launch: Launch, argv: list[str], report: dict | None, out, r
     the launches checked run NCCL/RCCL cells (default: any of the sweep's); ``env``: the probe's variables."""
     from rich.markup import escape
 
-    from bench.errors import BadInput
     from collectives.transports.xccl.communicators import library_name
 
     device = sweep.suite.device
@@ -417,7 +428,7 @@ def conclude(sweep, launch: Launch, argv: list[str], report: dict | None, out, r
                                 binding=bind_claim(sweep.where.site, sweep.launcher.site_section)),
                           (report or {}).get("ranks", []), dict(env or {}), xccl)
     if preflight.fatal:
-        raise BadInput("pre-flight", preflight.fatal)
+        raise Refused(preflight.fatal, preflight.record())
     for verdict in preflight.verdicts:
         colour = {OK: "green", WARNING: "yellow"}.get(verdict.verdict, "dim")
         out.print(f"[{colour}]pre-flight {verdict.check}: {verdict.verdict}[/{colour}] ({escape(launch.launch_id)}): "

@@ -217,3 +217,32 @@ def test_srun_steps_are_checked_against_the_sites_node_and_time_policy(tmp_path,
         sweep.check()
     monkeypatch.setenv("SLURM_JOB_ID", "1234")  # inside an allocation: its time was the allocation's to give
     Sweep.open(SweepOptions(suite_path=path, site="frontier", launcher="srun")).check()
+
+
+def test_a_refusal_in_the_batch_jobs_own_sweep_keeps_the_probes_record_in_the_run_folder(tmp_path, monkeypatch):
+    """The first-run kit packs the run folder whatever the sweep's exit: a refused probe's per-rank table
+    stays in it (preflight-refused.json), so the archive shows what was refused; a new run writes nothing."""
+    from bench.sweep import jobs
+
+    out = tmp_path / "run"
+    suite = suite_file(tmp_path, implementations=["mpi"], device="host", ranks_per_node=2)
+    assert run_cli("run", "sweep", suite, "--site", site_file(tmp_path), "--out", out, timeout=240).returncode == 0
+    record = {"launch_id": "n2-rpn2-host", "ranks": [{"rank": 0, "host": "n1", "cpus": "0"}]}
+
+    def refuse(sweep, console, launches=None):
+        raise preflight.Refused("ranks 0 and 1 share GPU ...", record)
+
+    monkeypatch.setattr(preflight, "run", refuse)
+    options = SweepOptions(suite_path=out / "suite.yaml", resume=out, suite_named=False)
+    with pytest.raises(BadInput, match=r"^pre-flight: ranks 0 and 1 share GPU"):
+        jobs.run_with_tables(options, Out())
+    assert json.loads((out / preflight.REFUSED_FILE).read_text()) == record
+    fresh = tmp_path / "fresh"
+    with pytest.raises(BadInput):
+        jobs.run_with_tables(SweepOptions(suite_path=tmp_path / "suite.yaml", out=fresh), Out())
+    assert not fresh.exists()
+
+
+class Out:
+    def print(self, *args, **options):
+        pass
