@@ -76,8 +76,14 @@ AllowOtherMpi = Annotated[bool, typer.Option("--allow-other-mpi", help=(
     "without this; meta.json records it."))]
 
 
-def _allowed(xccl_sockets: bool, other_mpi: bool) -> tuple[str, ...]:
-    return tuple(name for name, given in (("xccl-sockets", xccl_sockets), ("other-mpi", other_mpi)) if given)
+AllowNumaMismatch = Annotated[bool, typer.Option("--allow-numa-mismatch", help=(
+    "Measure even where the pre-flight finds a rank's CPUs on another NUMA node than its GPU though the site "
+    "profile binds them: refused (exit 2) without this; meta.json records it."))]
+
+
+def _allowed(xccl_sockets: bool, other_mpi: bool, numa_mismatch: bool = False) -> tuple[str, ...]:
+    given = (("xccl-sockets", xccl_sockets), ("other-mpi", other_mpi), ("numa-mismatch", numa_mismatch))
+    return tuple(name for name, flag in given if flag)
 
 
 def _slurm_flags(partition: str | None, account: str | None, time: str | None) -> dict[str, str]:
@@ -109,6 +115,7 @@ def sweep(
     allow_unsupported: AllowUnsupported = False,
     allow_xccl_sockets: AllowXcclSockets = False,
     allow_other_mpi: AllowOtherMpi = False,
+    allow_numa_mismatch: AllowNumaMismatch = False,
 ) -> None:
     """Run every cell of a suite: one MPI job per rank count, a tidy table at the end.
 
@@ -120,7 +127,8 @@ def sweep(
         raise BadInput("--batch-jobs", f"{batch_jobs!r}: expected one of {', '.join(BATCH_JOBS)}")
     options = SweepOptions(resolve_suite_path(suite or DEFAULT_SUITE), out, launcher, resume, dry_run,
                            overrides or [], wait=wait, slurm_flags=_slurm_flags(partition, account, time),
-                           hosts=hosts, hostfile=hostfile, allowed=_allowed(allow_xccl_sockets, allow_other_mpi),
+                           hosts=hosts, hostfile=hostfile,
+                           allowed=_allowed(allow_xccl_sockets, allow_other_mpi, allow_numa_mismatch),
                            suite_named=suite is not None, site=site,
                            batch_jobs=batch_jobs, nodes=_node_counts(nodes),
                            allow_unsupported=allow_unsupported)

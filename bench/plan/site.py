@@ -96,10 +96,19 @@ ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+/-]*$", max
 
 
 class LaunchEnv(Strict):
-    """The launch environment, kept apart: MPI's for every launch, NCCL/RCCL's for theirs only."""
+    """The launch environment, kept apart: MPI's for every launch, NCCL/RCCL's for theirs only, and
+    NCCL/RCCL's for theirs that span nodes (``xccl_across_nodes``: ``NCCL_NET`` forces the network plugin,
+    so a missing plugin fails the launch instead of falling back to TCP sockets; a one-node launch must
+    not get it: the RCCL plugin does not start in a one-node job, OLCF's Frontier guide)."""
 
     mpi: Annotated[EnvBlock, AfterValidator(_env_entry)] = Field(default_factory=dict)
     xccl: Annotated[EnvBlock, AfterValidator(_env_entry)] = Field(default_factory=dict)
+    xccl_across_nodes: Annotated[EnvBlock, AfterValidator(_env_entry)] = Field(default_factory=dict)
+
+    def merged(self, other: LaunchEnv) -> LaunchEnv:
+        """This environment with ``other``'s variables added (or replacing), block by block."""
+        return LaunchEnv(mpi={**self.mpi, **other.mpi}, xccl={**self.xccl, **other.xccl},
+                         xccl_across_nodes={**self.xccl_across_nodes, **other.xccl_across_nodes})
 
 
 class AtScale(LaunchEnv):
@@ -253,7 +262,7 @@ class Site(Strict):
         texts = [*self.batch.options, *self.srun, *self.mpiexec, *self.gpu.batch, *self.gpu.srun, *self.gpu.mpiexec,
                  *self.cpu.batch, *self.cpu.srun, *self.cpu.mpiexec,
                  *(value for block in [self.env, self.gpu.env, *self.at_scale]
-                   for value in [*block.mpi.values(), *block.xccl.values()])]
+                   for value in [*block.mpi.values(), *block.xccl.values(), *block.xccl_across_nodes.values()])]
         if self.gpus_per_node is None and any("{gpus_per_node}" in text for text in texts):
             raise ValueError("{gpus_per_node} is used but gpus_per_node is not given")
         if self.facts.node is None and self.cpu.node is None and any("{cpus_per_task}" in text for text in texts):
@@ -275,7 +284,7 @@ class Site(Strict):
                 "facts": self.facts.model_copy(update={"node": cpu.node or self.facts.node}),
                 "gpu": GpuOnly(), "cpu": CpuOnly()})
         gpu = self.gpu
-        env = LaunchEnv(mpi={**self.env.mpi, **gpu.env.mpi}, xccl={**self.env.xccl, **gpu.env.xccl})
+        env = self.env.merged(gpu.env)
         return self.model_copy(update={
             "batch": self.batch.model_copy(update={"options": [*self.batch.options, *gpu.batch]}),
             "srun": [*self.srun, *gpu.srun], "mpiexec": [*self.mpiexec, *gpu.mpiexec], "env": env,
@@ -304,14 +313,17 @@ class Site(Strict):
 
     def launch_env(self, launch: Launch) -> dict[str, str]:
         """The site's variables for one launch: MPI's, then NCCL/RCCL's where its cells call the
-        vendor library, then the ``at_scale`` entries its node count reaches, in order."""
+        vendor library (and ``xccl_across_nodes`` where it spans nodes), then the ``at_scale`` entries
+        its node count reaches, in order."""
         vendor = any(calls_vendor_library(cell) for cell in launch.cells)
+        across = launch.where.nhosts > 1
         env: dict[str, str] = {}
         for block in [self.env, *sorted((entry for entry in self.at_scale if launch.where.nhosts >= entry.min_nodes),
                                         key=lambda entry: entry.min_nodes)]:
             env.update(block.mpi)
             if vendor:
                 env.update(block.xccl)
+                env.update(block.xccl_across_nodes if across else {})
         if self.gpu_map and any(cell.device in device_kinds() for cell in launch.cells):
             env[ENV_GPU_MAP] = ",".join(str(index) for index in self.gpu_map)
         return {name: self.fill_for(value, launch) for name, value in env.items()}
@@ -330,9 +342,24 @@ class Site(Strict):
         return [*(f"module load {module}" for module in self.batch.modules), *self.batch.prologue,
                 *(self.batch.xccl_prologue if vendor else [])]
 
+    def cpu_binding(self, section: str) -> str:
+        """The CPU binding the profile asks launcher ``section``'s launches for (srun's ``--cpu-bind``,
+        mpiexec's ``--bind-to``/``-bind-to``), "" where it asks for none: then nothing claims a rank sits
+        next to its GPU, and the pre-flight only warns where one does not."""
+        if section == "srun":
+            for option in [*self.srun, *self.gpu.srun]:
+                if option_name(option) == "--cpu-bind" and not option.endswith("=none"):
+                    return option.split(":", 1)[0]
+        if section == "mpiexec":
+            words = [*self.mpiexec, *self.gpu.mpiexec]
+            for index, word in enumerate(words):
+                if word.lstrip("-") == "bind-to" and index + 1 < len(words) and words[index + 1] != "none":
+                    return f"{word} {words[index + 1]}"
+        return ""
+
     @property
     def keeps_xccl_apart(self) -> bool:
-        return any(block.xccl for block in [self.env, *self.at_scale])
+        return any(block.xccl or block.xccl_across_nodes for block in [self.env, *self.at_scale])
 
     def split(self, launches: list[Launch]) -> list[Launch]:
         """Each launch whose cells call NCCL/RCCL and others too, as two: the MPI cells without the

@@ -5,13 +5,16 @@ stops the sweep with the fix (exit 2), and what would silently mis-measure is sa
 
 The ranks run bench/run/preflight_probe.py; this module starts it, reads rank 0's report and judges
 it: one probe per distinct launch environment (a site keeps NCCL/RCCL's variables to the ``-xccl``
-launches, so those are probed apart, with exactly their variables). A suite whose device is not a GPU
-has no pre-flight (nothing is started).
+launches, so those are probed apart, with exactly their variables). A CPU suite has one where it runs
+at a site (the MPI library, each rank's CPUs: the first-run kit's per-rank table); elsewhere none
+(nothing is started).
 
-Two verdicts refuse what would run and compare the wrong things, unless a flag lets them through
-(``OVERRIDES``, recorded in meta.json ``allowed``): NCCL/RCCL on TCP sockets between nodes, and an MPI
+Verdicts refuse what would run and compare the wrong things, unless a flag lets them through
+(``OVERRIDES``, recorded in meta.json ``allowed``): NCCL/RCCL on TCP sockets between nodes, an MPI
 library other than the site profile's ``mpi_library`` (checked here before any launch or submission,
-and again in the probe's ranks).
+and again in the probe's ranks), and a rank's CPUs on another NUMA node than its GPU where the site
+profile binds them. Two ranks on one GPU are refused unless the suite allows it (``gpu_sharing: yes``):
+every GPU cell would be refused anyway.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bench.errors import BadInput
 from bench.plan.cells import Launch
 from bench.plan.site import Site
 from bench.run.preflight_probe import MARKER
 from collectives.memory import device_kinds
+from collectives.memory.binding import cpulist_text, parse_cpulist
 from collectives.transports.xccl.debug_log import XcclNet
 
 #: the pre-flight launch runs one MPI_Init, one GPU bind and one tiny all-reduce
@@ -36,8 +41,22 @@ TIMEOUT_S = 180
 OK, WARNING, FATAL, SKIPPED = "ok", "warning", "fatal", "skipped"
 #: the refusals a flag of ``run sweep`` lets through (``--allow-<name>``), and what each lets through
 OVERRIDES = {"xccl-sockets": "NCCL/RCCL on TCP sockets between nodes",
-             "other-mpi": "an MPI library other than the site profile's mpi_library"}
-XCCL_SOCKETS, OTHER_MPI = OVERRIDES
+             "other-mpi": "an MPI library other than the site profile's mpi_library",
+             "numa-mismatch": "ranks on CPUs of another NUMA node than their GPU's, where the site binds them"}
+XCCL_SOCKETS, OTHER_MPI, NUMA_MISMATCH = OVERRIDES
+
+
+#: a refused probe's record, kept in a run folder that exists already (the batch job's own sweep): the
+#: first-run kit's archive then holds the per-rank table of the refusal it is attached to explain
+REFUSED_FILE = "preflight-refused.json"
+
+
+class Refused(BadInput):
+    """A fatal verdict: bad input (exit 2, one line) that holds the probe's record."""
+
+    def __init__(self, message: str, record: dict) -> None:
+        super().__init__("pre-flight", message)
+        self.record = record
 
 
 def flag(name: str) -> str:
@@ -100,9 +119,9 @@ def record_of(found: list[Preflight]) -> dict | None:
     return {**found[0].record(), "warnings": warnings, "probes": [one.record() for one in found]}
 
 
-def needed(device: str) -> bool:
-    """Only GPU suites have a pre-flight."""
-    return device in device_kinds()
+def needed(device: str, site: Site | None = None) -> bool:
+    """GPU suites have a pre-flight, and CPU suites run at a site (its MPI library, the ranks' binding)."""
+    return device in device_kinds() or site is not None
 
 
 def probe_launch(launches: list[Launch]) -> Launch:
@@ -139,10 +158,12 @@ def report_of(output: str) -> dict | None:
 
 
 def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: bool, returncode: int = 0,
-          tail: str = "", allowed: tuple[str, ...] = (), site: Site | None = None) -> list[Verdict]:
+          tail: str = "", allowed: tuple[str, ...] = (), site: Site | None = None,
+          device: str = "cuda", binding: str = "") -> list[Verdict]:
     """The verdicts on one pre-flight report (None: the launch ended before rank 0 reported).
     ``allowed``: the refusals let through (``OVERRIDES``); ``site``: the site profile (its
-    ``mpi_library``), if any."""
+    ``mpi_library``), if any; ``device`` host: a CPU suite's checks (no GPU, no NCCL/RCCL);
+    ``binding``: the CPU binding the site asks the launcher for ("" where none: bind_claim)."""
     if report is None:
         return [Verdict("launch", FATAL, f"the pre-flight launch ended (exit {returncode}) before its ranks "
                                          f"reported; every launch of the suite would fail the same way: {tail}")]
@@ -152,6 +173,8 @@ def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: boo
     verdicts = [Verdict("gtl", OK, "MPI_Init passed with the suite's environment")]
     if report.get("mpi_library"):
         verdicts.append(mpi_verdict(site, report["mpi_library"], "the probe's ranks", allowed))
+    if device not in device_kinds():
+        return [*verdicts, _local_rank(ranks), _shared_cpus(ranks, binding)]
     without = [one for one in ranks if one["reason"]]
     if without:
         first = without[0]
@@ -162,7 +185,7 @@ def judge(report: dict | None, *, sharing_allowed: bool, library: str, xccl: boo
         verdicts.append(Verdict("gpu", OK, f"every rank bound a GPU ({len(ranks)} ranks)"))
     verdicts.append(_local_rank(ranks))
     verdicts.append(_one_gpu_per_rank(ranks, sharing_allowed))
-    verdicts.append(_numa(ranks))
+    verdicts.append(_numa(ranks, binding, allowed))
     verdicts.append(_network(ranks, library, xccl, allowed))
     return verdicts
 
@@ -215,8 +238,6 @@ def check_mpi(sweep, out) -> Verdict | None:
     """Before any launch or submission (this login node or job loads the Python environment the
     ranks load): the MPI library against the site's; BadInput (exit 2) on a refusal, a warning printed
     where it is let through. None where the sweep names no site or the site no MPI."""
-    from bench.errors import BadInput
-
     site = sweep.where.site
     if site is None or not site.mpi_library:
         return None
@@ -249,22 +270,56 @@ def _one_gpu_per_rank(ranks: list[dict], sharing_allowed: bool) -> Verdict:
                     "visible GPUs than ranks on a node)")
             if sharing_allowed:
                 return Verdict("one_gpu_per_rank", OK, f"{text}; the suite allows it (gpu_sharing: yes)")
-            return Verdict("one_gpu_per_rank", WARNING, f"{text}: every GPU cell will be refused (unsupported); "
-                                                        "give each rank its own GPU, or gpu_sharing: yes")
+            # every GPU cell would be refused (unsupported): nothing to measure, so before any node-hour
+            return Verdict("one_gpu_per_rank", FATAL, f"{text}: every GPU cell would be refused (unsupported); "
+                                                      "give each rank its own GPU (as many GPUs per node as ranks "
+                                                      "per node), or set gpu_sharing: yes in the suite")
         seen[key] = one["rank"]
     if not seen:
         return Verdict("one_gpu_per_rank", SKIPPED, "no rank reported its GPU's PCI bus id")
     return Verdict("one_gpu_per_rank", OK, "each rank has a GPU of its own")
 
 
-def _numa(ranks: list[dict]) -> Verdict:
+def bind_claim(site: Site | None, launcher_section: str) -> str:
+    """What says the ranks are bound: ``site S binds them (--cpu-bind=cores)``, or "" where the site
+    asks this launcher for no binding (or there is no site)."""
+    binding = site.cpu_binding(launcher_section) if site is not None else ""
+    return f"site {site.name} binds them ({binding})" if binding else ""
+
+
+def _shared_cpus(ranks: list[dict], binding: str) -> Verdict:
+    """A CPU suite's ranks of one host on overlapping CPUs where the site binds them: they would take
+    turns on cores, and the timings would say so. ``binding``: bind_claim's."""
+    seen: dict[str, list[tuple[int, set[int]]]] = {}
+    for one in ranks:
+        cpus = parse_cpulist(one.get("cpus") or "")
+        for rank, theirs in seen.get(one["host"], []):
+            if cpus & theirs and binding:
+                return Verdict("cpus", WARNING, f"ranks {rank} and {one['rank']} on {one['host']} share CPUs "
+                                                f"{cpulist_text(cpus & theirs)} though {binding}: fewer ranks per "
+                                                "node, or fewer CPUs per task")
+        seen.setdefault(one["host"], []).append((one["rank"], cpus))
+    nodes = sorted({node for one in ranks for node in one.get("numa_nodes", [])})
+    return Verdict("cpus", OK, f"{len(ranks)} ranks on CPUs of their own" + (f" (NUMA nodes {nodes})" if nodes else "")
+                   if binding else f"{len(ranks)} ranks; no binding asked for (no site binding for this launcher)")
+
+
+def _numa(ranks: list[dict], binding: str = "", allowed: tuple[str, ...] = ()) -> Verdict:
+    """CPUs away from the GPU's NUMA node: a refusal where the site profile binds the ranks' CPUs (the
+    binding it asks for did not happen, or pairs the wrong GPU: every host-device copy and GPU-aware MPI
+    send would cross the socket), a warning where nothing claims to bind them."""
     away = [one for one in ranks if one.get("cpus_near_gpu") in ("far", "partly")]
     if away:
         one = away[0]
-        return Verdict("numa", WARNING, f"{len(away)} ranks run on CPUs not (all) on their GPU's NUMA node (rank "
-                                        f"{one['rank']} on {one['host']}: CPUs {one['cpus']}, GPU {one['pci_bus_id']} "
-                                        f"on NUMA node {one['numa_node']}): bind each rank next to its GPU (srun "
-                                        "--cpu-bind with the site's masks, or mpiexec's binding)")
+        problem = (f"{len(away)} ranks run on CPUs not (all) on their GPU's NUMA node (rank {one['rank']} on "
+                   f"{one['host']}: CPUs {one['cpus']}, GPU {one['pci_bus_id']} on NUMA node {one['numa_node']})")
+        if binding:
+            return refusal("numa", f"{problem}, though {binding}: its launches "
+                                   "would time transfers across the socket. Check the profile's --cpu-bind masks "
+                                   "and gpu_map against the node (lstopo, nvidia-smi topo -m / rocm-smi "
+                                   "--showtoponuma)", NUMA_MISMATCH, allowed)
+        return Verdict("numa", WARNING, f"{problem}: bind each rank next to its GPU (srun --cpu-bind with the "
+                                        "site's masks, or mpiexec's binding)")
     if all(one.get("cpus_near_gpu") == "near" for one in ranks):
         return Verdict("numa", OK, "every rank runs on its GPU's NUMA node")
     return Verdict("numa", SKIPPED, "the GPUs' NUMA nodes are not known here (no GPU, or no sysfs entry)")
@@ -278,6 +333,8 @@ def _network(ranks: list[dict], library: str, xccl: bool, allowed: tuple[str, ..
         return Verdict("network", SKIPPED, f"{library} was not tried: not every rank has a GPU")
     if seen.get("reason"):
         return Verdict("network", SKIPPED, seen["reason"])
+    if seen.get("error"):  # every NCCL/RCCL cell of these launches would fail the same way
+        return Verdict("network", FATAL, _xccl_failed(seen, library))
     net = XcclNet(seen["network"], seen["version"], seen["plugin"], seen["missing_plugin"], seen["interfaces"],
                   seen.get("plugin_failed", ""))
     hosts = len({one["host"] for one in ranks})
@@ -291,6 +348,19 @@ def _network(ranks: list[dict], library: str, xccl: bool, allowed: tuple[str, ..
         return refusal("network", f"{net.socket_warning(library)}. Its cells across {hosts} nodes would time TCP "
                                   "sockets, not the site's network", XCCL_SOCKETS, allowed)
     return Verdict("network", OK, said)
+
+
+def _xccl_failed(seen: dict, library: str) -> str:
+    """Why the probe's NCCL/RCCL communicator could not be made, and the fix."""
+    forced = seen.get("forced_net", "")
+    why = "; ".join(text for text in (seen.get("missing_plugin", ""), seen.get("plugin_failed", "")) if text)
+    text = f"{library} could not make a communicator ({seen['error']}{'; ' + why if why else ''})"
+    if forced:
+        return (f"{text} with NCCL_NET={forced}, which the site forces for launches across nodes so that {library} "
+                "fails rather than falls back to TCP sockets: every one of their NCCL/RCCL cells would fail. Put the "
+                "network plugin on LD_LIBRARY_PATH (docs/CLUSTERS.md, the site's profile); to time sockets all the "
+                "same, set NCCL_NET: Socket in the suite's env and pass --allow-xccl-sockets")
+    return f"{text}: every NCCL/RCCL cell of these launches would fail the same way"
 
 
 def _run(argv: list[str], env: dict[str, str], timeout_s: float, cwd: str) -> tuple[str, int]:
@@ -321,7 +391,7 @@ def run(sweep, out, launches: list[Launch] | None = None) -> list[Preflight]:
 
     device = sweep.suite.device
     launches = sweep.launches if launches is None else launches
-    if not needed(device) or not launches:
+    if not needed(device, sweep.where.site) or not launches:
         return []
     found = []
     for launch, xccl in probes(sweep, launches):
@@ -347,7 +417,6 @@ def conclude(sweep, launch: Launch, argv: list[str], report: dict | None, out, r
     the launches checked run NCCL/RCCL cells (default: any of the sweep's); ``env``: the probe's variables."""
     from rich.markup import escape
 
-    from bench.errors import BadInput
     from collectives.transports.xccl.communicators import library_name
 
     device = sweep.suite.device
@@ -355,10 +424,11 @@ def conclude(sweep, launch: Launch, argv: list[str], report: dict | None, out, r
     preflight = Preflight(launch.launch_id, launch.nranks, argv,
                           judge(report, sharing_allowed=sweep.suite.gpu_sharing == "yes",
                                 library=library_name(device), xccl=xccl, returncode=returncode, tail=tail,
-                                allowed=sweep.allowed, site=sweep.where.site),
+                                allowed=sweep.allowed, site=sweep.where.site, device=device,
+                                binding=bind_claim(sweep.where.site, sweep.launcher.site_section)),
                           (report or {}).get("ranks", []), dict(env or {}), xccl)
     if preflight.fatal:
-        raise BadInput("pre-flight", preflight.fatal)
+        raise Refused(preflight.fatal, preflight.record())
     for verdict in preflight.verdicts:
         colour = {OK: "green", WARNING: "yellow"}.get(verdict.verdict, "dim")
         out.print(f"[{colour}]pre-flight {verdict.check}: {verdict.verdict}[/{colour}] ({escape(launch.launch_id)}): "
@@ -388,7 +458,7 @@ def mpi_dry_run_lines(sweep) -> list[str]:
 def probe_dry_run_lines(sweep, launches: list[Launch]) -> list[str]:
     """The probes the pre-flight of ``launches`` would start ([] for a suite without GPUs)."""
     lines: list[str] = []
-    if not needed(sweep.suite.device) or not launches:
+    if not needed(sweep.suite.device, sweep.where.site) or not launches:
         return lines
     chosen = probes(sweep, launches)
     lines.append(f"# pre-flight: {len(chosen)} probe launch{'es' if len(chosen) > 1 else ''} before the first "
@@ -400,8 +470,10 @@ def probe_dry_run_lines(sweep, launches: list[Launch]) -> list[str]:
         lines.append(f"#   probe {number}: shaped as {launch.launch_id} ({nodes} node{'s' if nodes > 1 else ''}, "
                      f"{launch.nranks} ranks), {'with' if xccl else 'without'} a NCCL/RCCL all-reduce; "
                      f"variables: {given}")
-        lines.append(f"#     refuse (exit 2): {', '.join(_refusing(sweep, launch, xccl, env))}; warn: gpu, "
-                     "local_rank, one_gpu_per_rank, numa")
+        gpu = sweep.suite.device in device_kinds()
+        warned = ["gpu", "local_rank", *([] if _binds(sweep) else ["numa"])] if gpu else ["local_rank", "cpus"]
+        lines.append(f"#     refuse (exit 2): {', '.join(_refusing(sweep, launch, xccl, env))}; warn: "
+                     f"{', '.join(warned)}")
     return lines
 
 
@@ -414,9 +486,21 @@ def _refusing(sweep, launch: Launch, xccl: bool, env: dict[str, str]) -> list[st
     if site is not None and site.mpi_library:
         refusing.append(f"mpi_library (not {site.mpi_library}; {_let(OTHER_MPI, sweep.allowed)})")
     if xccl and launch.where.nhosts > 1:
-        refusing.append(f"network (NCCL/RCCL on TCP sockets across {launch.where.nhosts} nodes; "
-                        f"{_let(XCCL_SOCKETS, sweep.allowed)})")
+        forced = f"; or NCCL_NET={env['NCCL_NET']}, forced across nodes, not starting" if env.get("NCCL_NET") else ""
+        refusing.append(f"network (NCCL/RCCL on TCP sockets across {launch.where.nhosts} nodes: "
+                        f"{_let(XCCL_SOCKETS, sweep.allowed)}{forced})")
+    if sweep.suite.device not in device_kinds():
+        return refusing
+    if sweep.suite.gpu_sharing != "yes":
+        refusing.append("one_gpu_per_rank (two ranks on one GPU; gpu_sharing: yes lets it through)")
+    if _binds(sweep):
+        refusing.append(f"numa (a rank's CPUs away from its GPU, though {_binds(sweep)}; "
+                        f"{_let(NUMA_MISMATCH, sweep.allowed)})")
     return refusing
+
+
+def _binds(sweep) -> str:
+    return bind_claim(sweep.where.site, sweep.launcher.site_section)
 
 
 def _let(override: str, allowed: tuple[str, ...]) -> str:

@@ -7,10 +7,11 @@ In order, on each rank:
    (``MPICH_GPU_SUPPORT_ENABLED=1``) without its GTL library loaded would abort in MPI_Init, so
    that is checked first and reported (by every rank: no MPI to gather with) instead;
 2. the GPU is bound as the worker binds it (bench/run/mpi_start.py), then MPI_Init;
-3. the MPI library the ranks loaded (rank 0's ``MPI_Get_library_version``, as ``mpi_library``); the
-   rank's GPU facts (index, PCI bus id, NUMA node, its CPUs against it, the launcher's
-   variables) and, where ``XCCL`` is 1 and every rank has a GPU, one NCCL/RCCL all-reduce of one
-   element over all ranks with NCCL_DEBUG=INFO captured: the network and version it chose.
+3. the MPI library the ranks loaded (rank 0's ``MPI_Get_library_version``, as ``mpi_library``); a
+   CPU suite's rank: its local rank, CPUs and their NUMA nodes; a GPU suite's rank: its GPU facts
+   (index, PCI bus id, NUMA node, its CPUs against it, the launcher's variables) and, where ``XCCL``
+   is 1 and every rank has a GPU, one NCCL/RCCL all-reduce of one element over all ranks with
+   NCCL_DEBUG=INFO captured: the network and version it chose.
 """
 
 from __future__ import annotations
@@ -71,11 +72,30 @@ def _net(comm, device: str, backend, index: int) -> dict:
                         backend.stream.ptr)
         backend.synchronize()
         net = communicators.net
+    except Exception as error:  # NCCL's error (a forced NCCL_NET whose plugin is missing fails here)
+        seen = communicators.capture.read() if communicators.capture is not None else None
+        return {"error": f"{type(error).__name__}: {error}", "forced_net": os.environ.get("NCCL_NET", ""),
+                "missing_plugin": seen.missing_plugin if seen else "", "plugin_failed": seen.plugin_failed if seen
+                else ""}
     finally:
         communicators.close()
     return {"network": net.network, "version": net.version, "plugin": net.plugin,
             "missing_plugin": net.missing_plugin, "interfaces": net.interfaces, "plugin_failed": net.plugin_failed,
             "summary": net.summary}
+
+
+def host_facts(comm, host: str) -> dict:
+    """A CPU suite's rank: its local rank (and where it came from), its CPUs and their NUMA nodes."""
+    from bench.run.hostfacts import rank_env
+    from collectives.memory import backends, binding
+
+    split = backends.local_rank(comm)  # a collective: every rank splits
+    local, source = binding.launcher_local_rank(os.environ)
+    if local is None:
+        local, source = split, f"shared-memory split after MPI_Init ({source})"
+    cpus = binding.own_cpus()
+    return {"rank": comm.rank, "host": host, "reason": "", "local_rank": local, "local_rank_from": source,
+            "cpus": binding.cpulist_text(cpus), "numa_nodes": binding.cpus_numa_nodes(cpus), "env": rank_env()}
 
 
 def probe(device: str, with_xccl: bool) -> dict | None:
@@ -85,17 +105,21 @@ def probe(device: str, with_xccl: bool) -> dict | None:
     from mpi4py import MPI
 
     from bench.run.hostfacts import rank_env
+    from collectives.memory import device_kinds
     from collectives.memory.device_context import local_facts
 
     comm = MPI.COMM_WORLD
     host = MPI.Get_processor_name()
-    facts = local_facts(device, SimpleNamespace(comm=comm), host, os.environ, None)
-    backend = facts.pop("backend")
-    mine = {"rank": comm.rank, "host": host, "reason": facts["reason"], "local_rank": facts["local_rank"],
-            "local_rank_from": facts["local_rank_from"], **facts["placement"], "env": rank_env()}
-    # NCCL/RCCL communicators are collective: made only where every rank has its GPU
-    if with_xccl and comm.allreduce(int(backend is not None and not facts["reason"]), op=MPI.MIN):
-        mine["xccl"] = _net(comm, device, backend, facts["index"])
+    if device in device_kinds():
+        facts = local_facts(device, SimpleNamespace(comm=comm), host, os.environ, None)
+        backend = facts.pop("backend")
+        mine = {"rank": comm.rank, "host": host, "reason": facts["reason"], "local_rank": facts["local_rank"],
+                "local_rank_from": facts["local_rank_from"], **facts["placement"], "env": rank_env()}
+        # NCCL/RCCL communicators are collective: made only where every rank has its GPU
+        if with_xccl and comm.allreduce(int(backend is not None and not facts["reason"]), op=MPI.MIN):
+            mine["xccl"] = _net(comm, device, backend, facts["index"])
+    else:
+        mine = host_facts(comm, host)
     everyone = comm.gather(mine, root=0)
     if comm.rank:
         return None

@@ -99,6 +99,24 @@ def allocation_hosts() -> list[str]:
     return result.stdout.split() if result.returncode == 0 else []
 
 
+def allocation_time_limit() -> str | None:
+    """The time limit of the allocation this process runs in, as Slurm prints it (``2:00:00``), or None
+    (outside one, UNLIMITED, or squeue not answering): no srun step of the sweep asks for more."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    try:
+        result = subprocess.run(["squeue", "--noheader", f"--jobs={job}", "--format=%l"], capture_output=True,
+                                text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    limit = result.stdout.strip() if result.returncode == 0 else ""
+    try:
+        return limit if limit and time_minutes(limit) is not None else None
+    except ValueError:  # NOT_SET, or a format this does not read
+        return None
+
+
 def _directive(option: str) -> str:
     """One ``#SBATCH`` line. The line is a shell comment, where quoting does not hold: a line break
     in a value would end the comment and start a command, so a value with any control character is
@@ -137,6 +155,19 @@ def check_job(label: str, slurm: Slurm, site: Site | None, groups: list[list[Lau
         for launch in group:
             check_fit(label, slurm, site, launch)
         check_time(slurm, site, group)
+
+
+def check_steps(label: str, slurm: Slurm, site: Site | None, launches: list[Launch], in_allocation: bool) -> None:
+    """``--launcher srun``: each step against the site's node (CPUs per task x tasks per node), and,
+    where srun makes a job of its own (outside an allocation), its ``--time`` against the site's limit
+    for its node count; before the first step (one line, exit 2). Inside an allocation the Slurm fields
+    and the time were the allocation's to give."""
+    if site is None:
+        return
+    for launch in launches:
+        check_fit(label, slurm, site, launch)
+        if not in_allocation:
+            check_time(slurm, site, [launch])
 
 
 def check_fit(label: str, slurm: Slurm, site: Site, launch: Launch) -> None:

@@ -136,7 +136,7 @@ def _lead(options: SweepOptions, out: Console, comm, where: Where) -> int:
 def _preflight(sweep: Sweep, comm, out: Console) -> None:
     """A GPU suite: the pre-flight's probe on every rank of this job (its MPI_Init has passed, so GTL
     is linked where it is needed): binding, shared GPUs, NUMA, the NCCL/RCCL network."""
-    if not preflight.needed(sweep.suite.device) or not sweep.launches:
+    if not preflight.needed(sweep.suite.device, sweep.where.site) or not sweep.launches:
         return
     asked = {"device": sweep.suite.device, "with_xccl": preflight.uses_xccl(sweep.launches)}
     comm.bcast({"preflight": asked}, root=0)

@@ -4,12 +4,14 @@ followed here, its rows taken as rank 0 appends them; a job that ends early give
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Callable
 
 from rich.console import Console
 
 from bench.errors import BadInput
+from bench.files import atomic_write
 from bench.plan.cells import Cell, Launch
 from bench.plan.sizes import format_size
 from bench.present import console as screen
@@ -40,7 +42,13 @@ def run_with_tables(options: SweepOptions, out: Console) -> tuple[int, Tables]:
     # launch environment (GTL, binding, network), each shaped as its largest launch this job runs; a
     # refusal or a fatal verdict is bad input, nothing written
     preflight.check_mpi(sweep, out)
-    sweep.preflight = preflight.record_of(preflight.run(sweep, out, running))
+    try:
+        sweep.preflight = preflight.record_of(preflight.run(sweep, out, running))
+    except preflight.Refused as refused:
+        if options.resume is not None:  # the batch job's own sweep: its folder is the kit's archive
+            text = json.dumps(refused.record, indent=1)
+            atomic_write(sweep.folder / preflight.REFUSED_FILE, lambda path: path.write_text(text))
+        raise
     lock = lock_folder(options, sweep.folder, out)
     try:
         return measure(sweep, out, options.summary, running, options.allow_unsupported)

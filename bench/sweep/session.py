@@ -10,6 +10,7 @@ runs its rounds as sessions of suites it builds in memory.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -123,10 +124,13 @@ class Sweep:
     def check(self, known_installs: dict[str, dict] | None = None) -> None:
         """BadInput, before anything is written, where the sweep cannot run: a named host that does
         not answer, another install that cannot read this one's plans, buffers or processes that do
-        not fit the machines."""
+        not fit the machines, srun steps that do not fit the site's node or its time policy."""
         self.where.probe(self.suite)
         self.check_installs(known_installs)
         self.check_fits()
+        if self.launcher.name == "srun":
+            slurm.check_steps(self.label, self.suite.slurm, self.where.site, self.launches,
+                        in_allocation=bool(os.environ.get("SLURM_JOB_ID")))
         memory.check_processes(self.launches, self.where.process_room, self.label)
 
     def check_fits(self) -> None:

@@ -156,6 +156,12 @@ def numa_cpus(node: int, sysfs: Path = SYSFS) -> set[int]:
         return set()
 
 
+def cpus_numa_nodes(cpus: set[int], sysfs: Path = SYSFS) -> list[int]:
+    """The NUMA nodes that hold any of ``cpus`` ([]: unknown)."""
+    nodes = sorted(int(path.name[4:]) for path in (sysfs / "devices" / "system" / "node").glob("node[0-9]*"))
+    return [node for node in nodes if numa_cpus(node, sysfs) & cpus]
+
+
 def own_cpus() -> set[int]:
     """The CPUs this process may run on (its affinity mask, as the launcher's binding set it)."""
     try:

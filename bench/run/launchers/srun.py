@@ -15,6 +15,7 @@ from bench.plan.slurm_options import time_minutes
 from bench.run import slurm
 from bench.run.launchers import register
 from bench.run.launchers.base import Launcher
+from bench.run.slurm import allocation_time_limit
 
 if TYPE_CHECKING:
     from bench.plan.hosts import Placement
@@ -67,7 +68,10 @@ class Srun(Launcher):
 
     @classmethod
     def make(cls, flavour: str, requested: str, slurm: Slurm | None) -> Launcher:
-        return cls(flavour, find_slurm_tool("srun"), requested, pmi_plugin(flavour), **slurm_fields(slurm))
+        fields = slurm_fields(slurm)
+        if not fields.get("job_time"):  # inside an allocation: no step asks for more than it has
+            fields["job_time"] = allocation_time_limit()
+        return cls(flavour, find_slurm_tool("srun"), requested, pmi_plugin(flavour), **fields)
 
     @classmethod
     def is_here(cls) -> bool:

@@ -12,6 +12,7 @@ import pytest
 from mpi4py import MPI  # noqa: F401  (initialised here as in any in-process test, before the probe defers MPI_Init)
 
 from bench.errors import BadInput
+from bench.plan.site import load_site
 from bench.run import preflight, preflight_probe
 from collectives.transports.xccl import debug_log
 
@@ -113,8 +114,10 @@ def xccl_of(text: str) -> dict:
             "summary": net.summary}
 
 
-def verdicts(report: dict, sharing: bool = False, xccl: bool = True) -> dict[str, tuple[str, str]]:
-    found = preflight.judge(report, sharing_allowed=sharing, library="RCCL", xccl=xccl)
+def verdicts(report: dict, sharing: bool = False, xccl: bool = True, site=None,
+             allowed: tuple[str, ...] = ()) -> dict[str, tuple[str, str]]:
+    found = preflight.judge(report, sharing_allowed=sharing, library="RCCL", xccl=xccl, site=site, allowed=allowed,
+                            binding=preflight.bind_claim(site, "srun"))
     return {verdict.check: (verdict.verdict, verdict.message) for verdict in found}
 
 
@@ -177,16 +180,43 @@ def test_two_nodes_over_sockets_refuse_naming_the_plugin_and_the_flag():
         assert verdicts({"ranks": [rank(0, "n1", xccl=xccl_of(text)), rank(4, "n2")]})["network"][0] == "ok"
 
 
-def test_shared_gpus_numa_and_a_late_local_rank_are_warned():
+def test_shared_gpus_are_refused_numa_and_a_late_local_rank_warned_without_a_binding_site():
     ranks = [rank(0, "n1", xccl=xccl_of(IB_CLUSTER)), rank(1, "n1", pci_bus_id="0000:c1:00.0", cpus_near_gpu="far",
                                                               cpus="0-7")]
     ranks[1]["local_rank_from"] = "shared-memory split after MPI_Init (none of SLURM_LOCALID, ... is set)"
     found = verdicts({"ranks": ranks})
     shared = found["one_gpu_per_rank"]
-    assert shared[0] == "warning" and "every GPU cell will be refused" in shared[1]
+    # every GPU cell would be refused: nothing to measure, so refused before any node-hour
+    assert shared[0] == "fatal" and "every GPU cell would be refused" in shared[1]
+    assert "gpu_sharing: yes" in shared[1]
     assert verdicts({"ranks": ranks}, sharing=True)["one_gpu_per_rank"][0] == "ok"
+    # no site: nothing claims the ranks are bound, so a warning
     assert found["numa"][0] == "warning" and "rank 1 on n1: CPUs 0-7" in found["numa"][1]
     assert found["local_rank"][0] == "warning" and "after MPI_Init" in found["local_rank"][1]
+
+
+@pytest.mark.parametrize("name, binding", [("frontier", "--cpu-bind=mask_cpu"), ("perlmutter", "--cpu-bind=cores"),
+                                           ("generic-openmpi-ucx", "--cpu-bind=cores")])
+def test_numa_mismatch_is_refused_where_the_site_binds(name, binding):
+    site = load_site(name, "--site").for_device("cuda")
+    assert site.cpu_binding("srun") == binding
+    far = [rank(0, "n1"), rank(1, "n1", cpus_near_gpu="far", cpus="0-6", numa_node=3)]
+    refused = verdicts({"ranks": far}, site=site)["numa"]
+    assert refused[0] == "fatal" and f"though site {name} binds them ({binding})" in refused[1]
+    assert "--allow-numa-mismatch" in refused[1]
+    let = verdicts({"ranks": far}, site=site, allowed=("numa-mismatch",))["numa"]
+    assert let[0] == "warning" and "measured all the same: --allow-numa-mismatch" in let[1]
+    assert verdicts({"ranks": [rank(0, "n1"), rank(1, "n1", pci_bus_id="0000:c2:00.0")]}, site=site)["numa"][0] == "ok"
+
+
+def test_a_profile_without_binding_only_warns():
+    site = load_site("frontier", "--site").for_device("rocm")
+    unbound = site.model_copy(update={"srun": [o for o in site.srun if not o.startswith("--cpu-bind")]})
+    assert unbound.cpu_binding("srun") == ""
+    generic = load_site("generic-openmpi-ucx", "--site")
+    assert generic.cpu_binding("mpiexec") == "--bind-to core" and generic.cpu_binding("") == ""
+    far = [rank(0, "n1", cpus_near_gpu="partly", cpus="0-55")]
+    assert verdicts({"ranks": far}, site=unbound)["numa"][0] == "warning"
 
 
 def test_no_gpu_is_a_warning_and_nccl_is_not_tried():
@@ -236,7 +266,7 @@ def fake_sweep(output: str, device: str = "rocm", timeout_s: float = 60, then: s
     return types.SimpleNamespace(
         suite=types.SimpleNamespace(device=device, timeout_s=timeout_s, gpu_sharing="no"), launches=[launch],
         job_command=lambda launch, plan, program_argv: ([sys.executable, "-c", program], {}), allowed=(),
-        where=types.SimpleNamespace(site=None))
+        where=types.SimpleNamespace(site=None), launcher=types.SimpleNamespace(site_section="srun"))
 
 
 class Out:
@@ -307,3 +337,32 @@ def test_a_job_of_some_node_counts_is_probed_as_its_own_largest_launch():
     asked.clear()
     assert preflight.record_of(preflight.run(sweep, Out()))["launch_id"] == "n16-rpn8-rocm"
     assert asked[-1] == "n16-rpn8-rocm"  # (the others: the launches' environments, read to group them)
+
+
+def test_a_forced_network_that_does_not_start_is_refused_with_the_plugin_to_load():
+    failed = {"error": "NcclError: NCCL_ERROR_INVALID_USAGE: invalid usage", "forced_net": "AWS Libfabric",
+              "missing_plugin": "librccl-net.so", "plugin_failed": ""}
+    found = verdicts({"ranks": [rank(0, "n1", xccl=failed), rank(8, "n2")]})["network"]
+    assert found[0] == "fatal" and "with NCCL_NET=AWS Libfabric, which the site forces" in found[1]
+    assert "librccl-net.so" in found[1] and "NCCL_NET: Socket" in found[1] and "\n" not in found[1]
+    # not forced: the communicator's failure is fatal all the same (every cell would fail)
+    plain = verdicts({"ranks": [rank(0, "n1", xccl={**failed, "forced_net": ""})]})["network"]
+    assert plain[0] == "fatal" and "every NCCL/RCCL cell of these launches would fail" in plain[1]
+
+
+def test_a_host_suites_checks_are_its_cpus_not_gpus():
+    site = load_site("frontier", "--site").for_device("host")
+    ranks = [{"rank": 0, "host": "n1", "reason": "", "local_rank": 0, "local_rank_from": "SLURM_LOCALID",
+              "cpus": "1-3", "numa_nodes": [0], "env": {}},
+             {"rank": 1, "host": "n1", "reason": "", "local_rank": 1, "local_rank_from": "SLURM_LOCALID",
+              "cpus": "3-5", "numa_nodes": [0], "env": {}}]
+    binding = preflight.bind_claim(site, "srun")
+    found = {v.check: (v.verdict, v.message) for v in preflight.judge(
+        {"ranks": ranks}, sharing_allowed=False, library="RCCL", xccl=False, site=site, device="host",
+        binding=binding)}
+    assert set(found) == {"gtl", "local_rank", "cpus"}
+    assert found["cpus"][0] == "warning" and "ranks 0 and 1 on n1 share CPUs 3" in found["cpus"][1]
+    ranks[1]["cpus"] = "4-6"
+    found = {v.check: v for v in preflight.judge({"ranks": ranks}, sharing_allowed=False, library="RCCL",
+                                                  xccl=False, site=site, device="host", binding=binding)}
+    assert found["cpus"].verdict == "ok" and "NUMA nodes [0]" in found["cpus"].message

@@ -83,21 +83,33 @@ def test_a_cray_batch_run_is_refused_before_submitting_and_its_dry_run_says_so(t
     lines = dry.stdout.splitlines()
     assert any(line.startswith("# pre-flight mpi_library: run sweep would refuse it (exit 2") for line in lines)
     probes = [line for line in lines if line.startswith("#   probe ")]
-    assert len(probes) == 2 and "shaped as n16-rpn8-rocm (2 nodes" in probes[0]
-    assert "NCCL_CROSS_NIC" not in probes[0] and "NCCL_CROSS_NIC=1" in probes[1] and "-xccl" in probes[1]
+    # the MPI launches; the one-node RCCL launch; the two-node one, the only one forced onto the plugin
+    assert len(probes) == 3 and "shaped as n16-rpn8-rocm (2 nodes" in probes[0], probes
+    assert "shaped as n8-rpn8-rocm-xccl (1 node" in probes[1] and "shaped as n16-rpn8-rocm-xccl (2 nodes" in probes[2]
+    assert "NCCL_CROSS_NIC" not in probes[0] and all("NCCL_CROSS_NIC=1" in probe for probe in probes[1:])
+    assert "NCCL_NET=" not in probes[1] and "NCCL_NET=AWS Libfabric" in probes[2]
     refusing = [line for line in lines if line.startswith("#     refuse (exit 2):")]
-    assert "network" not in refusing[0] and "network (NCCL/RCCL on TCP sockets across 2 nodes; " \
-                                           "--allow-xccl-sockets lets it through)" in refusing[1]
+    assert "network" not in refusing[0] and "network" not in refusing[1]
+    assert "network (NCCL/RCCL on TCP sockets across 2 nodes: --allow-xccl-sockets lets it through; or " \
+           "NCCL_NET=AWS Libfabric, forced across nodes, not starting)" in refusing[2]
+    # the site binds the ranks' CPUs next to their GCDs: a rank away from its GCD's NUMA node is refused
+    assert "numa (a rank's CPUs away from its GPU, though site frontier binds them (--cpu-bind=mask_cpu); " \
+           "--allow-numa-mismatch lets it through)" in refusing[0]
+    assert "one_gpu_per_rank (two ranks on one GPU" in refusing[0]
     assert "#!/bin/bash" in dry.stdout  # the scripts still printed
     # one job per node count: each job's own sweep probes its own launches
     per_nodes = run_cli(*args, "--dry-run", "--batch-jobs", "per-nodes", timeout=120)
     shapes = [line.split("shaped as ")[1].split()[0] for line in per_nodes.stdout.splitlines()
               if line.startswith("#   probe ")]
     assert shapes == ["n8-rpn8-rocm", "n8-rpn8-rocm-xccl", "n16-rpn8-rocm", "n16-rpn8-rocm-xccl"], per_nodes.stdout
+    forced = [line for line in per_nodes.stdout.splitlines() if line.startswith("#   probe ") and "NCCL_NET=" in line]
+    assert len(forced) == 1 and "n16-rpn8-rocm-xccl" in forced[0]
     assert per_nodes.stdout.count("# pre-flight mpi_library:") == 1
-    allowed = run_cli(*args, "--dry-run", "--allow-other-mpi", "--allow-xccl-sockets", timeout=120)
+    allowed = run_cli(*args, "--dry-run", "--allow-other-mpi", "--allow-xccl-sockets", "--allow-numa-mismatch",
+                      timeout=120)
     assert "# pre-flight mpi_library: let through:" in allowed.stdout, describe(allowed)
     assert "let through by --allow-xccl-sockets" in allowed.stdout
+    assert "let through by --allow-numa-mismatch" in allowed.stdout
 
 
 def test_the_xccl_launch_is_probed_with_its_own_variables_and_overrides_are_recorded(tmp_path):
@@ -170,3 +182,67 @@ def test_site_env_digest_shows_a_value_the_launcher_replaced():
     assert site_env_digest(given, {**given, "CUDA_VISIBLE_DEVICES": "0,1,2,3"}) != as_planned
     assert site_env_digest(given, {"MPICH_GPU_SUPPORT_ENABLED": "1"}) != as_planned  # one unset
     assert site_env_digest({}, given) == ""
+
+
+def test_a_cpu_suite_at_a_site_has_a_pre_flight_with_its_per_rank_table(tmp_path):
+    """A host suite run at a site: one probe, every rank's local rank, CPUs and NUMA nodes in meta.json."""
+    out = tmp_path / "run"
+    suite = suite_file(tmp_path, implementations=["mpi"], device="host", ranks_per_node=2)
+    result = run_cli("run", "sweep", suite, "--site", site_file(tmp_path, srun=["--cpu-bind=cores"]), "--out", out,
+                     timeout=240)
+    assert result.returncode == 0, describe(result)
+    # mpiexec here, which the site asks for no binding: the ranks share this machine's CPUs, nothing claimed
+    assert "pre-flight cpus: ok (n2-rpn2-host): 2 ranks; no binding asked for" in result.stdout, describe(result)
+    record = json.loads((out / "meta.json").read_text())["preflight"]
+    assert [one["rank"] for one in record["ranks"]] == [0, 1]
+    for one in record["ranks"]:
+        assert one["cpus"] and isinstance(one["numa_nodes"], list) and one["local_rank"] in (0, 1)
+    assert {one["check"] for one in record["verdicts"]} == {"gtl", "mpi_library", "local_rank", "cpus"}
+
+
+def test_srun_steps_are_checked_against_the_sites_node_and_time_policy(tmp_path, monkeypatch):
+    """--launcher srun: a CPU suite's steps that cannot fit a Frontier node, and (srun's own job, outside an
+    allocation) a --time beyond the policy, refused before the first step."""
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    path = tmp_path / "suite.yaml"
+    cpu = {**SUITE, "implementations": ["mpi"], "device": "host", "ranks": [16], "ranks_per_node": 16}
+    path.write_text(yaml.safe_dump({**cpu, "slurm": {"srun_args": ["--cpus-per-task=7"]}}))
+    sweep = Sweep.open(SweepOptions(suite_path=path, site="frontier", launcher="srun"))
+    with pytest.raises(BadInput, match=r"16 ranks per node x --cpus-per-task=7 \(slurm.srun_args\) = 112 CPUs; "
+                                       r"a frontier node has .*give slurm.srun_args: \[--cpus-per-task=3\]"):
+        sweep.check()
+    path.write_text(yaml.safe_dump({**cpu, "slurm": {"time": "3:00:00"}}))
+    sweep = Sweep.open(SweepOptions(suite_path=path, site="frontier", launcher="srun"))
+    with pytest.raises(BadInput, match=r"^--time: 3:00:00 for a 1-node job is beyond site frontier's limit"):
+        sweep.check()
+    monkeypatch.setenv("SLURM_JOB_ID", "1234")  # inside an allocation: its time was the allocation's to give
+    Sweep.open(SweepOptions(suite_path=path, site="frontier", launcher="srun")).check()
+
+
+def test_a_refusal_in_the_batch_jobs_own_sweep_keeps_the_probes_record_in_the_run_folder(tmp_path, monkeypatch):
+    """The first-run kit packs the run folder whatever the sweep's exit: a refused probe's per-rank table
+    stays in it (preflight-refused.json), so the archive shows what was refused; a new run writes nothing."""
+    from bench.sweep import jobs
+
+    out = tmp_path / "run"
+    suite = suite_file(tmp_path, implementations=["mpi"], device="host", ranks_per_node=2)
+    assert run_cli("run", "sweep", suite, "--site", site_file(tmp_path), "--out", out, timeout=240).returncode == 0
+    record = {"launch_id": "n2-rpn2-host", "ranks": [{"rank": 0, "host": "n1", "cpus": "0"}]}
+
+    def refuse(sweep, console, launches=None):
+        raise preflight.Refused("ranks 0 and 1 share GPU ...", record)
+
+    monkeypatch.setattr(preflight, "run", refuse)
+    options = SweepOptions(suite_path=out / "suite.yaml", resume=out, suite_named=False)
+    with pytest.raises(BadInput, match=r"^pre-flight: ranks 0 and 1 share GPU"):
+        jobs.run_with_tables(options, Out())
+    assert json.loads((out / preflight.REFUSED_FILE).read_text()) == record
+    fresh = tmp_path / "fresh"
+    with pytest.raises(BadInput):
+        jobs.run_with_tables(SweepOptions(suite_path=tmp_path / "suite.yaml", out=fresh), Out())
+    assert not fresh.exists()
+
+
+class Out:
+    def print(self, *args, **options):
+        pass

@@ -354,6 +354,10 @@ def test_the_first_run_kit_on_a_real_slurm(tmp_path):
     assert set(frame["status"]) == {"ok"} and (frame["n_wrong"] == 0).all(), frame[["impl", "status", "error"]]
     assert set(frame["impl"]) == {"mpi", "pccl-flat"} and (frame["nranks"] == 2).all()
     assert all(launch["env"]["PCCL_COUNTERS"] == "2" for launch in meta["launches"].values())
+    # the CPU path's per-rank table: one rank on each node, its local rank from Slurm, its CPUs
+    ranks = meta["preflight"]["ranks"]
+    assert len({one["host"] for one in ranks}) == 2 and all(one["local_rank_from"] == "SLURM_LOCALID" for one in ranks)
+    assert all(one["cpus"] for one in ranks), ranks
     with tarfile.open(f"{out}.tar.gz") as archive:
         names = set(archive.getnames())
     assert {"kit/meta.json", "kit/results.parquet", "kit/sbatch.sh"} <= names, names
