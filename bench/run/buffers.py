@@ -108,9 +108,11 @@ def rotate_layout(call: CallSpec, max_count: int) -> Layout:
 def cold_layout(call: CallSpec, llc_bytes: int) -> Layout:
     """Positions on cache lines, a footprint apart or more, whose walk spans more than ``llc_bytes``
     in each buffer; at least two (a buffer larger than the cache alternates between two, as
-    rccl-tests' ``-E``), at most MAX_POSITIONS (small sizes: spaced ``llc_bytes / MAX_POSITIONS`` apart)."""
+    rccl-tests' ``-E``), at most MAX_POSITIONS (small sizes: spaced ``llc_bytes / (MAX_POSITIONS - 1)``
+    apart)."""
     line = max(CACHE_LINE, itemsize(call.dtype))
-    stride = -(-max(footprint_bytes(call), -(-llc_bytes // MAX_POSITIONS)) // line) * line
+    # (llc // stride + 1 positions: with a stride of llc / (MAX_POSITIONS - 1) or more, at most MAX_POSITIONS)
+    stride = -(-max(footprint_bytes(call), -(-llc_bytes // (MAX_POSITIONS - 1))) // line) * line
     return Layout(max(2, llc_bytes // stride + 1), stride, llc_bytes)
 
 

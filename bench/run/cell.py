@@ -161,7 +161,7 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool,
     if context.on_device and context.xccl_transport in str(outcome.described.get("transport", "")):
         # NCCL/RCCL made its communicator in the first call: the network and version it chose
         outcome.described.update(context.xccl_columns())
-    faults.before_check(comm.rank, *where, placed[0][1])
+    faults.before_check(comm.rank, *where, placed[-1][1])  # the last position: each one is checked
     if check:  # every position's result
         outcome.n_wrong = total(comm, sum(spec.count_wrong(call, comm.rank, recv, context.backend.xp)
                                           for _, recv in placed))
