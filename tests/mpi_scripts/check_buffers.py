@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from cython_ext.core import PyCallOp, Rotating
+from cython_ext.timing import measure
 from mpi4py import MPI
 
 from bench.plan.cells import Cell, TimingPlan
@@ -25,8 +27,6 @@ from collectives import spec
 from collectives.impls import get
 from collectives.memory.context import HOST
 from collectives.schedules.topology import topology
-from cython_ext.core import PyCallOp, Rotating
-from cython_ext.timing import measure
 
 comm = MPI.COMM_WORLD
 topo = topology(comm)
