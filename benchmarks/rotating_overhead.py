@@ -25,6 +25,8 @@ def main() -> None:
 
     mpi4py.rc.thread_level = "single"
     import numpy as np
+    from cython_ext.core import Rotating
+    from cython_ext.timing import measure
     from mpi4py import MPI
 
     from collectives import spec
@@ -33,8 +35,6 @@ def main() -> None:
     from collectives.memory.context import HOST
     from collectives.schedules.topology import topology
     from collectives.timing_plan import TimingPlan
-    from cython_ext.core import Rotating
-    from cython_ext.timing import measure
 
     comm = MPI.COMM_SELF
     call = CallSpec("allreduce", 1, 2, "float32")

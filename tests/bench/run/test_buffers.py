@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 import yaml
 from conftest import MPI_SCRIPTS, describe, run_cli, run_mpi
 
+from bench.results.read import read_results
 from bench.run import buffers
 from collectives.call import CallSpec
 from collectives.memory.context import HOST
@@ -102,7 +102,7 @@ def test_a_sweep_of_warm_rotate_and_cold_is_bit_exact_for_mpi_flat_and_shm(tmp_p
     path.write_text(yaml.safe_dump(suite))
     done = run_cli("run", "sweep", path, "--out", tmp_path / "run")
     assert done.returncode == 0, describe(done)
-    rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    rows = read_results([tmp_path / "run"])  # the one validated reader (gate, report, plot) takes it
     assert len(rows) == 3 * 3 * 4 and rows["status"].eq("ok").all() and rows["n_wrong"].eq(0).all()
     assert {tuple(sorted(set(group))) for _, group in rows.groupby(["impl", "collective", "placement"])["buffers"]} \
         == {("cold", "rotate", "warm")}
@@ -112,3 +112,16 @@ def test_a_sweep_of_warm_rotate_and_cold_is_bit_exact_for_mpi_flat_and_shm(tmp_p
     llc = by.loc["cold", "buffer_llc_bytes"]
     assert (llc > 0).all() and (by.loc["cold", "buffer_span_bytes"] > llc).all()
     assert rows["cell_key"].is_unique
+
+
+def test_the_memory_check_counts_every_position():
+    from dataclasses import replace
+
+    from bench.plan.cells import Cell
+    from bench.run.memory import cell_buffer_bytes
+
+    warm = Cell("allreduce", "mpi", "native", "", "", "host", 2, 1, 2, False, "float32", "sum", "out_of_place",
+                1 << 20, 4 << 20, 4 << 20, "sync")
+    rotate = replace(warm, buffers="rotate", buffers_max_count=1 << 24)
+    assert cell_buffer_bytes(warm) == 8 << 20
+    assert cell_buffer_bytes(rotate) == 2 * (64 << 20), "each buffer spans the largest size's"
