@@ -33,7 +33,7 @@ from collectives.spec import reduces
 FORMATS = ("png", "svg", "pdf")
 #: speedup heatmaps saturate beyond 2**4 = 16x either way (the cells still print the value)
 SPEEDUP_LIMIT_LOG2 = 4
-#: what, when a collective has several, splits its figures (one set per dtype, op, placement, mode)
+#: what, when a collective has several, splits its figures (one set per dtype, op, placement, buffers, mode)
 VARIANTS = ("dtype", "op", "placement", "buffers", "timing_mode")
 
 
