@@ -1,10 +1,12 @@
 """Markdown table of a buffers run (suites/buffers.yaml): warm, rotate and cold side by side.
 
-    python benchmarks/buffers_side_by_side.py results/<run>
+    python benchmarks/buffers_side_by_side.py results/<run> [time_us_p50|time_us_min]
 
-Per implementation, collective and size: the median time of each buffers (the median of the
-launches' medians), and rotate/warm and cold/warm as the median of the per-launch ratios (each
-ratio of cells measured one after another in the same MPI job) with their range over launches.
+Per implementation, collective and size: the time of each buffers (the median over launches of
+the cells' median, or of their fastest call), and rotate/warm and cold/warm as the median of the
+per-launch ratios (each of cells measured one after another in the same MPI job) with their range
+over launches. The fastest call shows what the buffers cost where a loaded machine descheduled
+most calls (the median then measures the load).
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from bench.results.read import read_results
 BUFFERS = ("warm", "rotate", "cold")
 
 
-def table(results: pd.DataFrame) -> str:
+def table(results: pd.DataFrame, statistic: str = "time_us_p50") -> str:
     ok = results[results["status"].eq("ok")]
     wide = ok.pivot_table(index=["impl", "collective", "bytes_total", "launch_id"], columns="buffers",
-                          values="time_us_p50", aggfunc="median")
+                          values=statistic, aggfunc="median")
     lines = ["| impl | collective | size | warm us | rotate us | cold us | rotate/warm | cold/warm | "
              "positions rotate, cold | launches |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     positions = ok.groupby(["impl", "collective", "bytes_total", "buffers"])["buffer_positions"].max()
@@ -40,4 +42,4 @@ def table(results: pd.DataFrame) -> str:
 
 if __name__ == "__main__":
     folder = Path(sys.argv[1])
-    print(table(read_results([folder])))
+    print(table(read_results([folder]), *sys.argv[2:3]))
