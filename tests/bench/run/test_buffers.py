@@ -71,6 +71,23 @@ def test_positions_are_views_of_one_allocation_holding_the_inputs():
     assert buffers.positions(HOST.backend, None, recv, buffers.WARM) == [(None, recv)]
 
 
+def test_a_device_gets_one_allocation_a_buffer_and_views_of_it():
+    class Copying:  # a stand-in device backend: from_host copies, as CuPy's does to the GPU
+        copies: list = []
+
+        def from_host(self, array):
+            self.copies.append(array.copy())
+            return self.copies[-1]
+
+    backend = Copying()
+    send, recv = np.arange(4, dtype=np.float32), np.full(8, -1, dtype=np.float32)
+    placed = buffers.positions(backend, send, recv, buffers.Layout(4, 64))
+    assert len(backend.copies) == 2, "one copy to the device per buffer, not one per position"
+    recvs, sends = backend.copies
+    assert all(r.base is recvs and s.base is sends for s, r in placed)
+    assert all(np.array_equal(s, send) and np.array_equal(r, recv) for s, r in placed)
+
+
 @pytest.mark.mpi
 def test_rotation_moves_through_every_position_and_each_is_checked():
     done = run_mpi(2, MPI_SCRIPTS / "check_buffers.py",
