@@ -1,7 +1,7 @@
 """The regression gate: judge every cell of CURRENT against a (pooled) BASELINE on its samples.
 
 Per cell (``bench.plan.cells.MATCH_KEY``: collective, implementation, algorithm and phases, device,
-ranks, nodes and whether they were virtual, dtype, op, placement, count, timing mode; repeats and
+ranks, nodes and whether they were virtual, dtype, op, placement, buffers, count, timing mode; repeats and
 runs pooled):
 
 * failed     the current cell returned wrong data, failed, timed out or stopped running
