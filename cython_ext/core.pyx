@@ -1,6 +1,8 @@
 from mpi4py.libmpi cimport (MPI_SUCCESS, MPI_MAX_ERROR_STRING, MPI_Error_string, MPI_COMM_NULL,
                             MPI_MAX_LIBRARY_VERSION_STRING, MPI_Get_library_version)
 from mpi4py.MPI cimport Comm
+from cpython.ref cimport PyObject
+from libc.stdlib cimport free, malloc
 
 
 class MPICallError(RuntimeError):
@@ -76,6 +78,40 @@ cdef class Sequence(CollOp):
             with nogil:
                 part.run()
         return 0
+
+
+cdef class Rotating(CollOp):
+    """One call of the same collective on buffers that move: each run calls the next of ``parts``
+    (one op built per buffer position, bench/run/buffers.py), round and round. The part is picked
+    without the GIL: a borrowed pointer into ``parts``, which holds the references, and a counter."""
+    cdef public list parts
+    cdef PyObject **ops
+    cdef Py_ssize_t count
+    #: the part the next run calls
+    cdef public Py_ssize_t position
+
+    def __init__(self, Comm comm, parts, keepalive=None):
+        self.bind(comm, keepalive)
+        self.parts = list(parts)
+        if not self.parts:
+            raise ValueError("Rotating: no parts")
+        if not all(isinstance(part, CollOp) for part in self.parts):
+            raise TypeError("Rotating parts must be cython_ext CollOps")
+        self.ops = <PyObject **> malloc(len(self.parts) * sizeof(PyObject *))
+        if self.ops == NULL:
+            raise MemoryError()
+        for index, part in enumerate(self.parts):
+            self.ops[index] = <PyObject *> part
+        self.count = len(self.parts)
+        self.position = 0
+
+    def __dealloc__(self):
+        free(self.ops)
+
+    cdef int run(self) except -1 nogil:
+        cdef Py_ssize_t at = self.position
+        self.position = at + 1 if at + 1 < self.count else 0
+        return (<CollOp> self.ops[at]).run()
 
 
 cdef class PyCallOp(CollOp):

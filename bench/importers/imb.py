@@ -61,11 +61,13 @@ COLUMNS = {"#bytes": "size", "#repetitions": "iters", "t_min[usec]": "min", "t_m
 
 def _banner(lines_of: Iterable[tuple[int, str]], source: str) -> dict:
     """The run's shared facts from its banner: version, types, op (IMB's defaults where not printed)."""
-    facts = {"version": "", "dtype": "uint8", "reduction_dtype": "float32", "op": "sum"}
+    facts = {"version": "", "dtype": "uint8", "reduction_dtype": "float32", "op": "sum", "buffers": "warm"}
     for number, line in lines_of:
         stripped = line.strip()
         if BLOCK.match(stripped):
             break
+        if stripped.startswith("# ") and " -off_cache" in stripped:  # the calling sequence: cold buffers
+            facts["buffers"] = "cold"
         if not facts["version"] and (found := BANNER.search(stripped)):
             facts["version"] = found.group("version")[:40]
         elif found := DATATYPE.match(stripped):
@@ -174,6 +176,7 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
     context = {"nranks": nranks, "hosts": [], "warmup": 0, "library": options.library or "MPI",
                "library_version": options.library_version or "", "impl": options.impl or "imb-mpi",
                "device": "host", "transport": "mpi", "tool_version": f"IMB {facts['version']}".strip(),
+               "buffers": facts["buffers"],
                # MPI_Reduce_scatter_block is another call than MPI_Reduce_scatter of equal counts: its own cells
                "algorithm": "native:Reduce_scatter_block" if block == "reduce_scatter_block" else "native",
                "inferred": inferred}

@@ -66,5 +66,6 @@ def _parse(part: Part, options: ImportOptions, kind: str) -> tuple[dict, Iterabl
     else:
         context, measurements = parse_text_file(part, options, kind, first)
     context["device"] = "rocm" if context["library"] == "RCCL" else "cuda"
-    context.update(impl="xccl", transport=context["library"].lower())
+    # nccl-tests walks each call's start offset through its largest size's buffers by default
+    context.update(impl="xccl", transport=context["library"].lower(), buffers="rotate")
     return context, measurements

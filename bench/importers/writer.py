@@ -51,7 +51,7 @@ TYPES = {
     **dict.fromkeys(("run_id", "suite", "launch_id", "cell_key", "collective", "impl", "algorithm", "intra", "inter",
                      "resolved_algorithm", "transport", "library", "library_version", "device", "hosts", "dtype",
                      "op", "placement", "timing_mode", "status", "error", "mpi_thread_level", "tool_version",
-                     "git_sha", "arm", "hosts_digest", "planned_hosts_digest"), _STRING),
+                     "git_sha", "arm", "hosts_digest", "planned_hosts_digest", "buffers"), _STRING),
     **dict.fromkeys(("nranks", "nnodes", "ranks_per_node", "count_per_rank", "bytes_per_rank", "bytes_total",
                      "repeat", "warmup", "iters", "n_wrong", "schema_version", "planned_nnodes",
                      "planned_ranks_per_node"), _INT),
@@ -221,7 +221,8 @@ class ImportTable:
         shared = {**self._placement(), "collective": m.collective, "impl": context["impl"],
                   "algorithm": context.get("algorithm", "native"),
                   "intra": "", "inter": "", "device": context["device"], "nranks": nranks, "dtype": m.dtype,
-                  "op": m.op, "placement": m.placement, "timing_mode": TIMING_MODE, "arm": ""}
+                  "op": m.op, "placement": m.placement, "timing_mode": TIMING_MODE, "arm": "",
+                  "buffers": context.get("buffers", "warm")}
         keys = cell_keys(shared)
         # repeats count a cell's occurrences in the import wherever it ran (as before the key held the hosts)
         key_id = self._key_ids.setdefault((m.collective, context["impl"], context.get("algorithm", "native"),
@@ -255,7 +256,7 @@ class ImportTable:
             "algorithm": context.get("algorithm", "native"), "intra": "", "inter": "",
             "resolved_algorithm": context.get("algorithm", "native"), "virtual_nodes": False,
             "timing_mode": TIMING_MODE, "mpi_thread_level": "", "oversubscribed": False, "git_sha": "",
-            "schema_version": SCHEMA_VERSION, "arm": "",
+            "schema_version": SCHEMA_VERSION, "arm": "", "buffers": context.get("buffers", "warm"),
             # no plan: the measured digest is the planned one, of the hosts the file names (docs/TABLE.md)
             "hosts_digest": placement["hosts_digest"],
             **{f"planned_{name}": value for name, value in placement.items()},

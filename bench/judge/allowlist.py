@@ -7,7 +7,7 @@ A YAML file holds a list of entries::
       verdicts: [regressed]          # optional; default: regressed, failed, missing and insufficient
 
 ``match`` names result columns (collective, impl, algorithm, intra, inter, device, nranks,
-nnodes, ranks_per_node, dtype, op, placement, count_per_rank, bytes_per_rank, bytes_total,
+nnodes, ranks_per_node, dtype, op, placement, buffers, count_per_rank, bytes_per_rank, bytes_total,
 timing_mode) with one value or a list; sizes take units.
 """
 

@@ -1,7 +1,7 @@
 """The regression gate: judge every cell of CURRENT against a (pooled) BASELINE on its samples.
 
 Per cell (``bench.plan.cells.MATCH_KEY``: collective, implementation, algorithm and phases, device,
-ranks, nodes and whether they were virtual, dtype, op, placement, count, timing mode; repeats and
+ranks, nodes and whether they were virtual, dtype, op, placement, buffers, count, timing mode; repeats and
 runs pooled):
 
 * failed     the current cell returned wrong data, failed, timed out or stopped running
@@ -35,7 +35,7 @@ from bench.judge.arms import paired_runs
 from bench.judge.probe_scale import good_rows
 from bench.judge.samples import launches_of, sample_groups
 from bench.judge.shift import Shift, uniform_shift
-from bench.plan.cells import CELL_KEY, MATCH_KEY
+from bench.plan.cells import CELL_KEY, KEY_DEFAULTS, MATCH_KEY
 from bench.results.labels import cell_label
 from bench.results.runset import RunSet
 from bench.results.stats import DEFAULT_RESAMPLES, RatioEstimate, median_ratio, min_pairs, paired_ratio, turn_ratio
@@ -234,7 +234,8 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
             # an imported table may not say (nnodes of an nccl-tests log without host names): -1, unknown
             frame[name] = pd.to_numeric(frame[name]).fillna(-1).astype("int64") if len(frame) else frame[name]
         else:
-            frame[name] = frame[name].fillna("").astype(str) if name in frame.columns else ""
+            default = KEY_DEFAULTS.get(name, "")
+            frame[name] = frame[name].fillna(default).astype(str) if name in frame.columns else default
     return frame
 
 

@@ -20,6 +20,8 @@ def derive(results: pd.DataFrame) -> list[dict]:
     """The fastest median per (collective, impl, placement, ranks, nodes, size), with its margin over the runner-up."""
     frame = results[(results["status"] == "ok") & results["impl"].isin(TUNABLE)]
     frame = frame[~frame["algorithm"].eq("auto") & ~frame["intra"].eq("auto") & ~frame["inter"].eq("auto")]
+    if "buffers" in frame:  # warm cells only: a choice's medians of moving buffers are other cells
+        frame = frame[frame["buffers"].fillna("warm").eq("warm")]
     if frame.empty:
         raise BadInput("tune", "no ok pccl-flat or pccl-hier cells to tune from")
     frame = frame.assign(choice=[_choice(row) for row in frame.itertuples()],

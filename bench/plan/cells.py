@@ -26,8 +26,10 @@ if TYPE_CHECKING:  # the worker reads plans without the suite schema (pydantic c
 #: ``ranks_per_node`` are the measured placement (bench/results/table.py Row), as the gate always read them.
 CELL_KEY = (
     "collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
-    "dtype", "op", "placement", "count_per_rank", "timing_mode", "arm",
+    "dtype", "op", "placement", "buffers", "count_per_rank", "timing_mode", "arm",
 )
+#: the value of a key column in a table written before the column existed (what those runs measured)
+KEY_DEFAULTS = {"buffers": "warm"}
 #: what the gate matches a baseline's cells with a run's on: CELL_KEY and whether the nodes were
 #: virtual (a row's measured ``virtual_nodes``), so that namespace "nodes" on one host are never
 #: judged against real ones of the same shape; a table that does not say (an import) matches its like
@@ -49,10 +51,12 @@ KEY_HEAD = ("collective", "impl", "algorithm", "intra", "inter", "device", "nran
 
 def cell_keys(shared: Mapping[str, object]) -> Callable[[int, int], str]:
     """The cell key (version 2) of cells whose KEY_HEAD fields are ``shared``, as a function of
-    (count_per_rank, repeat): 16 hex digits of the SHA-1 of the JSON list of KEY_HEAD values,
-    count_per_rank and repeat. The head is written once: an import keys millions of cells. This is
-    the one definition (Cell.key, the sweep's rows, every importer)."""
-    head = json.dumps([shared[name] for name in KEY_HEAD])[:-1]  # the list left open for the last two
+    (count_per_rank, repeat): 16 hex digits of the SHA-1 of the JSON list of KEY_HEAD values, the
+    buffers where they are not warm, count_per_rank and repeat. The head is written once: an import
+    keys millions of cells. This is the one definition (Cell.key, the sweep's rows, every importer)."""
+    # buffers only when they are not warm: a warm cell keeps the key it had before buffers existed
+    buffers = [shared["buffers"]] if shared.get("buffers", "warm") != "warm" else []
+    head = json.dumps([shared[name] for name in KEY_HEAD] + buffers)[:-1]  # left open for the last two
 
     def key(count_per_rank: int, repeat: int) -> str:
         return sha1(f"{head}, {int(count_per_rank)}, {int(repeat)}]".encode()).hexdigest()[:16]
@@ -68,7 +72,7 @@ def cell_key(values: Mapping[str, object]) -> str:
 def legacy_cell_key(values: Mapping[str, object]) -> str:
     """The cell key of version 1 (results schema 1): CELL_KEY and repeat, the arm only when set, no
     placement. Only to find the rows of a run folder written before version 2 (``--resume``)."""
-    names = [name for name in CELL_KEY if name != "arm"]
+    names = [name for name in CELL_KEY if name not in ("arm", "buffers")]
     arm = [values["arm"]] if values.get("arm") else []
     return sha1(json.dumps([values[name] for name in (*names, "repeat")] + arm).encode()).hexdigest()[:16]
 
@@ -101,6 +105,11 @@ class Cell:
     #: the planned hosts (bench.plan.hosts.hosts_digest of the launch's named hosts in rank order;
     #: "" where none are named: this host, or the launcher's choice)
     hosts_digest: str = ""
+    #: where each call's buffers are: warm, rotate, cold (bench/run/buffers.py; in the key unless warm)
+    buffers: str = "warm"
+    #: rotate: the count_per_rank of the suite's largest size, whose buffers the offset walks through
+    #: (nccl-tests' maxbytes); 0 for warm and cold
+    buffers_max_count: int = 0
 
     @cached_property
     def key(self) -> str:
@@ -257,25 +266,28 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
                 for algorithm, (intra, inter) in ((a, p) for a in names for p in phases):
                     for dtype in suite.dtype:
                         for op in suite.op:
-                            for placement in suite.placement:
-                                for count in counts_for(collective, nranks, dtype, sizes, suite.sizes.semantics):
-                                    launch.cells.append(Cell(
-                                        collective=collective, impl=entry.impl, algorithm=algorithm,
-                                        intra=intra, inter=inter,
-                                        device=suite.device, nranks=nranks, nnodes=nranks // per_node,
-                                        ranks_per_node=per_node,
-                                        virtual_nodes=per_node < spread.ranks_per_host,
-                                        dtype=dtype, op=op, placement=placement, count_per_rank=count,
-                                        bytes_per_rank=count * itemsize(dtype),
-                                        bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
-                                        timing_mode=suite.timing.mode, repeat=repeat, hosts_digest=planned_hosts,
-                                    ))
+                            counts = counts_for(collective, nranks, dtype, sizes, suite.sizes.semantics)
+                            for placement, count, buffers in ((p, c, b) for p in suite.placement for c in counts
+                                                              for b in suite.buffers):
+                                launch.cells.append(Cell(
+                                    collective=collective, impl=entry.impl, algorithm=algorithm,
+                                    intra=intra, inter=inter,
+                                    device=suite.device, nranks=nranks, nnodes=nranks // per_node,
+                                    ranks_per_node=per_node,
+                                    virtual_nodes=per_node < spread.ranks_per_host,
+                                    dtype=dtype, op=op, placement=placement, count_per_rank=count,
+                                    bytes_per_rank=count * itemsize(dtype),
+                                    bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
+                                    timing_mode=suite.timing.mode, repeat=repeat, hosts_digest=planned_hosts,
+                                    buffers=buffers, buffers_max_count=max(counts) if buffers == "rotate" else 0,
+                                ))
         # Entries may overlap (a default algorithm listed again): each cell is measured once.
         cells = [cell for cell in {cell.key: cell for cell in launch.cells}.values() if selected(cell, suite.select)]
         if not cells:
             continue
         # Implementations take turns at each size, so slow drift of the machine (or of the MPI
-        # library's internal state) lands on all of them alike: side by side means adjacent in time.
+        # library's internal state) lands on all of them alike: side by side means adjacent in time
+        # (and a cell's buffers, warm, rotate and cold, one after another).
         position = {cell.key: index for index, cell in enumerate(cells)}
         launch.cells = sorted(cells, key=lambda c: (c.collective, c.dtype, c.op, c.placement, c.count_per_rank,
                                                     position[c.key]))

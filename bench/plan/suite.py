@@ -36,6 +36,7 @@ from collectives.timing_plan import MAX_TURNS, TimingPlan
 
 Collective = Literal[COLLECTIVES]  # collectives/spec: one file per collective
 Placement = Literal["out_of_place", "in_place"]
+Buffers = Literal["warm", "rotate", "cold"]  # bench/run/buffers.py: today's, nccl-tests', IMB -off_cache
 Dtype = Literal[tuple(DTYPES)]  # type: ignore[valid-type]
 Op = Literal[tuple(OPS)]  # type: ignore[valid-type]
 
@@ -144,7 +145,7 @@ def _impl_entry(value: Any) -> Any:
 #: cell columns a ``select:`` entry may name; matched before arms, so impl/algorithm/intra/inter
 #: are the suite entry's (an arm that sets them measures the same selected cells)
 SELECTABLE = ("collective", "impl", "algorithm", "intra", "inter", "nranks", "ranks_per_node", "dtype", "op",
-              "placement", "count_per_rank", "bytes_per_rank", "bytes_total")
+              "placement", "buffers", "count_per_rank", "bytes_per_rank", "bytes_total")
 
 
 def _selection(entry: Any) -> dict[str, tuple]:
@@ -189,6 +190,10 @@ class Suite(Strict):
     dtype: Annotated[list[Dtype], BeforeValidator(one_or_many)] = ["float32"]
     op: Annotated[list[Op], BeforeValidator(one_or_many)] = ["sum"]
     placement: Annotated[list[Placement], BeforeValidator(one_or_many)] = ["out_of_place"]
+    #: where each call's buffers are: warm (the same every call), rotate (nccl-tests: the start
+    #: offset walks an allocation of the largest size), cold (IMB -off_cache: a set of buffers larger
+    #: than the last-level cache); docs/SWEEPS.md, "Buffers"
+    buffers: Annotated[list[Buffers], BeforeValidator(one_or_many)] = ["warm"]
     timing: Timing = Timing()
     #: check every result bit for bit before timing it
     check: bool = True
@@ -276,7 +281,7 @@ def _pydantic_error_line(path: str, error: ValidationError) -> str:
 
 def _check_duplicates(path: str, suite: Suite) -> None:
     """A value listed twice would plan the same cells twice; say so instead of guessing."""
-    lists = {name: getattr(suite, name) for name in ("collectives", "ranks", "dtype", "op", "placement")}
+    lists = {name: getattr(suite, name) for name in ("collectives", "ranks", "dtype", "op", "placement", "buffers")}
     lists["ranks_per_node"] = suite.ranks_per_node or []
     lists["implementations"] = suite.implementations
     for index, entry in enumerate(suite.implementations):

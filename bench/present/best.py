@@ -20,7 +20,7 @@ from bench.results.speedup import CELL_UNSURE_NOTE, Intervals, speedup
 from bench.text import console_text
 
 BASELINE_IMPL = "mpi"
-SHAPE = ["nranks", "nnodes", "device", "dtype", "placement"]
+SHAPE = ["nranks", "nnodes", "device", "dtype", "placement", "buffers"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def best_variants(results: pd.DataFrame, intervals: Intervals) -> dict[tuple, di
     # plain records: slicing a wide Arrow-backed frame per size costs seconds on a smoke sweep
     cells: dict[tuple, dict[tuple[int, str], list[dict]]] = {}
     for record in ok.to_dict("records"):
-        shape = tuple(record[name] for name in SHAPE)
+        shape = tuple(record.get(name, "warm" if name == "buffers" else None) for name in SHAPE)
         cells.setdefault(shape, {}).setdefault((int(record["bytes_total"]), record["collective"]), []).append(record)
     found: dict[tuple, dict[tuple[int, str], Best]] = {}
     for shape, by_size in cells.items():
@@ -67,9 +67,10 @@ def best_tables(results: pd.DataFrame, intervals: Intervals) -> list[Table]:
     """The verdict tables (none where no shape has both a pccl variant and a time)."""
     tables = []
     for shape, table in best_variants(results, intervals).items():
-        nranks, nnodes, device, dtype, placement = shape
+        nranks, nnodes, device, dtype, placement, buffers = shape
         collectives = sorted({collective for _, collective in table})
         where = f"{nranks} ranks / {nnodes} nodes" + ("" if placement == "out_of_place" else " (in place)")
+        where += "" if buffers in (None, "warm") else f" ({buffers} buffers)"
         title = "best pccl vs mpi  " + "  ".join(map(console_text, (where, str(device), str(dtype))))
         unsure = any(not best.sure for best in table.values())
         caption = "fastest non-mpi implementation, median us, speedup over mpi"

@@ -11,7 +11,7 @@ from rich.table import Table
 from bench.plan.cells import CELL_KEY
 from bench.plan.sizes import format_size
 from bench.present.best import best_tables
-from bench.results.labels import impl_label
+from bench.results.labels import buffers_note, impl_label
 from bench.results.speedup import CELL_UNSURE_NOTE, Intervals, median_intervals, speedup
 from bench.text import console_text, printable
 
@@ -31,7 +31,7 @@ def progress_bar(console: Console) -> Progress:
 
 def _label(row) -> str:
     """The implementation's name everywhere (bench.results.labels), plus the placement when in place."""
-    name = impl_label(row)
+    name = impl_label(row) + buffers_note(row)
     return name if row.placement == "out_of_place" else f"{name} (in place)"
 
 
@@ -67,10 +67,13 @@ def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,
     ):
         placements = placements_of(group)
         side_by_side = len(placements) > 1
-        group = group.assign(label=[impl_label(row) if side_by_side else _label(row) for row in group.itertuples()])
+        group = group.assign(label=[impl_label(row) + buffers_note(row) if side_by_side else _label(row)
+                                    for row in group.itertuples()])
         rows, unsure = [], False
         for (size, count), cells in group.groupby(["bytes_total", "count_per_rank"], sort=True):
-            baselines = {row.placement: row for row in cells.itertuples() if row.impl == BASELINE_IMPL}
+            # mpi of the same placement and buffers
+            baselines = {(row.placement, buffers_note(row)): row for row in cells.itertuples()
+                         if row.impl == BASELINE_IMPL}
             lines = _lines(cells)
             for position, (label, by_placement) in enumerate(lines):
                 first = position == 0
@@ -80,7 +83,7 @@ def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,
                     if row is None:
                         texts += ["", "", "", ""]
                         continue
-                    ratio, sure = _speedup(baselines.get(placement), row, intervals)
+                    ratio, sure = _speedup(baselines.get((placement, buffers_note(row))), row, intervals)
                     unsure |= not sure
                     texts += [*_cell_text(row), ratio]
                 rows.append(([format_size(int(size)) if first else "", str(count) if first else "",

@@ -33,8 +33,8 @@ from collectives.spec import reduces
 FORMATS = ("png", "svg", "pdf")
 #: speedup heatmaps saturate beyond 2**4 = 16x either way (the cells still print the value)
 SPEEDUP_LIMIT_LOG2 = 4
-#: what, when a collective has several, splits its figures (one set per dtype, op, placement, mode)
-VARIANTS = ("dtype", "op", "placement", "timing_mode")
+#: what, when a collective has several, splits its figures (one set per dtype, op, placement, buffers, mode)
+VARIANTS = ("dtype", "op", "placement", "buffers", "timing_mode")
 
 
 def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -47,6 +47,8 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
         return ok.assign(label=[], shape=[], variant=[])
     if "arm" not in ok:  # tables from before same-job arms
         ok["arm"] = ""
+    if "buffers" not in ok:  # tables from before the buffers column: warm
+        ok["buffers"] = "warm"
     for name in CELL_KEY:
         if ok[name].dtype == object or pd.api.types.is_string_dtype(ok[name]):
             ok[name] = ok[name].fillna("").astype(str)

@@ -35,6 +35,13 @@ def impl_label(row) -> str:
     return f"{impl}:{algorithm}"
 
 
+def buffers_note(row) -> str:
+    """`` rotate buffers`` / `` cold buffers`` after a cell's name where its buffers moved ("" for warm,
+    as every table from before the buffers column)."""
+    buffers = str(field(row, "buffers", "warm") or "warm")
+    return "" if buffers == "warm" else f" {buffers} buffers"
+
+
 def shape_label(row) -> str:
     """``2 ranks``, ``8 ranks / 2 nodes`` or ``8 ranks / 2 virtual nodes`` (network namespaces on one host)."""
     nodes = int(field(row, "nnodes", 1) or 1)
@@ -52,6 +59,7 @@ def cell_label(row) -> str:
         text += f" {field(row, 'op')}"
     if field(row, "placement", "out_of_place") != "out_of_place":
         text += " in-place"
+    text += buffers_note(row)
     if field(row, "timing_mode", "sync") not in ("sync", ""):
         text += f" {field(row, 'timing_mode')}"
     if field(row, "arm", ""):

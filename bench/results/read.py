@@ -19,7 +19,7 @@ import pandas as pd
 
 from bench.errors import BadInput
 from bench.files import regular_file
-from bench.plan.cells import CELL_KEY
+from bench.plan.cells import CELL_KEY, KEY_DEFAULTS
 from bench.results.table import READABLE_SCHEMAS, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, Row
 
 #: no collective call takes 11.6 days; a larger "time" is garbage (and 1e308 overflows the median)
@@ -50,7 +50,7 @@ def _kinds() -> dict[str, str]:
 KINDS = _kinds()
 #: integer columns that may be zero (the others, rank and node counts, are >= 1)
 MAY_BE_ZERO = {"repeat", "warmup", "iters", "n_wrong", "warmup_discarded", "window_missed", "count_per_rank",
-               "bytes_per_rank", "bytes_total", "schema_version", "iteration"}
+               "bytes_per_rank", "bytes_total", "schema_version", "iteration", "buffers_max_count"}
 
 
 def _parquet(file: Path) -> pd.DataFrame:
@@ -161,8 +161,9 @@ def validate_results(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
     frame = frame.copy()
     for name, kind in KINDS.items():
         if name not in frame.columns:
-            # written before the column existed: arm/intra/inter are "" (never NaN: they are keys)
-            frame[name] = "" if name in ("arm", "intra", "inter") else None
+            # written before the column existed: arm/intra/inter are "" (never NaN: they are keys),
+            # buffers what those runs measured (KEY_DEFAULTS)
+            frame[name] = "" if name in ("arm", "intra", "inter") else KEY_DEFAULTS.get(name)
             continue
         if kind == "text":
             _text_column(file, frame, name, name in TEXT_KEYS)
@@ -180,6 +181,8 @@ def validate_results(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
     _bad(file, "time_us_p50", frame, ok & ~(p50 > 0), "is not a positive time of a cell with status ok")
     for name in ("arm", "intra", "inter"):
         frame[name] = frame[name].fillna("")
+    for name, value in KEY_DEFAULTS.items():
+        frame[name] = frame[name].fillna(value)
     return frame
 
 
@@ -191,6 +194,8 @@ def validate_samples(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
         raise BadInput(str(file), f"not a samples table (no column {', '.join(missing)})")
     if "arm" not in frame.columns:  # written before same-job arms existed
         frame["arm"] = ""
+    for name, value in KEY_DEFAULTS.items():  # written before the key column existed
+        frame[name] = frame[name].fillna(value) if name in frame.columns else value
     for name in ("cell_key", "launch_id", "run_id"):
         if name in frame.columns:
             _text_column(file, frame, name, required=True)

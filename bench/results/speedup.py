@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bench.plan.cells import CELL_KEY
+from bench.plan.cells import CELL_KEY, KEY_DEFAULTS
 from bench.results.labels import field
 from bench.results.stats import median_interval
 from collectives.spec import reduces
@@ -46,7 +46,7 @@ def cell_identity(row) -> tuple:
     """The measurement a row is, whatever its repeat or run (a collective that reduces nothing has no op)."""
     values = []
     for name in CELL_KEY:
-        value = field(row, name, "")
+        value = field(row, name, KEY_DEFAULTS.get(name, ""))  # a table without buffers: warm
         if name == "op" and not reduces(field(row, "collective")):
             value = ""
         if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \

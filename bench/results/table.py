@@ -167,6 +167,18 @@ class Row:
     #: the named hosts' digest (as hosts_digest, of the plan's host list); "" where the plan named
     #: none (this host, or the launcher's choice)
     planned_hosts_digest: str | None = None
+    # where each call's buffers were (bench/run/buffers.py; docs/SWEEPS.md, "Buffers")
+    #: warm (the same every call), rotate (nccl-tests' offset walk), cold (IMB's -off_cache); a key
+    #: column (in cell_key unless warm); a table from before it was warm (bench.plan.cells.KEY_DEFAULTS)
+    buffers: str = "warm"
+    #: rotate: the count_per_rank of the suite's largest size, whose buffers the offset walks (0 otherwise)
+    buffers_max_count: int | None = None
+    #: how many buffer positions the calls took in turn (1: warm), and the bytes each rank's send and
+    #: receive buffers spanned over them (the positions' stride times their number, both buffers)
+    buffer_positions: int | None = None
+    buffer_span_bytes: int | None = None
+    #: cold: the last-level cache size the set was made to exceed (the largest over ranks), bytes
+    buffer_llc_bytes: int | None = None
 
 
 COLUMNS = [f.name for f in fields(Row)]

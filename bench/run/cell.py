@@ -12,7 +12,7 @@ import os
 from dataclasses import replace
 
 from bench.plan.cells import ARM_FIELDS, Cell, TimingPlan
-from bench.run import faults
+from bench.run import buffers, faults
 from bench.run.outcome import CellOutcome
 from collectives import memory, spec
 from collectives.call import CallSpec
@@ -72,19 +72,38 @@ def _not_run(outcome: CellOutcome, status: str, error: str) -> CellOutcome:
     return replace(outcome, status=status, error=error, samples_us=[], stop_reason=status)
 
 
-def _allocate(context, call: CallSpec, rank: int):
-    """The check's inputs in the context's memory; ((send, recv), "") or (None, why not)."""
+def _allocate(context, call: CallSpec, rank: int, layout: buffers.Layout = buffers.WARM):
+    """The check's inputs in the context's memory, at each of ``layout``'s positions: ([(send, recv),
+    ...], "") or (None, why not)."""
     try:
         host_send, host_recv = spec.make_buffers(call, rank)
-        backend = context.backend
-        send = None if host_send is None else backend.from_host(host_send)
-        recv = backend.from_host(host_recv)
-        backend.synchronize()
+        placed = buffers.positions(context.backend, host_send, host_recv, layout)
+        context.backend.synchronize()
     except (MemoryError, ValueError) as error:  # numpy: MemoryError / ValueError for absurd sizes
         return None, f"rank {rank}: cannot allocate the buffers: {type(error).__name__}: {error}"
     except Exception as error:  # CuPy's out of device memory, most often
         return None, f"rank {rank}: cannot allocate device buffers: {type(error).__name__}: {error}"
-    return (send, recv), ""
+    return placed, ""
+
+
+def layout_for(topo, cell: Cell, call: CallSpec) -> tuple[buffers.Layout, str]:
+    """The buffer positions of ``cell`` (bench/run/buffers.py), the same on every rank, and why not ("": fine)
+    for cold where no rank can read its last-level cache size. The cache size is read once a job,
+    the largest over its ranks (all of them walk as many positions)."""
+    llc_bytes = 0
+    if cell.buffers == "cold":
+        llc_bytes, source = topo.resources.open("llc_bytes", lambda: _largest_cache(topo.comm))
+        if not llc_bytes:
+            return buffers.WARM, f"buffers cold: {source}: the cold set is sized from the last-level cache"
+    return buffers.layout_of(cell.buffers, call, cell.buffers_max_count, llc_bytes), ""
+
+
+def _largest_cache(comm) -> tuple[int, str]:
+    """(bytes, where from) of the largest last-level cache of the job's ranks (0: none could say)."""
+    from mpi4py import MPI
+
+    size, source = buffers.last_level_cache()
+    return comm.allreduce(size, op=MPI.MAX), source
 
 
 def first_error(comm, error: str) -> str:
@@ -124,25 +143,36 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool,
               else implementation.unsupported_reason(call, context))
     if reason:
         return _not_run(outcome, "unsupported", reason), None
-    buffers, error = _allocate(context, call, comm.rank)
+    layout, reason = layout_for(topo, cell, call)
+    if reason:
+        return _not_run(outcome, "unsupported", reason), None
+    placed, error = _allocate(context, call, comm.rank, layout)
     # every rank learns whether every rank has its buffers before anyone communicates
     if failed := first_error(comm, error):
         return _not_run(outcome, "failed", failed), None
-    send, recv = buffers
-    built = implementation.build(topo, call, send, recv, context)
+    # one op per position, each built on its own buffers (a transport exchanges addresses per build)
+    built = [implementation.build(topo, call, send, recv, context) for send, recv in placed]
     # what the op chose (shm's path, UCX's lanes)
-    outcome.described.update(implementation.describe(call, context, built).columns())
-    op = context.timed(comm, built)
-    op()
+    outcome.described.update(implementation.describe(call, context, built[0]).columns())
+    outcome.described.update(layout.columns(call))
+    ops = [context.timed(comm, op) for op in built]
+    for op in ops:
+        op()
     if context.on_device and context.xccl_transport in str(outcome.described.get("transport", "")):
         # NCCL/RCCL made its communicator in the first call: the network and version it chose
         outcome.described.update(context.xccl_columns())
-    faults.before_check(comm.rank, *where, recv)
-    if check:
-        outcome.n_wrong = total(comm, spec.count_wrong(call, comm.rank, recv, context.backend.xp))
+    faults.before_check(comm.rank, *where, placed[-1][1])  # the last position: each one is checked
+    if check:  # every position's result
+        outcome.n_wrong = total(comm, sum(spec.count_wrong(call, comm.rank, recv, context.backend.xp)
+                                          for _, recv in placed))
     if outcome.n_wrong:
-        return _not_run(outcome, "wrong", f"{outcome.n_wrong} wrong elements over all ranks"), None
-    return outcome, op
+        return _not_run(outcome, "wrong", f"{outcome.n_wrong} wrong elements over all ranks"
+                        + (f" and {len(placed)} buffer positions" if len(placed) > 1 else "")), None
+    if len(ops) == 1:
+        return outcome, ops[0]
+    from cython_ext.core import Rotating
+
+    return outcome, Rotating(comm, ops)
 
 
 def _timed(outcome: CellOutcome, samples, info: dict, turns: str | None) -> CellOutcome:

@@ -7,6 +7,7 @@ exit 3 and a run folder of failed cells, instead of bad input that names both fi
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 from collections.abc import Callable
@@ -14,8 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.errors import BadInput
+from bench.run import buffers
 from bench.run.hostfacts import available_memory  # noqa: F401  (this host's figure, for callers)
 from collectives import memory as memory_kinds
+from collectives.call import CallSpec
 from collectives.dtypes import itemsize
 from collectives.spec import buffer_counts
 
@@ -24,9 +27,20 @@ if TYPE_CHECKING:
 
 
 def cell_buffer_bytes(cell: Cell) -> int:
-    """Send plus receive buffer of one rank for ``cell``, as the worker allocates them."""
-    send, recv = buffer_counts(cell.collective, cell.nranks, cell.count_per_rank, cell.placement == "in_place")
-    return (send + recv) * itemsize(cell.dtype)
+    """Send plus receive buffer of one rank for ``cell``, as the worker allocates them: over all their
+    positions where they move (bench/run/buffers.py; cold's from this host's last-level cache)."""
+    llc_bytes = _cache_bytes() if cell.buffers == "cold" else 0
+    if cell.buffers == "warm" or (cell.buffers == "cold" and not llc_bytes):
+        send, recv = buffer_counts(cell.collective, cell.nranks, cell.count_per_rank, cell.placement == "in_place")
+        return (send + recv) * itemsize(cell.dtype)
+    call = CallSpec(cell.collective, cell.nranks, cell.count_per_rank, cell.dtype, cell.op,
+                    cell.placement == "in_place")
+    return buffers.layout_of(cell.buffers, call, cell.buffers_max_count, llc_bytes).span_bytes(call)
+
+
+@functools.cache
+def _cache_bytes() -> int:
+    return buffers.last_level_cache()[0]
 
 
 def _human(nbytes: int) -> str:

@@ -29,7 +29,7 @@ from bench.sweep.options import SweepOptions
 
 #: the columns of a cell that its re-measurement selects; the implementation fields only where no arm
 #: sets them (an arm's impl is not the suite entry's that ``select:`` matches)
-SELECT_COLUMNS = ("collective", "nranks", "ranks_per_node", "dtype", "op", "placement", "count_per_rank")
+SELECT_COLUMNS = ("collective", "nranks", "ranks_per_node", "dtype", "op", "placement", "buffers", "count_per_rank")
 IMPL_COLUMNS = ("impl", "algorithm", "intra", "inter")
 
 

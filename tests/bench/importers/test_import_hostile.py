@@ -368,7 +368,8 @@ def test_a_log_of_many_runs_streams_into_one_table(tmp_path):
                     ranks_per_node=row.ranks_per_node, virtual_nodes=False, dtype=row.dtype, op=row.op,
                     placement=row.placement, count_per_rank=row.count_per_rank, bytes_per_rank=row.bytes_per_rank,
                     bytes_total=row.bytes_total, timing_mode=row.timing_mode, repeat=row.repeat,
-                    hosts_digest=row.planned_hosts_digest)  # schema 2: the key holds the placement
+                    hosts_digest=row.planned_hosts_digest,  # schema 2: the key holds the placement
+                    buffers=row.buffers)  # nccl-tests' rotate: in the key
         assert cell.key == row.cell_key and row.planned_hosts_digest == hosts_digest(row.hosts.split(","))
 
 
