@@ -20,6 +20,9 @@ class CallSpec:
     intra: str | None = None  # hierarchical phases (pccl-hier); None: defaults
     inter: str | None = None
     nnodes: int = 1  # for ``auto`` choices (the tuning table is keyed by nodes)
+    #: posted, then waited for (MPI_Iallreduce + MPI_Wait): the op's call is the two back to back,
+    #: and the harness times a compute between them too (OSU's overlap; bench/run/overlap.py)
+    nonblocking: bool = False
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVES:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the worker reads plans without the suite schema (pydantic c
 #: ``ranks_per_node`` are the measured placement (bench/results/table.py Row), as the gate always read them.
 CELL_KEY = (
     "collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
-    "dtype", "op", "placement", "count_per_rank", "timing_mode", "arm",
+    "dtype", "op", "placement", "count_per_rank", "timing_mode", "arm", "mode",
 )
 #: what the gate matches a baseline's cells with a run's on: CELL_KEY and whether the nodes were
 #: virtual (a row's measured ``virtual_nodes``), so that namespace "nodes" on one host are never
@@ -47,12 +47,21 @@ KEY_HEAD = ("collective", "impl", "algorithm", "intra", "inter", "device", "nran
             "virtual_nodes", "hosts_digest", "dtype", "op", "placement", "timing_mode", "arm")
 
 
+#: what a cell's ``mode`` is when it is not said: blocking (its key is that of a cell from before modes)
+BLOCKING = "blocking"
+#: the call modes of a suite's ``mode:`` axis: blocking (MPI_Allreduce) or posted and waited for
+#: with OSU's overlap measured (MPI_Iallreduce + MPI_Wait)
+MODES = (BLOCKING, "nonblocking")
+
+
 def cell_keys(shared: Mapping[str, object]) -> Callable[[int, int], str]:
     """The cell key (version 2) of cells whose KEY_HEAD fields are ``shared``, as a function of
-    (count_per_rank, repeat): 16 hex digits of the SHA-1 of the JSON list of KEY_HEAD values,
+    (count_per_rank, repeat): 16 hex digits of the SHA-1 of the JSON list of KEY_HEAD values (and
+    the ``mode`` where it is not blocking, so blocking cells keep the keys they always had),
     count_per_rank and repeat. The head is written once: an import keys millions of cells. This is
     the one definition (Cell.key, the sweep's rows, every importer)."""
-    head = json.dumps([shared[name] for name in KEY_HEAD])[:-1]  # the list left open for the last two
+    mode = shared.get("mode") or BLOCKING
+    head = json.dumps([shared[name] for name in KEY_HEAD] + ([mode] if mode != BLOCKING else []))[:-1]
 
     def key(count_per_rank: int, repeat: int) -> str:
         return sha1(f"{head}, {int(count_per_rank)}, {int(repeat)}]".encode()).hexdigest()[:16]
@@ -68,7 +77,7 @@ def cell_key(values: Mapping[str, object]) -> str:
 def legacy_cell_key(values: Mapping[str, object]) -> str:
     """The cell key of version 1 (results schema 1): CELL_KEY and repeat, the arm only when set, no
     placement. Only to find the rows of a run folder written before version 2 (``--resume``)."""
-    names = [name for name in CELL_KEY if name != "arm"]
+    names = [name for name in CELL_KEY if name not in ("arm", "mode")]
     arm = [values["arm"]] if values.get("arm") else []
     return sha1(json.dumps([values[name] for name in (*names, "repeat")] + arm).encode()).hexdigest()[:16]
 
@@ -101,6 +110,8 @@ class Cell:
     #: the planned hosts (bench.plan.hosts.hosts_digest of the launch's named hosts in rank order;
     #: "" where none are named: this host, or the launcher's choice)
     hosts_digest: str = ""
+    #: blocking, or nonblocking: posted, then waited for, with OSU's overlap measured (MODES)
+    mode: str = BLOCKING
 
     @cached_property
     def key(self) -> str:
@@ -165,6 +176,8 @@ class LaunchPlan:
         values["cells"] = [cell.to_dict() for cell in self.cells]
         if not values["site_env"]:  # left out: an install from before it reads a plan without a site
             del values["site_env"]
+        if not values["timing"]["nb_test_calls"]:  # likewise: a plan without non-blocking test calls
+            del values["timing"]["nb_test_calls"]
         return values
 
     @classmethod
@@ -257,7 +270,7 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
                 for algorithm, (intra, inter) in ((a, p) for a in names for p in phases):
                     for dtype in suite.dtype:
                         for op in suite.op:
-                            for placement in suite.placement:
+                            for placement, mode in ((p, m) for p in suite.placement for m in suite.mode):
                                 for count in counts_for(collective, nranks, dtype, sizes, suite.sizes.semantics):
                                     launch.cells.append(Cell(
                                         collective=collective, impl=entry.impl, algorithm=algorithm,
@@ -269,6 +282,7 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
                                         bytes_per_rank=count * itemsize(dtype),
                                         bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
                                         timing_mode=suite.timing.mode, repeat=repeat, hosts_digest=planned_hosts,
+                                        mode=mode,
                                     ))
         # Entries may overlap (a default algorithm listed again): each cell is measured once.
         cells = [cell for cell in {cell.key: cell for cell in launch.cells}.values() if selected(cell, suite.select)]
@@ -277,8 +291,8 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
         # Implementations take turns at each size, so slow drift of the machine (or of the MPI
         # library's internal state) lands on all of them alike: side by side means adjacent in time.
         position = {cell.key: index for index, cell in enumerate(cells)}
-        launch.cells = sorted(cells, key=lambda c: (c.collective, c.dtype, c.op, c.placement, c.count_per_rank,
-                                                    position[c.key]))
+        launch.cells = sorted(cells, key=lambda c: (c.collective, c.dtype, c.op, c.placement, c.mode,
+                                                    c.count_per_rank, position[c.key]))
         launches += with_arms(launch, suite)
     return launches
 

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from bench.errors import BadInput
+from bench.plan.cells import BLOCKING, MODES
 from bench.plan.hosts import parse_host
 from bench.plan.schema import Size, Strict, none_or_many, one_or_many
 from bench.plan.sizes import cell_value
@@ -36,6 +37,7 @@ from collectives.timing_plan import MAX_TURNS, TimingPlan
 
 Collective = Literal[COLLECTIVES]  # collectives/spec: one file per collective
 Placement = Literal["out_of_place", "in_place"]
+CallMode = Literal[MODES]  # bench/plan/cells.py: blocking, nonblocking
 Dtype = Literal[tuple(DTYPES)]  # type: ignore[valid-type]
 Op = Literal[tuple(OPS)]  # type: ignore[valid-type]
 
@@ -144,7 +146,7 @@ def _impl_entry(value: Any) -> Any:
 #: cell columns a ``select:`` entry may name; matched before arms, so impl/algorithm/intra/inter
 #: are the suite entry's (an arm that sets them measures the same selected cells)
 SELECTABLE = ("collective", "impl", "algorithm", "intra", "inter", "nranks", "ranks_per_node", "dtype", "op",
-              "placement", "count_per_rank", "bytes_per_rank", "bytes_total")
+              "placement", "mode", "count_per_rank", "bytes_per_rank", "bytes_total")
 
 
 def _selection(entry: Any) -> dict[str, tuple]:
@@ -189,6 +191,9 @@ class Suite(Strict):
     dtype: Annotated[list[Dtype], BeforeValidator(one_or_many)] = ["float32"]
     op: Annotated[list[Op], BeforeValidator(one_or_many)] = ["sum"]
     placement: Annotated[list[Placement], BeforeValidator(one_or_many)] = ["out_of_place"]
+    #: blocking calls, or non-blocking ones posted and waited for with OSU's overlap measured (the pure
+    #: time, then a compute of that length between post and wait: docs/SWEEPS.md); one or a list
+    mode: Annotated[list[CallMode], BeforeValidator(one_or_many)] = [BLOCKING]
     timing: Timing = Timing()
     #: check every result bit for bit before timing it
     check: bool = True
@@ -276,7 +281,7 @@ def _pydantic_error_line(path: str, error: ValidationError) -> str:
 
 def _check_duplicates(path: str, suite: Suite) -> None:
     """A value listed twice would plan the same cells twice; say so instead of guessing."""
-    lists = {name: getattr(suite, name) for name in ("collectives", "ranks", "dtype", "op", "placement")}
+    lists = {name: getattr(suite, name) for name in ("collectives", "ranks", "dtype", "op", "placement", "mode")}
     lists["ranks_per_node"] = suite.ranks_per_node or []
     lists["implementations"] = suite.implementations
     for index, entry in enumerate(suite.implementations):

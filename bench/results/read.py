@@ -19,7 +19,7 @@ import pandas as pd
 
 from bench.errors import BadInput
 from bench.files import regular_file
-from bench.plan.cells import CELL_KEY
+from bench.plan.cells import BLOCKING, CELL_KEY
 from bench.results.table import READABLE_SCHEMAS, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, Row
 
 #: no collective call takes 11.6 days; a larger "time" is garbage (and 1e308 overflows the median)
@@ -161,8 +161,8 @@ def validate_results(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
     frame = frame.copy()
     for name, kind in KINDS.items():
         if name not in frame.columns:
-            # written before the column existed: arm/intra/inter are "" (never NaN: they are keys)
-            frame[name] = "" if name in ("arm", "intra", "inter") else None
+            # written before the column existed: arm/intra/inter are "" (never NaN: they are keys), mode blocking
+            frame[name] = "" if name in ("arm", "intra", "inter") else BLOCKING if name == "mode" else None
             continue
         if kind == "text":
             _text_column(file, frame, name, name in TEXT_KEYS)
@@ -180,6 +180,7 @@ def validate_results(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
     _bad(file, "time_us_p50", frame, ok & ~(p50 > 0), "is not a positive time of a cell with status ok")
     for name in ("arm", "intra", "inter"):
         frame[name] = frame[name].fillna("")
+    frame["mode"] = frame["mode"].fillna(BLOCKING)
     return frame
 
 
@@ -191,6 +192,8 @@ def validate_samples(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
         raise BadInput(str(file), f"not a samples table (no column {', '.join(missing)})")
     if "arm" not in frame.columns:  # written before same-job arms existed
         frame["arm"] = ""
+    if "mode" not in frame.columns:  # written before non-blocking calls existed
+        frame["mode"] = BLOCKING
     for name in ("cell_key", "launch_id", "run_id"):
         if name in frame.columns:
             _text_column(file, frame, name, required=True)
