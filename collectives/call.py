@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from collectives.dtypes import DTYPES, OPS
 from collectives.spec import COLLECTIVES, buffer_counts, total_count
 
+#: how a call is made: blocking (MPI_Allreduce), or posted and waited for (MPI_Iallreduce + MPI_Wait);
+#: a suite's ``mode:`` axis, a cell's ``mode`` (blocking where a table from before modes says nothing)
+BLOCKING = "blocking"
+MODES = (BLOCKING, "nonblocking")
+
 
 @dataclass(frozen=True)
 class CallSpec:

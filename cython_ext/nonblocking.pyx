@@ -6,7 +6,7 @@ communication time, OSU's "Pure Comm."). ``OverlapOp``: the same collective post
 on this CPU of a set length (with ``test_calls`` MPI_Test calls spread through it, OSU's ``-t``),
 then the wait (OSU's "Overall"); it keeps each call's compute and MPI_Test time.
 
-OSU Micro-Benchmarks (mpi/collective/osu_iallreduce.c, util/osu_util_mpi.c ``do_compute_and_probe``,
+OSU Micro-Benchmarks (osu_iallreduce.c; osu_util_mpi.c ``do_compute_and_probe``,
 ``do_compute_cpu``): the compute is a small arithmetic kernel run until its own clock says the target
 has passed; with test calls, the target is cut into that many pieces, an MPI_Test after each.
 """

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from bench.errors import BadInput
 from bench.plan.hosts import HostPlan, Placement, hosts_digest, place, suite_host_plan
 from bench.plan.sizes import geometric
+from collectives.call import BLOCKING
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
 from collectives.spec import total_count
@@ -45,13 +46,6 @@ CELL_KEY_VERSION = 2
 #: from cell to cell of one import group or launch)
 KEY_HEAD = ("collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
             "virtual_nodes", "hosts_digest", "dtype", "op", "placement", "timing_mode", "arm")
-
-
-#: what a cell's ``mode`` is when it is not said: blocking (its key is that of a cell from before modes)
-BLOCKING = "blocking"
-#: the call modes of a suite's ``mode:`` axis: blocking (MPI_Allreduce) or posted and waited for
-#: with OSU's overlap measured (MPI_Iallreduce + MPI_Wait)
-MODES = (BLOCKING, "nonblocking")
 
 
 def cell_keys(shared: Mapping[str, object]) -> Callable[[int, int], str]:
@@ -110,7 +104,7 @@ class Cell:
     #: the planned hosts (bench.plan.hosts.hosts_digest of the launch's named hosts in rank order;
     #: "" where none are named: this host, or the launcher's choice)
     hosts_digest: str = ""
-    #: blocking, or nonblocking: posted, then waited for, with OSU's overlap measured (MODES)
+    #: blocking, or nonblocking: posted, then waited for, with OSU's overlap measured (collectives.call MODES)
     mode: str = BLOCKING
 
     @cached_property

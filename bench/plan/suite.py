@@ -23,11 +23,11 @@ from pydantic import (
 )
 
 from bench.errors import BadInput
-from bench.plan.cells import BLOCKING, MODES
 from bench.plan.hosts import parse_host
 from bench.plan.schema import Size, Strict, none_or_many, one_or_many
 from bench.plan.sizes import cell_value
 from bench.plan.slurm_options import Slurm
+from collectives.call import BLOCKING, MODES
 from collectives.dtypes import DTYPES, OPS
 from collectives.impls import IMPLEMENTATIONS
 from collectives.memory import KINDS

@@ -47,6 +47,8 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
         return ok.assign(label=[], shape=[], variant=[])
     if "arm" not in ok:  # tables from before same-job arms
         ok["arm"] = ""
+    if "mode" not in ok:  # tables from before call modes
+        ok["mode"] = "blocking"
     for name in CELL_KEY:
         if ok[name].dtype == object or pd.api.types.is_string_dtype(ok[name]):
             ok[name] = ok[name].fillna("").astype(str)

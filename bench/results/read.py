@@ -19,8 +19,9 @@ import pandas as pd
 
 from bench.errors import BadInput
 from bench.files import regular_file
-from bench.plan.cells import BLOCKING, CELL_KEY
+from bench.plan.cells import CELL_KEY
 from bench.results.table import READABLE_SCHEMAS, SAMPLE_COLUMNS, SCHEMA_VERSION, STATUSES, Row
+from collectives.call import BLOCKING
 
 #: no collective call takes 11.6 days; a larger "time" is garbage (and 1e308 overflows the median)
 MAX_TIME_US = 1e12

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from bench.plan.cells import ARM_FIELDS, BLOCKING, Cell, TimingPlan
+from bench.plan.cells import ARM_FIELDS, Cell, TimingPlan
 from bench.run import faults
 from bench.run.outcome import CellOutcome
 from bench.run.overlap import overlap_columns
 from collectives import memory, spec
-from collectives.call import CallSpec
+from collectives.call import BLOCKING, CallSpec
 from collectives.impls import get
 from collectives.schedules.resources import resources_of
 from collectives.schedules.topology import Topology

@@ -1,6 +1,6 @@
 """OSU's overlap of a non-blocking collective with compute, from the times bench/run/cell.py measures.
 
-OSU Micro-Benchmarks (mpi/collective/osu_iallreduce.c and util/osu_util_mpi.c, ``print_stats_nbc``)
+OSU Micro-Benchmarks (osu_iallreduce.c, and ``print_stats_nbc`` in osu_util_mpi.c)
 times a collective posted and waited for (the pure time), calibrates a dummy compute to that time,
 times post, compute, wait (the overall time) and reports
 
