@@ -10,8 +10,6 @@ OSU Micro-Benchmarks (osu_iallreduce.c; osu_util_mpi.c ``do_compute_and_probe``,
 ``do_compute_cpu``): the compute is a small arithmetic kernel run until its own clock says the target
 has passed; with test calls, the target is cut into that many pieces, an MPI_Test after each.
 """
-from libc.limits cimport INT_MAX
-from libc.stdint cimport int64_t, uintptr_t
 from libc.stdlib cimport free, realloc
 from mpi4py.libmpi cimport *
 from mpi4py.MPI cimport Comm
@@ -19,8 +17,8 @@ from mpi4py.MPI cimport Comm
 import numpy as np
 
 from cython_ext.core cimport CollOp, check_mpi
-from cython_ext.kinds cimport K_ALLGATHER, K_REDUCE_SCATTER, Kind, kind_code
-from cython_ext.native cimport mpi_types
+from cython_ext.kinds cimport K_ALLGATHER, K_REDUCE_SCATTER
+from cython_ext.native cimport NativeCollective
 
 #: the collectives posted here (cython_ext/kinds.pxd)
 KINDS = ("allgather", "reduce_scatter", "allreduce")
@@ -31,26 +29,12 @@ cdef enum:
 CHUNK = _CHUNK
 
 
-cdef class NonblockingCollective(CollOp):
-    """MPI_Iallgather / MPI_Ireduce_scatter_block / MPI_Iallreduce on raw addresses, then MPI_Wait."""
-    cdef Kind kind
-    cdef void *send
-    cdef void *recv
-    cdef int count
-    cdef MPI_Datatype datatype
-    cdef MPI_Op mpiop
+cdef class NonblockingCollective(NativeCollective):
+    """MPI_Iallgather / MPI_Ireduce_scatter_block / MPI_Iallreduce on raw addresses, then MPI_Wait: the
+    blocking call's arguments (cython_ext/native.pyx NativeCollective) posted."""
     cdef MPI_Request request
 
-    def __init__(self, Comm comm, str kind, uintptr_t send_addr, uintptr_t recv_addr, int64_t count,
-                 int dtype, int op, bint in_place, keepalive=None):
-        if count > INT_MAX:
-            raise ValueError(f"count {count} exceeds the int count of MPI-3 collectives")
-        mpi_types(dtype, op, &self.datatype, &self.mpiop)
-        self.bind(comm, keepalive)
-        self.kind = kind_code(kind)
-        self.send = MPI_IN_PLACE if in_place else <void *>send_addr
-        self.recv = <void *>recv_addr
-        self.count = <int>count
+    def __cinit__(self, *args, **kwargs):
         self.request = MPI_REQUEST_NULL
 
     cdef int post(self) except -1 nogil:
