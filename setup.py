@@ -154,8 +154,8 @@ def mpi_extensions(mpicc: str) -> list[Extension]:
     ]
 
 
-MODULES = ["core", "reduce", "native", "executor", "clock", "order_stats", "timing", "windows", "shm_segment",
-           "shm_op", "shm"]
+MODULES = ["core", "reduce", "native", "nonblocking", "executor", "clock", "order_stats", "timing", "windows",
+           "shm_segment", "shm_op", "shm"]
 mpicc = find_mpicc()
 if mpicc is None and os.environ.get(REQUIRES_QUERY):
     # buildsys/pccl_backend.py only asks for the build requirements, and adds the MPICH wheel

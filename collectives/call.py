@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from collectives.dtypes import DTYPES, OPS
 from collectives.spec import COLLECTIVES, buffer_counts, total_count
 
+#: how a call is made: blocking (MPI_Allreduce), or posted and waited for (MPI_Iallreduce + MPI_Wait);
+#: a suite's ``mode:`` axis, a cell's ``mode`` (blocking where a table from before modes says nothing)
+BLOCKING = "blocking"
+MODES = (BLOCKING, "nonblocking")
+
 
 @dataclass(frozen=True)
 class CallSpec:
@@ -20,6 +25,9 @@ class CallSpec:
     intra: str | None = None  # hierarchical phases (pccl-hier); None: defaults
     inter: str | None = None
     nnodes: int = 1  # for ``auto`` choices (the tuning table is keyed by nodes)
+    #: posted, then waited for (MPI_Iallreduce + MPI_Wait): the op's call is the two back to back,
+    #: and the harness times a compute between them too (OSU's overlap; bench/run/overlap.py)
+    nonblocking: bool = False
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVES:

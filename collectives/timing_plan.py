@@ -29,7 +29,7 @@ def _option(default: Any, doc: str, **rules: Any) -> Any:
 @dataclass(frozen=True)
 class TimingPlan:
     """The suite's ``timing`` block as the worker runs it. The loop reads the first eight fields;
-    the worker the last three."""
+    the worker the last four."""
 
     mode: str = _option("sync", "sync: barrier before every timed call (OSU/IMB); pipelined: calls back to back; "
                         "window: every call started at the same time on clocks synchronised before the cell "
@@ -53,3 +53,6 @@ class TimingPlan:
     clock_sync: bool = _option(False, "synchronise the ranks' clocks before every cell in sync and pipelined mode "
                                "too, and report each cell's start skew (start_skew_us_p50/_p95; window mode always "
                                "does)")
+    nb_test_calls: int = _option(0, "non-blocking cells (mode: nonblocking): MPI_Test calls spread through the "
+                                 "compute between post and wait (OSU's -t; 0: none, the library progresses on its "
+                                 "own or in the wait)", ge=0, le=100000)

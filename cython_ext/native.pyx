@@ -42,13 +42,7 @@ KINDS = ("allgather", "reduce_scatter", "allreduce")
 
 
 cdef class NativeCollective(CollOp):
-    """MPI_Allgather / MPI_Reduce_scatter_block / MPI_Allreduce on raw addresses."""
-    cdef Kind kind
-    cdef void *send
-    cdef void *recv
-    cdef int count
-    cdef MPI_Datatype datatype
-    cdef MPI_Op mpiop
+    """MPI_Allgather / MPI_Reduce_scatter_block / MPI_Allreduce on raw addresses (its fields: native.pxd)."""
 
     def __init__(self, Comm comm, str kind, uintptr_t send_addr, uintptr_t recv_addr, int64_t count,
                  int dtype, int op, bint in_place, keepalive=None):

@@ -19,6 +19,8 @@ def _choice(row) -> str:
 def derive(results: pd.DataFrame) -> list[dict]:
     """The fastest median per (collective, impl, placement, ranks, nodes, size), with its margin over the runner-up."""
     frame = results[(results["status"] == "ok") & results["impl"].isin(TUNABLE)]
+    if "mode" in frame:  # ``auto`` picks for blocking calls: a non-blocking cell's time is another measurement
+        frame = frame[frame["mode"].fillna("blocking").eq("blocking")]
     frame = frame[~frame["algorithm"].eq("auto") & ~frame["intra"].eq("auto") & ~frame["inter"].eq("auto")]
     if "buffers" in frame:  # warm cells only: a choice's medians of moving buffers are other cells
         frame = frame[frame["buffers"].fillna("warm").eq("warm")]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from bench.errors import BadInput
 from bench.plan.hosts import HostPlan, Placement, hosts_digest, place, suite_host_plan
 from bench.plan.sizes import geometric
+from collectives.call import BLOCKING
 from collectives.dtypes import itemsize
 from collectives.impls import IMPLEMENTATIONS
 from collectives.spec import total_count
@@ -26,10 +27,10 @@ if TYPE_CHECKING:  # the worker reads plans without the suite schema (pydantic c
 #: ``ranks_per_node`` are the measured placement (bench/results/table.py Row), as the gate always read them.
 CELL_KEY = (
     "collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
-    "dtype", "op", "placement", "buffers", "count_per_rank", "timing_mode", "arm",
+    "dtype", "op", "placement", "buffers", "count_per_rank", "timing_mode", "arm", "mode",
 )
 #: the value of a key column in a table written before the column existed (what those runs measured)
-KEY_DEFAULTS = {"buffers": "warm"}
+KEY_DEFAULTS = {"buffers": "warm", "mode": BLOCKING}
 #: what the gate matches a baseline's cells with a run's on: CELL_KEY and whether the nodes were
 #: virtual (a row's measured ``virtual_nodes``), so that namespace "nodes" on one host are never
 #: judged against real ones of the same shape; a table that does not say (an import) matches its like
@@ -52,11 +53,12 @@ KEY_HEAD = ("collective", "impl", "algorithm", "intra", "inter", "device", "nran
 def cell_keys(shared: Mapping[str, object]) -> Callable[[int, int], str]:
     """The cell key (version 2) of cells whose KEY_HEAD fields are ``shared``, as a function of
     (count_per_rank, repeat): 16 hex digits of the SHA-1 of the JSON list of KEY_HEAD values, the
-    buffers where they are not warm, count_per_rank and repeat. The head is written once: an import
-    keys millions of cells. This is the one definition (Cell.key, the sweep's rows, every importer)."""
-    # buffers only when they are not warm: a warm cell keeps the key it had before buffers existed
+    buffers where they are not warm and the ``mode`` where it is not blocking (so a warm, blocking cell
+    keeps the key it had before either existed), count_per_rank and repeat. The head is written once: an
+    import keys millions of cells. This is the one definition (Cell.key, the sweep's rows, every importer)."""
     buffers = [shared["buffers"]] if shared.get("buffers", "warm") != "warm" else []
-    head = json.dumps([shared[name] for name in KEY_HEAD] + buffers)[:-1]  # left open for the last two
+    mode = shared.get("mode") or BLOCKING
+    head = json.dumps([shared[name] for name in KEY_HEAD] + buffers + ([mode] if mode != BLOCKING else []))[:-1]
 
     def key(count_per_rank: int, repeat: int) -> str:
         return sha1(f"{head}, {int(count_per_rank)}, {int(repeat)}]".encode()).hexdigest()[:16]
@@ -72,7 +74,7 @@ def cell_key(values: Mapping[str, object]) -> str:
 def legacy_cell_key(values: Mapping[str, object]) -> str:
     """The cell key of version 1 (results schema 1): CELL_KEY and repeat, the arm only when set, no
     placement. Only to find the rows of a run folder written before version 2 (``--resume``)."""
-    names = [name for name in CELL_KEY if name not in ("arm", "buffers")]
+    names = [name for name in CELL_KEY if name not in ("arm", "buffers", "mode")]
     arm = [values["arm"]] if values.get("arm") else []
     return sha1(json.dumps([values[name] for name in (*names, "repeat")] + arm).encode()).hexdigest()[:16]
 
@@ -110,6 +112,8 @@ class Cell:
     #: rotate: the count_per_rank of the suite's largest size, whose buffers the offset walks through
     #: (nccl-tests' maxbytes); 0 for warm and cold
     buffers_max_count: int = 0
+    #: blocking, or nonblocking: posted, then waited for, with OSU's overlap measured (collectives.call MODES)
+    mode: str = BLOCKING
 
     @cached_property
     def key(self) -> str:
@@ -174,6 +178,8 @@ class LaunchPlan:
         values["cells"] = [cell.to_dict() for cell in self.cells]
         if not values["site_env"]:  # left out: an install from before it reads a plan without a site
             del values["site_env"]
+        if not values["timing"]["nb_test_calls"]:  # likewise: a plan without non-blocking test calls
+            del values["timing"]["nb_test_calls"]
         return values
 
     @classmethod
@@ -267,8 +273,9 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
                     for dtype in suite.dtype:
                         for op in suite.op:
                             counts = counts_for(collective, nranks, dtype, sizes, suite.sizes.semantics)
-                            for placement, count, buffers in ((p, c, b) for p in suite.placement for c in counts
-                                                              for b in suite.buffers):
+                            for placement, mode, count, buffers in ((p, m, c, b) for p in suite.placement
+                                                                    for m in suite.mode for c in counts
+                                                                    for b in suite.buffers):
                                 launch.cells.append(Cell(
                                     collective=collective, impl=entry.impl, algorithm=algorithm,
                                     intra=intra, inter=inter,
@@ -280,6 +287,7 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
                                     bytes_total=total_count(collective, nranks, count) * itemsize(dtype),
                                     timing_mode=suite.timing.mode, repeat=repeat, hosts_digest=planned_hosts,
                                     buffers=buffers, buffers_max_count=max(counts) if buffers == "rotate" else 0,
+                                    mode=mode,
                                 ))
         # Entries may overlap (a default algorithm listed again): each cell is measured once.
         cells = [cell for cell in {cell.key: cell for cell in launch.cells}.values() if selected(cell, suite.select)]
@@ -289,8 +297,8 @@ def expand(suite: Suite, hosts: HostPlan | None = None) -> list[Launch]:
         # library's internal state) lands on all of them alike: side by side means adjacent in time
         # (and a cell's buffers, warm, rotate and cold, one after another).
         position = {cell.key: index for index, cell in enumerate(cells)}
-        launch.cells = sorted(cells, key=lambda c: (c.collective, c.dtype, c.op, c.placement, c.count_per_rank,
-                                                    position[c.key]))
+        launch.cells = sorted(cells, key=lambda c: (c.collective, c.dtype, c.op, c.placement, c.mode,
+                                                    c.count_per_rank, position[c.key]))
         launches += with_arms(launch, suite)
     return launches
 

@@ -27,6 +27,7 @@ from bench.plan.hosts import parse_host
 from bench.plan.schema import Size, Strict, none_or_many, one_or_many
 from bench.plan.sizes import cell_value
 from bench.plan.slurm_options import Slurm
+from collectives.call import BLOCKING, MODES
 from collectives.dtypes import DTYPES, OPS
 from collectives.impls import IMPLEMENTATIONS
 from collectives.memory import KINDS
@@ -37,6 +38,7 @@ from collectives.timing_plan import MAX_TURNS, TimingPlan
 Collective = Literal[COLLECTIVES]  # collectives/spec: one file per collective
 Placement = Literal["out_of_place", "in_place"]
 Buffers = Literal["warm", "rotate", "cold"]  # bench/run/buffers.py: today's, nccl-tests', IMB -off_cache
+CallMode = Literal[MODES]  # bench/plan/cells.py: blocking, nonblocking
 Dtype = Literal[tuple(DTYPES)]  # type: ignore[valid-type]
 Op = Literal[tuple(OPS)]  # type: ignore[valid-type]
 
@@ -145,7 +147,7 @@ def _impl_entry(value: Any) -> Any:
 #: cell columns a ``select:`` entry may name; matched before arms, so impl/algorithm/intra/inter
 #: are the suite entry's (an arm that sets them measures the same selected cells)
 SELECTABLE = ("collective", "impl", "algorithm", "intra", "inter", "nranks", "ranks_per_node", "dtype", "op",
-              "placement", "buffers", "count_per_rank", "bytes_per_rank", "bytes_total")
+              "placement", "buffers", "mode", "count_per_rank", "bytes_per_rank", "bytes_total")
 
 
 def _selection(entry: Any) -> dict[str, tuple]:
@@ -194,6 +196,9 @@ class Suite(Strict):
     #: offset walks an allocation of the largest size), cold (IMB -off_cache: a set of buffers larger
     #: than the last-level cache); docs/SWEEPS.md, "Buffers"
     buffers: Annotated[list[Buffers], BeforeValidator(one_or_many)] = ["warm"]
+    #: blocking calls, or non-blocking ones posted and waited for with OSU's overlap measured (the pure
+    #: time, then a compute of that length between post and wait: docs/SWEEPS.md); one or a list
+    mode: Annotated[list[CallMode], BeforeValidator(one_or_many)] = [BLOCKING]
     timing: Timing = Timing()
     #: check every result bit for bit before timing it
     check: bool = True
@@ -281,7 +286,8 @@ def _pydantic_error_line(path: str, error: ValidationError) -> str:
 
 def _check_duplicates(path: str, suite: Suite) -> None:
     """A value listed twice would plan the same cells twice; say so instead of guessing."""
-    lists = {name: getattr(suite, name) for name in ("collectives", "ranks", "dtype", "op", "placement", "buffers")}
+    lists = {name: getattr(suite, name) for name in ("collectives", "ranks", "dtype", "op", "placement", "buffers",
+                                                     "mode")}
     lists["ranks_per_node"] = suite.ranks_per_node or []
     lists["implementations"] = suite.implementations
     for index, entry in enumerate(suite.implementations):

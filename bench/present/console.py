@@ -71,8 +71,8 @@ def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,
                                     for row in group.itertuples()])
         rows, unsure = [], False
         for (size, count), cells in group.groupby(["bytes_total", "count_per_rank"], sort=True):
-            # mpi of the same placement and buffers
-            baselines = {(row.placement, buffers_note(row)): row for row in cells.itertuples()
+            # mpi of the same placement, buffers and mode (a non-blocking cell: MPI's non-blocking call)
+            baselines = {(row.placement, buffers_note(row), _mode(row)): row for row in cells.itertuples()
                          if row.impl == BASELINE_IMPL}
             lines = _lines(cells)
             for position, (label, by_placement) in enumerate(lines):
@@ -83,7 +83,7 @@ def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,
                     if row is None:
                         texts += ["", "", "", ""]
                         continue
-                    ratio, sure = _speedup(baselines.get((placement, buffers_note(row))), row, intervals)
+                    ratio, sure = _speedup(baselines.get((placement, buffers_note(row), _mode(row))), row, intervals)
                     unsure |= not sure
                     texts += [*_cell_text(row), ratio]
                 rows.append(([format_size(int(size)) if first else "", str(count) if first else "",
@@ -109,6 +109,40 @@ def summary_tables(results: pd.DataFrame, samples: pd.DataFrame | None = None,
             table.add_row(*cells, end_section=last)
         tables.append(table)
     return tables
+
+
+#: the overlap table's columns (OSU's osu_iallreduce prints these, with Init and MPI_Wait)
+OVERLAP_COLUMNS = ("pure us", "compute us", "overall us", "MPI_Test", "overlap %")
+
+
+def overlap_tables(results: pd.DataFrame) -> list[Table]:
+    """The non-blocking cells' overlap as OSU prints it, per collective and shape: one line per size
+    and implementation (placement), the pure time, the compute, the overlapped call, the MPI_Test
+    calls in the compute and OSU's Overlap(%) (bench/run/overlap.py). None without such cells."""
+    if results.empty or "overlap_pct" not in results:
+        return []
+    posted = results[(results["status"] == "ok") & results["overlap_pct"].notna()]
+    tables = []
+    for (collective, nranks, nnodes, device), group in posted.groupby(["collective", "nranks", "nnodes", "device"],
+                                                                       sort=False):
+        title = "  ".join(map(console_text, (f"{collective} overlap (OSU)", f"{nranks} ranks / {nnodes} nodes",
+                                             device)))
+        table = Table(title=title, title_justify="left", caption="overlap % = max(0, 100 - 100 x (overall - "
+                      "compute) / pure), medians of per-iteration max over ranks", caption_justify="left")
+        for name in ("size", "implementation", *OVERLAP_COLUMNS):
+            table.add_column(name, justify="left" if name == "implementation" else "right")
+        for row in group.sort_values(["bytes_total", "impl", "placement"]).itertuples():
+            calls = "" if pd.isna(row.nb_test_calls) else str(int(row.nb_test_calls))
+            table.add_row(format_size(int(row.bytes_total)), console_text(_label(row)), f"{row.pure_us:.2f}",
+                          f"{row.compute_us:.2f}", f"{row.overall_us:.2f}", calls, f"{row.overlap_pct:.1f}")
+        tables.append(table)
+    return tables
+
+
+def _mode(row) -> str:
+    """A row's call mode (blocking where a table from before modes says nothing)."""
+    mode = getattr(row, "mode", "blocking")
+    return mode if isinstance(mode, str) and mode else "blocking"
 
 
 def placements_of(group: pd.DataFrame) -> list[str]:

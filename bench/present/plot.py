@@ -49,6 +49,8 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
         ok["arm"] = ""
     if "buffers" not in ok:  # tables from before the buffers column: warm
         ok["buffers"] = "warm"
+    if "mode" not in ok:  # tables from before call modes
+        ok["mode"] = "blocking"
     for name in CELL_KEY:
         if ok[name].dtype == object or pd.api.types.is_string_dtype(ok[name]):
             ok[name] = ok[name].fillna("").astype(str)

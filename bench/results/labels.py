@@ -26,13 +26,16 @@ def field(row, name: str, default=""):
 
 
 def impl_label(row) -> str:
-    """``mpi``, ``pccl-flat:ring``, ``pccl-hier:rd/ring`` (inter/intra phases), ``osu-mpich``."""
+    """``mpi``, ``pccl-flat:ring``, ``pccl-hier:rd/ring`` (inter/intra phases), ``osu-mpich``; a
+    non-blocking cell's (``mode``) with `` non-blocking`` after it."""
     impl, algorithm = str(field(row, "impl")), str(field(row, "algorithm"))
     if impl == "pccl-hier":
-        return f"pccl-hier:{field(row, 'inter')}/{field(row, 'intra')}"
-    if impl in PLAIN_IMPLS or impl.startswith("osu") or algorithm in ("", "native", "default"):
-        return impl
-    return f"{impl}:{algorithm}"
+        name = f"pccl-hier:{field(row, 'inter')}/{field(row, 'intra')}"
+    elif impl in PLAIN_IMPLS or impl.startswith("osu") or algorithm in ("", "native", "default"):
+        name = impl
+    else:
+        name = f"{impl}:{algorithm}"
+    return name if field(row, "mode", "blocking") in ("blocking", "") else f"{name} {field(row, 'mode')}"
 
 
 def buffers_note(row) -> str:

@@ -50,7 +50,7 @@ def _kinds() -> dict[str, str]:
 KINDS = _kinds()
 #: integer columns that may be zero (the others, rank and node counts, are >= 1)
 MAY_BE_ZERO = {"repeat", "warmup", "iters", "n_wrong", "warmup_discarded", "window_missed", "count_per_rank",
-               "bytes_per_rank", "bytes_total", "schema_version", "iteration", "buffers_max_count"}
+                "bytes_per_rank", "bytes_total", "schema_version", "iteration", "buffers_max_count", "nb_test_calls"}
 
 
 def _parquet(file: Path) -> pd.DataFrame:

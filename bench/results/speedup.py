@@ -49,6 +49,8 @@ def cell_identity(row) -> tuple:
         value = field(row, name, KEY_DEFAULTS.get(name, ""))  # a table without buffers: warm
         if name == "op" and not reduces(field(row, "collective")):
             value = ""
+        if name == "mode" and not value:  # a table from before call modes: blocking
+            value = "blocking"
         if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
                 and float(value).is_integer():
             value = int(value)

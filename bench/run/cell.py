@@ -14,8 +14,9 @@ from dataclasses import replace
 from bench.plan.cells import ARM_FIELDS, Cell, TimingPlan
 from bench.run import buffers, faults
 from bench.run.outcome import CellOutcome
+from bench.run.overlap import overlap_columns
 from collectives import memory, spec
-from collectives.call import CallSpec
+from collectives.call import BLOCKING, CallSpec
 from collectives.impls import get
 from collectives.schedules.resources import resources_of
 from collectives.schedules.topology import Topology
@@ -64,7 +65,8 @@ def close_contexts(topo: Topology | None) -> None:
 
 def call_of(cell: Cell) -> CallSpec:
     return CallSpec(cell.collective, cell.nranks, cell.count_per_rank, cell.dtype, cell.op,
-                    cell.placement == "in_place", cell.algorithm, cell.intra or None, cell.inter or None, cell.nnodes)
+                    cell.placement == "in_place", cell.algorithm, cell.intra or None, cell.inter or None, cell.nnodes,
+                    nonblocking=cell.mode != BLOCKING)
 
 
 def _not_run(outcome: CellOutcome, status: str, error: str) -> CellOutcome:
@@ -132,6 +134,13 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool,
                  where: tuple[int, str]) -> tuple[CellOutcome, object]:
     """Build, call once and check one cell: (its outcome so far, the op to time), or (the finished outcome
     of a cell that cannot be timed, None). ``where``: (index in the launch, launch id), for fault injection."""
+    outcome, op, _ = _prepare(topo, cell, timing, check, where)
+    return outcome, op
+
+
+def _prepare(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]):
+    """prepare_cell's (outcome, op), and for a non-blocking cell the op that overlaps it with compute
+    (the context's ``overlapped``; its compute is set once the pure time is known), else None."""
 
     comm = topo.comm
     call = call_of(cell)
@@ -140,16 +149,20 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool,
     outcome = CellOutcome(status="", warmup=timing.warmup,
                           described={**implementation.describe(call, context).columns(), **context.columns()})
     reason = (f"device {cell.device}: {context.reason}" if context.reason
-              else implementation.unsupported_reason(call, context))
+              else implementation.nonblocking_reason(call, context) or implementation.unsupported_reason(call, context))
     if reason:
-        return _not_run(outcome, "unsupported", reason), None
+        return _not_run(outcome, "unsupported", reason), None, None
+    if call.nonblocking and cell.buffers != "warm":
+        return _not_run(outcome, "unsupported", f"buffers {cell.buffers}: non-blocking cells are measured on warm "
+                                                "buffers only (the overlapped call is built on one position)"), \
+            None, None
     layout, reason = layout_for(topo, cell, call)
     if reason:
-        return _not_run(outcome, "unsupported", reason), None
+        return _not_run(outcome, "unsupported", reason), None, None
     placed, error = _allocate(context, call, comm.rank, layout)
     # every rank learns whether every rank has its buffers before anyone communicates
     if failed := first_error(comm, error):
-        return _not_run(outcome, "failed", failed), None
+        return _not_run(outcome, "failed", failed), None, None
     # one op per position, each built on its own buffers (a transport exchanges addresses per build)
     built = [implementation.build(topo, call, send, recv, context) for send, recv in placed]
     # what the op chose (shm's path, UCX's lanes)
@@ -167,12 +180,13 @@ def prepare_cell(topo, cell: Cell, timing: TimingPlan, check: bool,
                                           for _, recv in placed))
     if outcome.n_wrong:
         return _not_run(outcome, "wrong", f"{outcome.n_wrong} wrong elements over all ranks"
-                        + (f" and {len(placed)} buffer positions" if len(placed) > 1 else "")), None
+                        + (f" and {len(placed)} buffer positions" if len(placed) > 1 else "")), None, None
+    overlapped = context.overlapped(comm, built[0], 0.0, timing.nb_test_calls) if call.nonblocking else None
     if len(ops) == 1:
-        return outcome, ops[0]
+        return outcome, ops[0], overlapped
     from cython_ext.core import Rotating
 
-    return outcome, Rotating(comm, ops)
+    return outcome, Rotating(comm, ops), overlapped
 
 
 def _timed(outcome: CellOutcome, samples, info: dict, turns: str | None) -> CellOutcome:
@@ -199,12 +213,36 @@ def _time(topo, outcomes: list[CellOutcome], ops: list, timing: TimingPlan,
     return [_timed(outcome, samples, info, turns) for outcome, (samples, info) in zip(outcomes, timed, strict=True)]
 
 
+def _overlap(topo, outcome: CellOutcome, overlapped, timing: TimingPlan) -> CellOutcome:
+    """OSU's overlap of a non-blocking cell whose pure time (post + wait) was timed: the compute set to
+    the median pure time (the same on every rank: the samples are the max over ranks), then post,
+    compute, wait timed in the same loop; each call's compute and MPI_Test time the max over ranks."""
+    import numpy as np
+    from cython_ext.timing import measure
+    from mpi4py import MPI
+
+    if outcome.status != "ok":
+        return outcome
+    pure_us = float(np.median(outcome.samples_us))
+    overlapped.compute_s = pure_us * 1e-6
+    (samples, info), = measure((overlapped,), topo.comm, timing, clock_for(topo, timing))
+    if not len(samples):
+        return _not_run(outcome, "failed", "timing: every overlapped call missed its window")
+    compute_s, test_s = overlapped.times(len(samples) + info.get("window_missed", 0))
+    for times in (compute_s, test_s):
+        topo.comm.Allreduce(MPI.IN_PLACE, times, op=MPI.MAX)
+    outcome.overlap = overlap_columns(pure_us, samples, compute_s, test_s, timing.nb_test_calls)
+    return outcome
+
+
 def run_cell(topo, cell: Cell, timing: TimingPlan, check: bool, where: tuple[int, str]) -> CellOutcome:
-    """Check, then time, one cell. ``where``: (index in the launch, launch id), for fault injection."""
-    outcome, op = prepare_cell(topo, cell, timing, check, where)
+    """Check, then time, one cell (a non-blocking one: its pure time, then its overlap with compute).
+    ``where``: (index in the launch, launch id), for fault injection."""
+    outcome, op, overlapped = _prepare(topo, cell, timing, check, where)
     if op is None:
         return outcome
-    return _time(topo, [outcome], [op], timing, None)[0]
+    outcome = _time(topo, [outcome], [op], timing, None)[0]
+    return outcome if overlapped is None else _overlap(topo, outcome, overlapped, timing)
 
 
 def turn_partners(first: Cell, second: Cell) -> bool:
@@ -228,12 +266,13 @@ def run_turns(topo, cells: tuple[Cell, ...], timing: TimingPlan, check: bool,
     """The arms of one cell timed in turns, iteration by iteration (``timing.turns: iteration``); a
     side that cannot be timed is reported alone and the others are timed in turns without it (one
     left: as a cell of its own)."""
-    prepared = [prepare_cell(topo, cell, timing, check, where) for cell in cells]
-    runnable = [k for k, (_, op) in enumerate(prepared) if op is not None]
-    outcomes = [outcome for outcome, _ in prepared]
+    prepared = [_prepare(topo, cell, timing, check, where) for cell in cells]
+    runnable = [k for k, (_, op, _) in enumerate(prepared) if op is not None]
+    outcomes = [outcome for outcome, _, _ in prepared]
     if runnable:
         turns = "iteration" if len(runnable) > 1 else None
         timed = _time(topo, [outcomes[k] for k in runnable], [prepared[k][1] for k in runnable], timing, turns)
         for k, outcome in zip(runnable, timed, strict=True):
-            outcomes[k] = outcome
+            overlapped = prepared[k][2]
+            outcomes[k] = outcome if overlapped is None else _overlap(topo, outcome, overlapped, timing)
     return outcomes

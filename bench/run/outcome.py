@@ -69,6 +69,8 @@ class CellOutcome:
     timing: dict = field(default_factory=dict)
     #: the machine-speed probe measured right after the cell (bench/run/probe.py)
     probe: dict = field(default_factory=dict)
+    #: a non-blocking cell's overlap with compute (bench/run/overlap.py overlap_columns)
+    overlap: dict = field(default_factory=dict)
 
     @property
     def iters(self) -> int:
@@ -81,7 +83,7 @@ class CellOutcome:
 
     def columns(self) -> dict:
         """The outcome's row columns (``samples_us`` among them: the table's statistics come from it)."""
-        values = {**self.described, **self.timing, **self.probe}
+        values = {**self.described, **self.timing, **self.probe, **self.overlap}
         own = {"n_wrong": self.n_wrong, "error": self.error, "status": self.status, "iters": self.iters,
                "samples_us": self.samples_us}
         if self.warmup is not None:

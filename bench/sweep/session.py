@@ -328,8 +328,8 @@ def said_exit_code(results: pd.DataFrame, interrupted: bool, allow_unsupported: 
 def print_summary(tables: Tables, folder: Path, out: Console) -> None:
     results = tables.results
     intervals = median_intervals(tables.samples if len(tables.samples) else None)  # the bootstrap once for both
-    for table in screen.summary_tables(results, intervals=intervals) + screen.verdict_tables(results,
-                                                                                           intervals=intervals):
+    for table in (screen.summary_tables(results, intervals=intervals) + screen.overlap_tables(results)
+                  + screen.verdict_tables(results, intervals=intervals)):
         out.print(table)
     for reason in screen.reasons(results):
         out.print(reason, highlight=False, markup=False)

@@ -94,3 +94,39 @@ def mpi_collective(context, comm, collective: str, send, recv, count: int, dtype
     steps = [lambda: [backend.download(dst, src) for dst, src in downloads], backend.synchronize, native,
              lambda: backend.upload(recv[result], host_recv[result])]
     return DeviceCall(steps, (send, recv, host_send, host_recv))
+
+
+class DeviceNonblocking:
+    """A non-blocking collective on device buffers: ``post`` starts it, ``test`` (None: nothing to
+    test) lets it progress, ``wait`` ends it; called, post then wait (its pure time). The context's
+    ``overlapped`` puts a GPU compute between them (collectives/memory/device_compute.py)."""
+
+    def __init__(self, post: Step, wait: Step, test: Step | None = None, keepalive: object = None) -> None:
+        self.post, self.wait, self.test, self.keepalive = post, wait, test, keepalive
+
+    def __call__(self) -> None:
+        self.post()
+        self.wait()
+
+
+def mpi_nonblocking(context, comm, collective: str, send, recv, count: int, dtype: str, op: str) -> DeviceNonblocking:
+    """MPI_Iallgather / MPI_Ireduce_scatter_block / MPI_Iallreduce on device buffers (a GPU-aware MPI:
+    the transport refuses staged MPI), the stream synchronised before the post; MPI_Wait ends it."""
+    from cython_ext.nonblocking import NonblockingCollective
+
+    backend = context.backend
+    posted = NonblockingCollective(comm, collective, _ptr(backend, send), _ptr(backend, recv), count,
+                                   dtype_code(dtype), op_code(op), send is None, keepalive=(send, recv))
+
+    def post() -> None:
+        backend.synchronize()
+        posted.start()
+
+    return DeviceNonblocking(post, posted.finish, posted.poll, (send, recv, posted))
+
+
+def xccl_nonblocking(context, comm, collective: str, send, recv, count: int, dtype: str, op: str) -> DeviceNonblocking:
+    """NCCL/RCCL's collective enqueued on the rank's stream (the post: it returns at once, the GPU moves
+    the data), the stream's synchronisation the wait; nothing to test."""
+    step = xccl_call(context, comm, collective, send, recv, count, dtype, op, comm.Get_rank())
+    return DeviceNonblocking(step, context.backend.synchronize, None, (send, recv))

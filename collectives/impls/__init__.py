@@ -58,12 +58,22 @@ class Implementation:
     algorithms: ClassVar[tuple[str, ...] | None] = None
     #: False for implementations that run on device buffers only (NCCL/RCCL)
     host_buffers: ClassVar[bool] = True
+    #: why a non-blocking call of it would move nothing while its caller computes (None: it can progress)
+    no_progress: ClassVar[str | None] = None
 
     def algorithm(self, call: CallSpec) -> str:
         return call.algorithm or self.default_algorithm
 
     def unsupported_reason(self, call: CallSpec, context=HOST) -> str | None:
         return None
+
+    def nonblocking_reason(self, call: CallSpec, context=HOST) -> str | None:
+        """Why ``call``, non-blocking, cannot be posted and progress while the caller computes (None:
+        it can, or the call is blocking). Asked before ``unsupported_reason``; a cell it refuses is
+        ``unsupported`` with this reason, never timed as if it overlapped."""
+        if not call.nonblocking or self.no_progress is None:
+            return None
+        return f"non-blocking {self.name}: {self.no_progress}"
 
     def build(self, topo, call: CallSpec, sendbuf, recvbuf, context=HOST):
         """An op that performs ``call`` on these buffers of ``context.backend`` when invoked (a
@@ -88,14 +98,19 @@ class LibraryCollective(Implementation):
             return f"{self.name} runs the library's own algorithm ('native'), not {call.algorithm!r}"
         return None
 
+    def nonblocking_reason(self, call, context=HOST):
+        return transports.get(self.transport).nonblocking_reason(call, context) if call.nonblocking else None
+
     def unsupported_reason(self, call, context=HOST):
         transport = transports.get(self.transport)
         return (transport.collective_reason(call.collective, context) or self.algorithm_reason(call)
                 or transport.reason(call, context))
 
     def build(self, topo, call, sendbuf, recvbuf, context=HOST):
-        return transports.get(self.transport).collective(context, as_topology(topo).comm, call.collective, sendbuf,
-                                                         recvbuf, call.count, call.dtype, call.op)
+        transport = transports.get(self.transport)
+        make = transport.nonblocking if call.nonblocking else transport.collective
+        return make(context, as_topology(topo).comm, call.collective, sendbuf, recvbuf, call.count, call.dtype,
+                    call.op)
 
     def describe(self, call, context=HOST, op=None):
         transport = transports.get(self.transport)

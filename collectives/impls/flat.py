@@ -14,6 +14,9 @@ from collectives.version import library_version
 @register("pccl-flat")
 class FlatSchedule(Implementation):
     default_algorithm = "ring"
+    no_progress = ("its executor (cython_ext/executor.pyx ScheduleOp) runs every step of the schedule inside the "
+                   "call, on the calling thread, and returns when the last is done: no request outlives the call "
+                   "and there is no progress thread, so nothing moves while the caller computes")
 
     def algorithm(self, call: CallSpec) -> str:
         name = call.algorithm or self.default_algorithm

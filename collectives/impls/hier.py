@@ -32,6 +32,9 @@ class Hierarchical(Implementation):
     algorithms = ("hier",)
     default_intra = "ring"
     default_inter = "rd"
+    no_progress = ("its phases run one after another inside the call, on the calling thread (each a schedule "
+                   "executor or a transport's whole collective): no request outlives the call and there is no "
+                   "progress thread, so nothing moves while the caller computes")
 
     def phases(self, call: CallSpec) -> tuple[str, str]:
         """(intra, inter); ``auto`` ones come from the tuning table's ``inter/intra`` choice."""

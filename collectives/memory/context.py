@@ -53,6 +53,14 @@ class HostContext:
         """``op`` as the timing loop runs it: host ops are CollOps already, run without the GIL."""
         return op
 
+    def overlapped(self, comm, op, compute_s: float, test_calls: int):
+        """OSU's overlapped call of the non-blocking ``op`` (a cython_ext.nonblocking.NonblockingCollective):
+        post, ``compute_s`` of compute on this CPU with ``test_calls`` MPI_Test calls spread through it,
+        wait. An op for the timing loop that keeps each call's compute and test time (``times``)."""
+        from cython_ext.nonblocking import OverlapOp
+
+        return OverlapOp(op, compute_s, test_calls)
+
     def columns(self) -> dict[str, str]:
         """The row's columns this job's memory fills (a GPU job: how GPU-awareness was decided, the binding)."""
         return {}

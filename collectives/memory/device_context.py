@@ -40,6 +40,8 @@ class DeviceContext:
     placements: list[dict] = field(default_factory=list)
     #: how rank 0 found its local rank (a launcher variable before MPI_Init, or the split after it)
     local_rank_from: str = ""
+    #: the dummy compute of non-blocking cells (device_compute.GpuSpin), made by the first that overlaps
+    spin: object = None
 
     @property
     def mpi_transport(self) -> str:
@@ -73,6 +75,16 @@ class DeviceContext:
         from cython_ext.core import PyCallOp
 
         return PyCallOp(comm, op, self.backend.synchronize, keepalive=op)
+
+    def overlapped(self, comm, op, compute_s: float, test_calls: int):
+        """OSU's overlapped call of the non-blocking device ``op`` (collectives/executors/device_ops.py
+        DeviceNonblocking): post, a GPU kernel of ``compute_s`` on a stream of its own (``test_calls`` test
+        calls while it runs), wait; the spinning kernel is calibrated once per job."""
+        from collectives.memory.device_compute import DeviceOverlapCall, GpuSpin, overlapped_op
+
+        if self.spin is None:
+            self.spin = GpuSpin(self.backend.xp)
+        return overlapped_op(comm, DeviceOverlapCall(op, self.spin, compute_s, test_calls))
 
     def columns(self) -> dict[str, str]:
         columns = {"gpu_aware_how": self.gpu_aware.how, "gpu_binding": self.binding}

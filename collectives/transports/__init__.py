@@ -43,6 +43,19 @@ class Transport:
         context's buffers, or None. The same answer on every rank (decided before any communication)."""
         return None
 
+    #: why a non-blocking call of its collective would move nothing while the caller computes
+    no_progress: ClassVar[str] = "its collective runs whole inside the call, on the calling thread"
+
+    def nonblocking_reason(self, call: CallSpec, context) -> str | None:
+        """Why it cannot post ``call`` and let it progress while the caller computes, or None
+        (``nonblocking`` builds it then)."""
+        return f"non-blocking {self.name}: {self.no_progress}"
+
+    def nonblocking(self, context, comm, collective: str, send, recv, count: int, dtype: str, op: str):
+        """``collective`` posted and waited for: an op whose call is post then wait, and that the
+        context's ``overlapped`` splits with a compute between them (only where no reason refuses it)."""
+        raise NotImplementedError(f"non-blocking {self.name}: {self.no_progress}")
+
     def collective(self, context, comm, collective: str, send, recv, count: int, dtype: str, op: str):
         """An op that runs ``collective`` on these buffers of ``context.backend`` (``send`` None: in
         place, MPI semantics); collective over ``comm`` (communicators are made here on first use).

@@ -34,6 +34,27 @@ class MPILibrary(Transport):
 
         return native.unsupported_reason(dtype_code(call.dtype), op_code(call.op), call.count)
 
+    def nonblocking_reason(self, call, context):
+        from cython_ext import nonblocking
+
+        if call.collective not in nonblocking.KINDS:
+            return (f"non-blocking mpi: MPI's non-blocking {call.collective} is not called here (only "
+                    f"{', '.join(nonblocking.KINDS)})")
+        if context.on_device and not context.gpu_aware.aware:
+            return ("non-blocking mpi: staged MPI copies the buffers through host memory around the call; "
+                    "only a GPU-aware MPI is posted on device buffers")
+        return None
+
+    def nonblocking(self, context, comm, collective, send, recv, count, dtype, op):
+        from cython_ext.nonblocking import NonblockingCollective
+
+        if context.on_device:
+            from collectives.executors.device_ops import mpi_nonblocking
+
+            return mpi_nonblocking(context, comm, collective, send, recv, count, dtype, op)
+        return NonblockingCollective(comm, collective, host_address(send), host_address(recv), count,
+                                     dtype_code(dtype), op_code(op), send is None, keepalive=(send, recv))
+
     def collective(self, context, comm, collective, send, recv, count, dtype, op):
         from cython_ext import native
 

@@ -13,6 +13,9 @@ from collectives.transports.rdma import ops as rdma
 @register("rdma")
 class OneSidedUcx(Transport):
     roles = ("inter",)
+    no_progress = ("the one-sided collective progresses its UCX worker (ucp_worker_progress) inside the call until "
+                   "its puts and flags have landed (cython_ext/rdma.pyx); with no progress thread nothing moves "
+                   "while the caller computes")
 
     def reason(self, call, context=HOST, comm_index=0):
         reason = rdma.unsupported_reason(call.collective, rdma.ALGORITHMS[call.collective], call.nranks, call.count,

@@ -17,6 +17,8 @@ from collectives.version import library_version
 class SharedMemory(Transport):
     roles = ("intra",)
     strided = True
+    no_progress = ("every copy and reduction is done by the ranks' own CPUs inside the call (cython_ext/shm.pyx): "
+                   "no other agent moves the data, so nothing progresses while the caller computes")
 
     def reason(self, call, context=HOST, comm_index=COMM_WORLD):
         return shm.unsupported_reason(call, context, comm_index)

@@ -16,6 +16,16 @@ class VendorLibrary(Transport):
     def reason(self, call, context=HOST, comm_index=0):
         return context.xccl_reason(comm_index) or None
 
+    def nonblocking_reason(self, call, context):
+        # NCCL/RCCL only enqueue on the rank's stream: the GPU moves the data while the host (or a
+        # compute kernel on another stream) works; on the host, ``reason`` refuses the cell
+        return None
+
+    def nonblocking(self, context, comm, collective, send, recv, count, dtype, op):
+        from collectives.executors.device_ops import xccl_nonblocking
+
+        return xccl_nonblocking(context, comm, collective, send, recv, count, dtype, op)
+
     def collective(self, context, comm, collective, send, recv, count, dtype, op):
         from collectives.executors.device_ops import xccl_collective
 

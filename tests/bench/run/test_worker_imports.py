@@ -21,6 +21,7 @@ from conftest import ROOT
 NOT_AT_START = ("traceback", "importlib.metadata", "socket", "subprocess", "shutil", "shlex", "bz2", "lzma", "pandas",
                 "pyarrow", "polars", "pydantic",
                 "yaml", "rich", "typer", "click", "matplotlib", "cupy", "collectives.memory.device_context",
+                "collectives.memory.device_compute",
                 "collectives.executors.device", "bench.results", "bench.sweep", "bench.cli", "bench.plan.suite",
                 "bench.run.provenance")
 
