@@ -220,10 +220,13 @@ def split_runs(path: Path) -> list[Run]:
     launched: tuple[int, int] | None = None  # the last launcher line since the current run opened
     final = 0
     rccl = False  # RCCL named since the current run opened (or in the preamble)
+    rows = False  # a line that starts with a number (a result row) since the last header line
     for number, line, offset in numbered(path):
         final = number
         if preamble is None:
             preamble = (number, offset)
+        if not rows and line.lstrip()[:1].isdigit():
+            rows = True
         if "CCL" in line or "ccl" in line:
             rccl = rccl or bool(RCCL_MARK.search(line))
             if current is not None:
@@ -235,7 +238,11 @@ def split_runs(path: Path) -> list[Run]:
         if found is None:
             continue
         name, kind = found
-        opens = current is None or current.format != name or (kind in OPENING[name] and kind <= current.last_kind)
+        # a header seen again opens a new run, but for the one just printed again with no row between: two
+        # processes writing to one terminal (their runs interleaved, told apart by their rows' sizes)
+        again = kind < current.last_kind or (kind == current.last_kind and rows) if current is not None else False
+        opens = current is None or current.format != name or (kind in OPENING[name] and again)
+        rows = False
         if opens:
             # the first run holds the file's preamble; a later one starts at the launcher line before it
             start = preamble if not runs else launched or (number, offset)

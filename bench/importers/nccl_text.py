@@ -66,6 +66,8 @@ class TextHeader:
     runs: int = 0  # runs with '#  Rank' lines
     rank_counts: dict[int, int] = field(default_factory=dict)  # '#  Rank' lines of a run -> its first run's line
     repeated: tuple[int, int, int] | None = None  # (rank, processes printing it, the run's line)
+    alone: tuple[int, int] | None = None  # (processes each printing only '# Rank 0', the run's line)
+    interleaved: tuple[int, int] | None = None  # (processes printing each of the ranks 0..n-1, the run's line)
     hosts: set[str] = field(default_factory=set)
     max_hosts: int = 0  # the most hosts of one run
     rank_lines: int = 0
@@ -85,9 +87,15 @@ class TextHeader:
         if not run.pids:
             return
         self.runs += 1
-        if self.repeated is None:
-            repeated = next((rank for rank, seen in sorted(run.pids.items()) if len(seen) > 1), None)
-            if repeated is not None:
+        printers = {len(seen) for seen in run.pids.values()}
+        if max(printers) > 1 and self.repeated is None and self.alone is None and self.interleaved is None:
+            if set(run.pids) == {0}:  # N processes, each rank 0 of its own test
+                self.alone = (len(run.pids[0]), run.line)
+            elif len(printers) == 1 and sorted(run.pids) == list(range(len(run.pids))):
+                # ranks 0..n-1 each printed by k processes: k runs of n ranks writing to one terminal
+                self.interleaved = (next(iter(printers)), run.line)
+            else:
+                repeated = next(rank for rank, seen in sorted(run.pids.items()) if len(seen) > 1)
                 self.repeated = (repeated, len(run.pids[repeated]), run.line)
         if len(self.rank_counts) < 2:
             self.rank_counts.setdefault(len(run.pids), run.line)
@@ -233,21 +241,33 @@ def _shape_collective(h: TextHeader, source: str) -> tuple[str, str]:
                            + f": pass --collective {candidates[0]} (or {', '.join(candidates[1:])})")
 
 
-def _text_ranks(h: TextHeader, source: str, collective: str, options: ImportOptions) -> tuple[int, str | None]:
-    """(nranks, what it was read from; None when --nranks gave it)."""
+def separate_tests(tables: int, how: str) -> str:
+    """The refusal of N 1-rank tests of one launch (a known trap: nccl-tests #27, #213)."""
+    return (f"{tables} separate 1-rank tests ({how}): nccl-tests built without MPI=1 and started under mpirun, "
+            "so every process ran a test of its own (nccl-tests #27, #213), not one test of "
+            f"{tables} ranks; rebuild nccl-tests with MPI=1, or pass --nranks 1 to import them as {tables} runs "
+            "of 1 rank")
+
+
+def _text_ranks(h: TextHeader, source: str, collective: str,
+                options: ImportOptions) -> tuple[int | None, str | None]:
+    """(nranks, what it was read from; None when --nranks gave it); nranks None where nothing tells and
+    the rows do not need it (their bytes are the same at any rank count)."""
     if options.nranks:
         return options.nranks, None
+    if h.alone is not None:
+        processes, line = h.alone
+        raise BadInput(f"{source}:{line}", separate_tests(processes, f"each printing only '# Rank  0' ({processes} "
+                                                                      "Pids)"))
     if h.repeated is not None:
         rank, processes, line = h.repeated
         raise BadInput(source, f"'# Rank {rank:2d}' is printed by {processes} processes"
                                + (f" in the run from line {line}" if h.runs > 1 else "")
-                               + ": nccl-tests was built without MPI, so each process ran alone; rebuild with "
-                                 "MPI=1 (or pass --nranks for what was meant)")
+                               + ", the other ranks not as often: several runs (or processes) wrote to one "
+                                 "terminal; import each run's lines on their own (or pass --nranks)")
     if h.runs > 1 and h.rank_counts == {1: next(iter(h.rank_counts.values()))} and h.threads_gpus \
             and h.threads_gpus[1] == 1:
-        raise BadInput(source, f"{h.runs} tables of 1 rank each: nccl-tests was built without MPI and started under "
-                               "mpirun, so every process ran its own 1-rank test; rebuild with MPI=1 (or import "
-                               "one table with --nranks 1)")
+        raise BadInput(source, separate_tests(h.runs, "each with one '# Rank  0' line"))
     if len(h.rank_counts) > 1:
         shown = " and ".join(f"{n} (the run from line {line})" for n, line in h.rank_counts.items())
         raise BadInput(source, f"runs of different rank counts in one file: {shown} '#  Rank' lines; import each "
@@ -274,8 +294,31 @@ def _text_ranks(h: TextHeader, source: str, collective: str, options: ImportOpti
     if from_bandwidth is not None:
         factor = "2(n-1)/n" if kind_of(collective).busbw_scale == 2 else "(n-1)/n"
         return from_bandwidth, f"busbw/algbw = {factor} in {rows} result lines"
-    raise BadInput(source, "cannot tell how many ranks ran (no '#  Rank N ... device' lines"
-                           + ("" if spread else f", and {collective} sizes do not tell") + "): pass --nranks")
+    if spread:  # bytes_total depends on the rank count: no row could be written without it
+        raise BadInput(source, "cannot tell how many ranks ran (no '#  Rank N ... device' lines, and the sizes "
+                               "do not tell): pass --nranks")
+    # the bytes do not depend on it (all-reduce, broadcast, reduce, sendrecv): the rows are what the
+    # table says, the rank count left empty rather than guessed (a gate across runs refuses such cells)
+    return None, (f"no '#  Rank N ... device' lines, {collective} sizes do not tell, and "
+                  f"{_undecided(collective, pairs)}: left empty (pass --nranks N to set it)")
+
+
+def _undecided(collective: str, pairs: list[tuple[str, str]]) -> str:
+    """Why the printed bandwidths leave the rank count open."""
+    if not kind_of(collective).spread:
+        return f"{collective}'s busbw is its algbw at any rank count"
+    if not pairs:
+        return "the rows print no busbw/algbw"
+    if all(_zero(busbw) for _, busbw in pairs):
+        return f"every busbw is printed as 0.00 ({len(pairs)} values)"
+    return f"the printed busbw/algbw digits of {len(pairs)} values fit more than one rank count"
+
+
+def _zero(token: str) -> bool:
+    try:
+        return float(token) == 0
+    except ValueError:
+        return False
 
 
 def parse_text_file(part: Part, options: ImportOptions, kind: str,
@@ -290,16 +333,21 @@ def parse_text_file(part: Part, options: ImportOptions, kind: str,
                                + hint_of(first_bytes, (NCCL_TESTS,)))
     collective, collective_from = _text_collective(h, source, options)
     nranks, ranks_from = _text_ranks(h, source, collective, options)
-    if nranks > MAX_RANKS:
+    if nranks is not None and nranks > MAX_RANKS:
         raise BadInput(source, f"{nranks} ranks: more than any machine runs ({MAX_RANKS})")
     library, version = _library_of(h, kind)
     inferred = [f"collective={collective} from {collective_from}"] if collective_from else []
     if ranks_from:
-        inferred.append(f"nranks={nranks} from {ranks_from}")
+        inferred.append(f"nranks={nranks} from {ranks_from}" if nranks is not None else f"nranks unknown: {ranks_from}")
     if not options.library:
         evidence = repr(h.version[2]) if h.version else repr(h.code[1]) if h.code else f"the tool ({kind})"
         inferred.append(f"library={f'{library} {version}'.strip()} from {evidence}")
-    context = {"nranks": nranks, "hosts": sorted(h.hosts), "nnodes": h.max_hosts or None,
+    alone = nranks == 1 and ranks_from is not None and h.rank_lines == 1 and h.runs == 1 and h.threads_gpus \
+        and h.threads_gpus[1] == 1
+    context = {"nranks": nranks, "nranks_unknown": nranks is None,
+               # a 1-rank test: N of them alike in one file are N processes of an nccl-tests without MPI
+               "alone": (h.threads_gpus[0], h.starting[0] if h.starting else "") if alone else None,
+               "hosts": sorted(h.hosts), "nnodes": h.max_hosts or None,
                "warmup": h.iters[0], "iters": h.iters[1], "library": library, "library_version": version,
                "tool_version": h.tool or kind, "inferred": inferred}
     return context, text_rows(part, h, collective, nranks, kind, first_bytes)
@@ -311,7 +359,7 @@ def _library_of(h: TextHeader, kind: str) -> tuple[str, str]:
     return library, version
 
 
-def text_rows(part: Part, h: TextHeader, collective: str, nranks: int, kind: str,
+def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, kind: str,
               first_bytes: bytes = b"") -> Iterator[Measurement]:
     """The second pass: every result line's measurements, each checked (BadInput at file:line)."""
     source = str(part)

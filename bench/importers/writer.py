@@ -189,7 +189,8 @@ class ImportTable:
         """The next cells are of the run ``context`` describes. A run that shares every constant column
         with the one before (the runs of one log: only run_id and launch_id differ, and they are set
         per cell) goes on in the same chunk; another one starts a new chunk."""
-        new = {**context, "ranks_per_node": max(int(context["nranks"]) // int(context["nnodes"]), 1)}
+        known = context["nranks"] is not None and context["nnodes"] is not None
+        new = {**context, "ranks_per_node": max(int(context["nranks"]) // int(context["nnodes"]), 1) if known else None}
         previous = self._context
         self.mismatches = (0, "")
         if previous is not None and previous.get("timestamp_ns") == new.get("timestamp_ns") \

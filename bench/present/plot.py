@@ -55,7 +55,7 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
     if "oversubscribed" not in ok:
         ok["oversubscribed"] = False
     ok["oversubscribed"] = ok["oversubscribed"].fillna(False).astype(bool)
-    frame = ok.groupby(keys, as_index=False, sort=False).agg(
+    frame = ok.groupby(keys, as_index=False, sort=False, dropna=False).agg(
         time_us=("time_us_p50", "median"), busbw_gbps=("busbw_gbps", "median"),
         oversubscribed=("oversubscribed", "max"))
     intervals = median_intervals(samples)
@@ -70,7 +70,8 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
     # "total" sizes are rounded to a multiple of the rank count: compare sizes by nearest power of two
     frame["size_bucket"] = np.exp2(np.round(np.log2(frame["bytes_total"].clip(lower=1)))).astype(np.int64)
     unit = np.where(frame["device"].isin(device_kinds()), "GPUs", "ranks")
-    frame["shape"] = [f"{n} {u}" + (f", {m} nodes" if m > 1 else "") for n, u, m in
+    frame["shape"] = [(f"{n:g} {u}" if n == n else f"? {u} (unknown)") + (f", {m:g} nodes" if m > 1 else "")
+                      for n, u, m in
                       zip(frame["nranks"], unit, frame["nnodes"], strict=True)]
     return frame.sort_values(["collective", "nranks", "nnodes", "label", "bytes_total"]).reset_index(drop=True)
 
