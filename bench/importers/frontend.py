@@ -366,3 +366,63 @@ def ranks_from_bandwidth(collective: str, pairs: list[tuple[str, str]]) -> tuple
         return None, used
     first, last = math.ceil(low - 1e-9), math.floor(high + 1e-9) if high < math.inf else None
     return (first if last == first else None), used
+
+
+# --- two runs in one table: told apart by their size sequences ---
+
+#: result rows whose sizes are followed for interleaved runs (a longer table is taken as one run's cycles)
+MAX_SEQUENCE = 1 << 14
+
+
+@dataclass
+class Interleaved:
+    """Runs of one table told apart by their rows' sizes: each row's run (by line), where each run starts."""
+
+    run_of_line: dict[int, int]
+    starts: list[int]
+
+
+def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str) -> Interleaved | None:
+    """(line, key, size) of a table's rows in file order (key: what else tells a sequence, e.g. the type)
+    as runs, each of sizes that rise by the table's own steps without a gap. None where the rows are one
+    run, or runs one after the other (a tool's repeated cycles: nccl-tests -N); BadInput naming the line
+    where a second run starts when the rows cannot be split so: a size that follows no run's last size, or
+    one that two runs could take next (which row is whose, nothing tells)."""
+    order: dict[tuple, set[int]] = {}
+    for _, key, size in rows:
+        order.setdefault(key, set()).add(size)
+    before = {key: dict(zip(sorted(sizes)[1:], sorted(sizes), strict=False)) for key, sizes in order.items()}
+    first = {key: min(sizes) for key, sizes in order.items()}
+    runs: dict[tuple, list[list[int]]] = {}  # key -> each run's [last size, its index]
+    run_of_line: dict[int, int] = {}
+    starts: list[int] = []
+    second: int | None = None  # the line where a run restarts its sizes while another is unfinished
+    for line, key, size in rows:
+        mine = runs.setdefault(key, [])
+        fits = [run for run in mine if run[0] == before[key][size]] if size in before[key] else []
+        if len(fits) > 1:  # two runs at the same size: which row is whose, nothing in the sizes tells
+            raise BadInput(f"{source}:{line}", f"two runs interleaved (the second from line {second}) reach size "
+                                               f"{size} together: their sizes cannot tell which row is whose; "
+                                               "import each run's lines on their own")
+        found = fits[0] if fits else None
+        if found is None and (not mine or size == first[key]):
+            found = [size, len(mine)]
+            mine.append(found)
+            if found[1] >= len(starts):
+                starts.append(line)
+            if len(mine) > 1 and second is None:
+                second = line
+        elif found is None:
+            raise BadInput(f"{source}:{line}", f"size {size} follows no run's last size: the result lines hold more "
+                                               f"than one run (a second from line {second or line}?) that their "
+                                               "size sequence cannot split; import each run's lines on their own")
+        found[0] = size
+        run_of_line[line] = found[1]
+    if len(starts) < 2:
+        return None
+    last_of: dict[int, int] = {}
+    for line, index in run_of_line.items():
+        last_of[index] = line
+    if all(last_of[index] < starts[index + 1] for index in range(len(starts) - 1)):
+        return None  # one after the other: cycles of one run
+    return Interleaved(run_of_line, starts)

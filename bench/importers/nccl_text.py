@@ -9,7 +9,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from bench.errors import BadInput
-from bench.importers.frontend import Part, RowShape, name_hint, ranks_from_bandwidth, shape_candidates
+from bench.importers.frontend import (
+    MAX_SEQUENCE,
+    Interleaved,
+    Part,
+    RowShape,
+    name_hint,
+    ranks_from_bandwidth,
+    shape_candidates,
+    split_by_sizes,
+)
 from bench.importers.inputs import NCCL_TESTS, NoResults, hint_of
 from bench.importers.inputs import count as whole
 from bench.importers.kinds import kind as kind_of
@@ -62,6 +71,7 @@ class TextHeader:
     programs: dict[str, tuple[str, int]] = field(default_factory=dict)  # test -> (program, its first line)
     test_name: tuple[str, str] | None = None  # the first '<test>_perf' anywhere
     threads_gpus: tuple[str, int] | None = None  # ('nThread 1 nGpus 4', ranks per process)
+    threads_line: str = ""  # that line whole (its sizes, iterations ...)
     run: _Run = field(default_factory=lambda: _Run(0))
     runs: int = 0  # runs with '#  Rank' lines
     rank_counts: dict[int, int] = field(default_factory=dict)  # '#  Rank' lines of a run -> its first run's line
@@ -80,6 +90,7 @@ class TextHeader:
     data_lines: int = 0  # lines that look like results (size count type)
     implied: set[int] = field(default_factory=set)  # size // (count * type size) of those lines
     samples: list[list[str]] = field(default_factory=list)  # the first result lines' tokens (the row shape)
+    sequence: list[tuple[int, tuple, int]] = field(default_factory=list)  # (line, type and op, size) of each row
 
     def end_run(self, source: str) -> None:
         """Fold the run just read into the summary."""
@@ -131,6 +142,7 @@ def scan_text(numbered: Iterable[tuple[int, str]], source: str) -> TextHeader:
                     h.run.line = number
                 if h.threads_gpus is None:
                     h.threads_gpus = (found.group(0).lstrip("# "), per_process)
+                    h.threads_line = stripped.lstrip("# ")[:200]
             if not iters_seen and "iters:" in stripped and (found := ITERS.search(stripped)):
                 where = f"{source}:{number}"
                 h.iters = (whole(found.group(1), where, "warmup iters"), whole(found.group(2), where, "iters"))
@@ -148,15 +160,19 @@ def scan_text(numbered: Iterable[tuple[int, str]], source: str) -> TextHeader:
                 h.tool = f"{found.group(1)} {found.group(2)}"
         elif h.tool is None and stripped.startswith("rccl-tests") and (found := TOOL_VERSION.match(stripped)):
             h.tool = f"{found.group(1)} {found.group(2)}"
-        elif h.data_lines < MAX_SAMPLES or (not h.rank_lines and len(h.implied) < 2):
-            # the first result-looking lines, and the rank count their sizes imply (rank lines lacking)
-            tokens = stripped.split(None, 3)
+        elif h.data_lines < MAX_SEQUENCE or (not h.rank_lines and len(h.implied) < 2):
+            # the first result-looking lines, the rank count their sizes imply (rank lines lacking), and
+            # their size sequence (two runs interleaved?)
+            tokens = stripped.split(None, 4)
             if len(tokens) >= 3 and tokens[2] in DTYPES and tokens[0].isascii() and tokens[0].isdigit() \
                     and tokens[1].isascii() and tokens[1].isdigit() and len(tokens[0]) < 20 and len(tokens[1]) < 20:
                 h.data_lines += 1
                 if len(h.samples) < MAX_SAMPLES:
                     h.samples.append(stripped.split())
                 size, count = int(tokens[0]), int(tokens[1])
+                if len(h.sequence) < MAX_SEQUENCE:  # a row's sequence: its type and op (-d all, -o all)
+                    h.sequence.append((number, (tokens[2], tokens[3] if len(tokens) > 3 and tokens[3][:1].isalpha()
+                                                else ""), size))
                 if count:  # size = count * itemsize * nranks
                     h.implied.add(size // (count * ITEMSIZE[DTYPES[tokens[2]]]))
         if h.test_name is None and "_perf" in line and (found := TEST_NAME.search(line)):
@@ -278,6 +294,8 @@ def _text_ranks(h: TextHeader, source: str, collective: str,
         if h.threads_gpus:
             text, per_process = h.threads_gpus
             evidence += f" ({text}: {nranks // per_process or 1} processes)"
+        if h.interleaved:
+            evidence += f", each printed by {h.interleaved[0]} processes (runs writing to one terminal)"
         return nranks, evidence
     spread = kind_of(collective).ranks_in_total
     pairs = [pair for shape in _shapes(h) for pair in shape.bandwidths]
@@ -333,12 +351,17 @@ def parse_text_file(part: Part, options: ImportOptions, kind: str,
                                + hint_of(first_bytes, (NCCL_TESTS,)))
     collective, collective_from = _text_collective(h, source, options)
     nranks, ranks_from = _text_ranks(h, source, collective, options)
+    interleaved = split_by_sizes(h.sequence, source)
     if nranks is not None and nranks > MAX_RANKS:
         raise BadInput(source, f"{nranks} ranks: more than any machine runs ({MAX_RANKS})")
     library, version = _library_of(h, kind)
     inferred = [f"collective={collective} from {collective_from}"] if collective_from else []
     if ranks_from:
         inferred.append(f"nranks={nranks} from {ranks_from}" if nranks is not None else f"nranks unknown: {ranks_from}")
+    if interleaved:
+        inferred.append(f"{len(interleaved.starts)} runs interleaved (two processes writing to one terminal?), told "
+                        "apart by their size sequences: from lines " + ", ".join(map(str, interleaved.starts[:8]))
+                        + "; each its own run_id")
     if not options.library:
         evidence = repr(h.version[2]) if h.version else repr(h.code[1]) if h.code else f"the tool ({kind})"
         inferred.append(f"library={f'{library} {version}'.strip()} from {evidence}")
@@ -346,11 +369,12 @@ def parse_text_file(part: Part, options: ImportOptions, kind: str,
         and h.threads_gpus[1] == 1
     context = {"nranks": nranks, "nranks_unknown": nranks is None,
                # a 1-rank test: N of them alike in one file are N processes of an nccl-tests without MPI
-               "alone": (h.threads_gpus[0], h.starting[0] if h.starting else "") if alone else None,
+               "alone": (h.threads_line, h.starting[0] if h.starting else "") if alone else None,
                "hosts": sorted(h.hosts), "nnodes": h.max_hosts or None,
                "warmup": h.iters[0], "iters": h.iters[1], "library": library, "library_version": version,
-               "tool_version": h.tool or kind, "inferred": inferred}
-    return context, text_rows(part, h, collective, nranks, kind, first_bytes)
+               "tool_version": h.tool or kind, "inferred": inferred,
+               "interleaved": len(interleaved.starts) if interleaved else 0}
+    return context, text_rows(part, h, collective, nranks, kind, first_bytes, interleaved)
 
 
 def _library_of(h: TextHeader, kind: str) -> tuple[str, str]:
@@ -360,8 +384,9 @@ def _library_of(h: TextHeader, kind: str) -> tuple[str, str]:
 
 
 def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, kind: str,
-              first_bytes: bytes = b"") -> Iterator[Measurement]:
-    """The second pass: every result line's measurements, each checked (BadInput at file:line)."""
+              first_bytes: bytes = b"", interleaved: Interleaved | None = None) -> Iterator[Measurement]:
+    """The second pass: every result line's measurements, each checked (BadInput at file:line); each
+    with its run's index where runs are ``interleaved``."""
     source = str(part)
     # no header (a pasted excerpt): each line's columns from its shape
     layout = layout_of(h.columns, f"{source}:{h.header_line}") if h.columns else None
@@ -384,6 +409,9 @@ def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, ki
                                                  f"shorter than the row before it: a cut line? ({line.strip()[:60]!r})")
         if found:
             width = len(line.rstrip())
+            if interleaved:
+                for measurement in found:
+                    measurement.run = interleaved.run_of_line.get(number, 0)
         produced += len(found)
         yield from found
     if not produced:

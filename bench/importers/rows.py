@@ -62,6 +62,8 @@ class Measurement:
     note: str = ""
     #: the line of the file it was read from (0: not a line-based format)
     line: int = 0
+    #: which of the runs interleaved in one table it belongs to (bench.importers.frontend.split_by_sizes)
+    run: int = 0
 
 
 #: order statistics that come from the samples when a measurement has them

@@ -200,8 +200,11 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
                 parsed, measurements = IMPORTERS[item.tool](part, options)
                 context = _context(parsed, options, item.path, run_id, item.tool, launch)
                 table.begin(context)
-                for measurement in measurements:
-                    table.add(measurement)
+                if context.get("interleaved"):  # runs told apart by their sizes: each its own run_id and launch
+                    _add_interleaved(table, measurements, run_id, launch)
+                else:
+                    for measurement in measurements:
+                        table.add(measurement)
             except NoResults as error:  # a part without results (IMB's banner, a rate-only block)
                 missing.append(error)
                 continue
@@ -232,6 +235,15 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
     return meta, table
 
 
+def _add_interleaved(table: ImportTable, measurements, run_id: str, launch: str) -> None:
+    shown = -1
+    for measurement in measurements:
+        if measurement.run != shown:
+            shown = measurement.run
+            table.relabel(f"{run_id}.{shown + 1}", f"{launch}#{shown + 1}")
+        table.add(measurement)
+
+
 def _refuse_separate_tests(path: Path, headers: list[tuple[int, tuple | None]]) -> None:
     """A file whose every run is a 1-rank nccl-tests test under one identical header: N processes of an
     nccl-tests built without MPI, their outputs one after the other (nothing was written yet: refused)."""
@@ -240,7 +252,7 @@ def _refuse_separate_tests(path: Path, headers: list[tuple[int, tuple | None]]) 
         return
     lines = ", ".join(str(first) for first, _ in headers[:8]) + (", ..." if len(headers) > 8 else "")
     raise BadInput(f"{path}:{headers[1][0]}", separate_tests(len(headers), f"the runs from lines {lines}, each one "
-                                                                           f"'# Rank  0' under '# {headers[0][1][0]}'"))
+                                                                           f"'# Rank  0' under '# {headers[0][1][0][:40]}...'"))
 
 
 def import_files(kind: str | None, paths: list[Path],

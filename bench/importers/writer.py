@@ -215,6 +215,12 @@ class ImportTable:
         if constant_run:
             self._segments.append((None, ",".join(constant_run) + "\n"))
 
+    def relabel(self, run_id: str, launch_id: str) -> None:
+        """The next cells are of another run of the same table (runs interleaved in one file): only
+        their run_id and launch_id differ, which are set per cell."""
+        assert self._context is not None, "begin() first"
+        self._context = {**self._context, "run_id": run_id, "launch_id": launch_id}
+
     def _group(self, m: Measurement) -> _Group:
         context = self._context
         assert context is not None, "begin() first"

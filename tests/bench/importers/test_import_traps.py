@@ -6,6 +6,7 @@ sequence, or refused naming the line), clock and CI-runner prefixes, partial OSU
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from conftest import DATA
 from hostile import assert_bad_input, run_in_process
 
@@ -83,3 +84,97 @@ def test_a_measured_table_still_needs_its_rank_count(tmp_path):
     frame.loc[frame.index[2], "nranks"] = float("nan")
     frame.to_parquet(run / "results.parquet", index=False)
     assert_bad_input(run_in_process("plot", run, "--out", tmp_path / "plots"), "column nranks", "row 2", "is empty")
+
+
+# -- N separate 1-rank tests (nccl-tests without MPI=1 under mpirun) ------------------------------
+
+
+@pytest.mark.parametrize("name, line", [("nccl_2.13_all_reduce_nompi_blocks.txt", 21),
+                                        ("nccl_2.13_all_reduce_nompi_interleaved.txt", 7)])
+def test_separate_one_rank_tests_are_said_as_what_they_are(tmp_path, name, line):
+    """Two processes each ran a 1-rank test of its own, their outputs one after the other or line by line:
+    refused (neither the 2-rank result meant nor clean 1-rank ones: they shared the node), never 2 repeats."""
+    path = CORPUS / name
+    message = assert_bad_input(run_in_process("import", path, "--out", tmp_path / "out"), f"{path}:{line}",
+                               "2 separate 1-rank tests", "nccl-tests built without MPI=1 and started under mpirun",
+                               "#27, #213", "--nranks 1")
+    assert not (tmp_path / "out").exists(), message
+
+
+def test_separate_one_rank_tests_import_with_nranks_1_as_runs_of_their_own(tmp_path):
+    results, stderr = imported(tmp_path, CORPUS / "nccl_2.13_all_reduce_nompi_blocks.txt", "--nranks", "1")
+    assert results.run_id.nunique() == 2 and set(results.nranks) == {1}
+    first, second = (results[results.run_id == run] for run in sorted(results.run_id.unique()))
+    out = first[first.placement == "out_of_place"]
+    assert out.time_us_mean.tolist() == [4.51, 4.48, 4.6, 4.55] and out.count_per_rank.tolist() == [2, 4, 8, 16]
+    assert second[second.placement == "in_place"].time_us_mean.tolist() == [0.22, 0.21, 0.21, 0.22]
+    # line by line, in step: which row is whose, nothing tells
+    path = CORPUS / "nccl_2.13_all_reduce_nompi_interleaved.txt"
+    assert_bad_input(run_in_process("import", path, "--nranks", "1", "--out", tmp_path / "inter"), f"{path}:24",
+                     "reach size 16 together")
+
+
+def test_one_rank_tests_of_different_headers_are_runs(tmp_path):
+    """Two 1-rank runs that differ (another size range): a user's loop, imported as two runs."""
+    text = (CORPUS / "nccl_2.13_all_reduce_nompi_blocks.txt").read_text().splitlines()
+    text[22] = text[22].replace("maxBytes 64", "maxBytes 128")
+    path = tmp_path / "loop.log"
+    path.write_text("\n".join(text) + "\n")
+    results, _ = imported(tmp_path, path)
+    assert results.run_id.nunique() == 2 and set(results.nranks) == {1}
+
+
+# -- two runs interleaved in one file -------------------------------------------------------------
+
+INTERLEAVED = CORPUS / "nccl_2.13_all_reduce_two_runs_interleaved.txt"
+
+
+def test_interleaved_runs_split_by_their_size_sequence(tmp_path):
+    """Two 2-rank jobs started with '&' into one log: every header and rank line twice, rows out of
+    order; each run its own run_id and launch, every value in the right one."""
+    results, stderr = imported(tmp_path, INTERLEAVED)
+    assert "2 runs interleaved" in stderr and "from lines 20, 22" in stderr
+    assert "each printed by 2 processes" in stderr and set(results.nranks) == {2}
+    runs = sorted(results.run_id.unique())
+    assert len(runs) == 2 and runs[0].endswith(".1") and runs[1].endswith(".2")
+    first, second = (results[results.run_id == run] for run in runs)
+    assert set(first.launch_id) == {f"{INTERLEAVED.name}#1"} and set(second.launch_id) == {f"{INTERLEAVED.name}#2"}
+    for rows, times, busbw in ((first, [20.61, 31.22, 52.48, 95.33], [50.88, 67.17, 79.92, 88.0]),
+                               (second, [41.1, 62.05, 104.77, 190.4], [25.51, 33.8, 40.03, 44.06])):
+        for placement in ("out_of_place", "in_place"):
+            cells = rows[rows.placement == placement]
+            assert cells.count_per_rank.tolist() == [262144, 524288, 1048576, 2097152]
+            assert cells.time_us_mean.tolist() == times and cells.busbw_gbps.tolist() == busbw
+
+
+def test_interleaved_runs_that_reach_a_size_together_are_refused_naming_the_line(tmp_path):
+    lines = INTERLEAVED.read_text().splitlines()
+    rows = {line.split()[5]: line for line in lines if line.strip()[:1].isdigit()}
+    order = ["20.61", "41.10", "31.22", "62.05"]  # both runs at 1 MiB, then a 2 MiB row: whose?
+    path = tmp_path / "both.log"
+    path.write_text("\n".join([*lines[:19], *(rows[time] for time in order)]) + "\n")
+    assert_bad_input(run_in_process("import", path, "--out", tmp_path / "out"), f"{path}:22",
+                     "second from line 21", "reach size 2097152 together")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_row_no_run_continues_is_refused_naming_the_line(tmp_path):
+    lines = INTERLEAVED.read_text().splitlines()
+    rows = {line.split()[5]: line for line in lines if line.strip()[:1].isdigit()}
+    order = ["20.61", "31.22", "52.48", "41.10", "104.77"]  # 4 MiB right after a restart at 1 MiB
+    path = tmp_path / "gap.log"
+    path.write_text("\n".join([*lines[:19], *(rows[time] for time in order)]) + "\n")
+    assert_bad_input(run_in_process("import", path, "--out", tmp_path / "out"), f"{path}:24",
+                     "size 4194304 follows no run's last size", "a second from line 23")
+
+
+def test_cycles_one_after_the_other_stay_one_run(tmp_path):
+    """nccl-tests -N 2 prints its table twice: repeats of one run, as before."""
+    text = (CORPUS / "nccl_2.19_all_reduce_tagged.log").read_text().splitlines()
+    rows = [line for line in text if line.split(":", 1)[-1].strip()[:1].isdigit()]
+    at = text.index(rows[-1]) + 1
+    path = tmp_path / "cycles.log"
+    path.write_text("\n".join([*text[:at], *rows, *text[at:]]) + "\n")
+    results, stderr = imported(tmp_path, path)
+    assert results.run_id.nunique() == 1 and "interleaved" not in stderr
+    assert sorted(results.repeat.unique()) == [0, 1] and len(results) == 20
