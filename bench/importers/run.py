@@ -251,8 +251,9 @@ def _refuse_separate_tests(path: Path, headers: list[tuple[int, tuple | None]]) 
     if len(headers) < 2 or None in shown or len(shown) > 1:
         return
     lines = ", ".join(str(first) for first, _ in headers[:8]) + (", ..." if len(headers) > 8 else "")
+    header = headers[0][1][0][:40]
     raise BadInput(f"{path}:{headers[1][0]}", separate_tests(len(headers), f"the runs from lines {lines}, each one "
-                                                                           f"'# Rank  0' under '# {headers[0][1][0][:40]}...'"))
+                                                                           f"'# Rank  0' under '# {header}...'"))
 
 
 def import_files(kind: str | None, paths: list[Path],
