@@ -3,8 +3,11 @@ add, the format of each run recognised by its headers, and the file split into r
 
 * Prefixes stripped from the start of every line, repeatedly (they nest): Open MPI
   ``--tag-output`` (``[1,0]<stdout>:``), rank tags (``[0]``, ``[rank3]:``), ``srun --label``
-  (``  0: ``), timestamps (``2024-05-01T10:00:00.123Z``, ``[10:00:01]``) and shell prompts
-  (``$ ``, ``user@host:~$ ``). A ``#`` is never stripped: every tool's headers start with one.
+  (``  0: ``), timestamps (``2024-05-01T10:00:00.123Z``, ``[2024-11-05 10:02:03]``, ``[10:00:01]``,
+  a bare ``00:55:22``), CI runners' (GitHub Actions' ``2024-11-05T10:02:03.1234567Z``, with ``gh run
+  view --log``'s job and step names before it; GitLab's ``section_start:...`` markers) and shell
+  prompts (``$ ``, ``user@host:~$ ``); terminal escape sequences (colours, GitLab's ``ESC[0K``)
+  anywhere. A ``#`` is never stripped: every tool's headers start with one.
 * A format is recognised by a header only that tool prints (MARKERS), never by a first character:
   a file is JSON only when it starts like a JSON document and parses as one.
 * A run starts where a tool's opening header appears again (nccl-tests' version / "Collective test
@@ -53,6 +56,11 @@ PREFIX = re.compile(
     r"|[ \t]*\d{1,7}:[ \t]"  # srun --label, mpiexec -l ("  0: ")
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*(?:[|:-][ \t]*)?"
     r"|\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\][ \t]*"  # [10:00:01]
+    r"|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?[ \t]+"  # a bare clock: 00:55:22 (ts, a terminal's log)
+    # `gh run view --log` (job, step, then the runner's timestamp)
+    r"|[^\t\n]{1,200}\t[^\t\n]{1,200}\t(?=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
+    # GitLab's collapsible sections (section_start:1699180923:step_script[collapsed=true]) before a line
+    r"|section_(?:start|end):\d{1,12}:[\w.-]{1,200}(?:\[[^\]]{0,100}\])?"
     # asctime, as Open MPI's --timestamp-output and `date` print it
     r"|\[?[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{3,4})? \d{4}\]?[ \t]*"
     r"|\S{1,64}@\S{1,64}[:\s]\S{0,200}[$#%][ \t]+"  # user@host:~/dir$
@@ -65,8 +73,14 @@ BINARY_NAMES = {name for _, name in BINARY} | {"binary data"}
 MAX_PREFIXES = 6
 
 
+#: terminal escape sequences (colours, GitLab's erase-line ``ESC[0K``): never part of a tool's output
+ESCAPE = re.compile(r"\x1b\[[0-9;?]{0,32}[A-Za-z]")
+
+
 def clean(line: str) -> str:
-    """``line`` without the known prefixes at its start."""
+    """``line`` without terminal escape sequences and the known prefixes at its start."""
+    if "\x1b" in line:
+        line = ESCAPE.sub("", line)
     for _ in range(MAX_PREFIXES):
         found = PREFIX.match(line)
         if not found or not found.end():

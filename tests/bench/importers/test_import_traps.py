@@ -5,10 +5,15 @@ sequence, or refused naming the line), clock and CI-runner prefixes, partial OSU
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import pytest
 from conftest import DATA
 from hostile import assert_bad_input, run_in_process
+
+from bench.importers.rows import ImportOptions
+from bench.importers.run import import_files
 
 CORPUS = DATA / "corpus"
 PASTE = CORPUS / "nccl_2.19_all_reduce_small_paste.txt"
@@ -178,3 +183,44 @@ def test_cycles_one_after_the_other_stay_one_run(tmp_path):
     results, stderr = imported(tmp_path, path)
     assert results.run_id.nunique() == 1 and "interleaved" not in stderr
     assert sorted(results.repeat.unique()) == [0, 1] and len(results) == 20
+
+
+# -- clocks and CI runners before every line ------------------------------------------------------
+
+#: what terminals, loggers and CI runners put before a tool's line (each as a printf format of the line)
+RUNNER_PREFIXES = {
+    "bare clock": "00:55:22  {}",
+    "bracketed date": "[2024-11-05 10:02:03] {}",
+    "ISO milliseconds": "2024-11-05T10:02:03.123Z {}",
+    "GitHub Actions": "2024-11-05T10:02:03.1234567Z {}",
+    "gh run view --log": "build (ubuntu-22.04)\tRun nccl-tests\t2024-11-05T10:02:03.1234567Z {}",
+    "GitLab": "\x1b[0K{}\x1b[0;m",
+    "srun --label": "3: {}",
+}
+
+
+def prefixed(tmp_path, source, prefix: str):
+    lines = source.read_text().splitlines()
+    text = "\n".join(prefix.format(line) for line in lines) + "\n"
+    if "\x1b" in prefix:  # GitLab opens a section before the step's output
+        text = "section_start:1730800923:step_script\r\x1b[0Ksection_header\n" + text + \
+            "section_end:1730800999:step_script\r\x1b[0K\n"
+    path = tmp_path / source.name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("prefix", RUNNER_PREFIXES.values(), ids=RUNNER_PREFIXES.keys())
+@pytest.mark.parametrize("name", ["imb_2021.3_mpi1.txt", "nccl_2.19_all_reduce_tagged.log", "osu_7.4_bcast_full.txt"])
+def test_runner_prefixes_keep_every_value(tmp_path, name, prefix):
+    """IMB's '# Benchmarking X' headers, nccl-tests' and OSU's behind every prefix: the same rows."""
+    results, _, _ = import_files(None, [prefixed(tmp_path, CORPUS / name, prefix)], ImportOptions())
+    assert results[VALUES].equals(plain(name))
+
+
+VALUES = ["collective", "nranks", "count_per_rank", "placement", "time_us_mean", "time_us_min", "busbw_gbps"]
+
+
+@functools.cache
+def plain(name: str) -> pd.DataFrame:
+    return import_files(None, [CORPUS / name], ImportOptions())[0][VALUES]
