@@ -174,6 +174,14 @@ class Part:
     def __str__(self) -> str:
         return str(self.path)
 
+    def left_out(self, number: int, error: BadInput, notes: list[str]) -> None:
+        """A row that failed its checks: the file's last line, cut without its line break (a truncated
+        log), is left out and said in ``notes``; any other is refused (``error``)."""
+        if number != self.cut_line:
+            raise error
+        reason = str(error).split(": ", 1)[-1]
+        notes.append(f"line {number} left out: the file ends inside it, without a line break ({reason[:120]})")
+
 
 @dataclass
 class Run:

@@ -27,9 +27,9 @@ from collections.abc import Iterable, Iterator
 
 from bench.errors import BadInput
 from bench.importers import importer
-from bench.importers.frontend import Part
+from bench.importers.frontend import Part, name_hint
 from bench.importers.inputs import NoResults, RowWidth, count, time_us
-from bench.importers.kinds import op_of
+from bench.importers.kinds import op_of, ranks_in_total
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: "#    Intel(R) MPI Benchmarks 2021.3, MPI-1 part", "#    Intel (R) MPI Benchmark Suite V3.2.4, MPI-1 part"
@@ -93,7 +93,7 @@ def _block(lines_of: Iterable[tuple[int, str]]) -> tuple[str, str, int | None, i
     return name, multi, processes, line
 
 
-def _count(collective: str, block: str, size: int, itemsize: int, nranks: int) -> int | None:
+def _count(collective: str, block: str, size: int, itemsize: int, nranks: int | None) -> int | None:
     elements, left = divmod(size, itemsize)
     if left:
         return None
@@ -102,7 +102,9 @@ def _count(collective: str, block: str, size: int, itemsize: int, nranks: int) -
     return 0 if collective == "barrier" else elements
 
 
-def _rows(part: Part, collective: str, block: str, nranks: int, dtype: str, op: str) -> Iterator[Measurement]:
+def _rows(part: Part, collective: str, block: str, nranks: int | None, dtype: str, op: str,
+          notes: list[str]) -> Iterator[Measurement]:
+    """The block's rows; the file's last line, cut without its line break, left out and said in ``notes``."""
     source = str(part)
     columns: list[str] | None = None
     produced = 0
@@ -119,34 +121,45 @@ def _rows(part: Part, collective: str, block: str, nranks: int, dtype: str, op: 
             continue
         if columns is None or stripped.startswith("#") or not stripped[0].isdigit():
             continue
-        tokens = stripped.split()
-        where = f"{source}:{number}"
-        if len(tokens) < len(columns):
-            raise BadInput(where, f"{len(tokens)} values, but the header has {len(columns)} columns (a cut line?)")
-        values = dict(zip(columns, tokens, strict=False))
-        size = count(values["size"], where, "#bytes") if "size" in values else 0
-        iters = count(values["iters"], where, "#repetitions", 1)
-        mean = time_us(values["avg"], where, "t_avg[usec]", allow_zero=True)
-        if mean == 0:
-            continue  # nothing measured (a zero-byte call below the timer's resolution)
-        per_rank = _count(collective, block, size, ITEMSIZE[dtype], nranks)
-        if per_rank is None:
+        try:
+            found = _row(stripped.split(), columns, line, f"{source}:{number}", collective, block, nranks, dtype, op,
+                         widths, part.cut_line == number)
+        except BadInput as error:
+            part.left_out(number, error, notes)
             continue
-        low = time_us(values["min"], where, "t_min[usec]", allow_zero=True) if "min" in values else None
-        high = time_us(values["max"], where, "t_max[usec]") if "max" in values else None
-        status, note = None, ""
-        if "defects" in values:
-            defects = time_us(values["defects"], where, "defects", allow_zero=True)
-            if defects:
-                status, note = "wrong", f"IMB -check defects {values['defects']}"
-        # its values read: now whether the row is whole (a cut one can read as other numbers)
-        widths.check(line, where, [values[name] for name in ("min", "max", "avg") if name in values],
-                     part.cut_line == number)
-        produced += 1
-        yield Measurement(collective, dtype, op, per_rank, "out_of_place", mean, time_us_min=low, time_us_max=high,
-                          n_wrong=None if status else 0, iters=iters, status=status, note=note, line=number)
+        if found is not None:
+            produced += 1
+            found.line = number
+            yield found
     if not produced:
         raise NoResults(source, f"no IMB result lines under '# Benchmarking {block}'")
+
+
+def _row(tokens: list[str], columns: list[str], line: str, where: str, collective: str, block: str,
+         nranks: int | None, dtype: str, op: str, widths: RowWidth, last: bool) -> Measurement | None:
+    """One result row (None: nothing measured, or not a regular call), each value checked."""
+    if len(tokens) < len(columns):
+        raise BadInput(where, f"{len(tokens)} values, but the header has {len(columns)} columns (a cut line?)")
+    values = dict(zip(columns, tokens, strict=False))
+    size = count(values["size"], where, "#bytes") if "size" in values else 0
+    iters = count(values["iters"], where, "#repetitions", 1)
+    mean = time_us(values["avg"], where, "t_avg[usec]", allow_zero=True)
+    if mean == 0:
+        return None  # nothing measured (a zero-byte call below the timer's resolution)
+    per_rank = _count(collective, block, size, ITEMSIZE[dtype], nranks)
+    if per_rank is None:
+        return None
+    low = time_us(values["min"], where, "t_min[usec]", allow_zero=True) if "min" in values else None
+    high = time_us(values["max"], where, "t_max[usec]") if "max" in values else None
+    status, note = None, ""
+    if "defects" in values:
+        defects = time_us(values["defects"], where, "defects", allow_zero=True)
+        if defects:
+            status, note = "wrong", f"IMB -check defects {values['defects']}"
+    # its values read: now whether the row is whole (a cut one can read as other numbers)
+    widths.check(line, where, [values[name] for name in ("min", "max", "avg") if name in values], last)
+    return Measurement(collective, dtype, op, per_rank, "out_of_place", mean, time_us_min=low, time_us_max=high,
+                       n_wrong=None if status else 0, iters=iters, status=status, note=note)
 
 
 @importer("imb")
@@ -154,6 +167,10 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
     """One ``# Benchmarking`` block of an IMB-MPI1 run (the run's banner gives the types and version)."""
     source = str(part)
     name, multi, processes, line = _block(part.lines())
+    inferred = []
+    if not name and (hint := _hinted_block(part, options)):  # a table pasted without its '# Benchmarking X'
+        name, evidence = hint
+        inferred.append(f"collective={BENCHMARKS[name.lower()]} from {evidence} (no '# Benchmarking' line)")
     if not name:
         raise NoResults(source, NO_BLOCK)
     block = name.lower()
@@ -164,17 +181,39 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
         raise NoResults(f"{source}:{line}", f"{name}: not an IMB-MPI1 benchmark pccl-bench reads")
     collective = options.collective or BENCHMARKS[block]
     nranks = options.nranks or processes
-    if not nranks:
-        raise BadInput(f"{source}:{line}", f"'# Benchmarking {name}' without '# #processes = N': pass --nranks")
+    if not nranks and (ranks_in_total(collective, None) != 1 or block == "reduce_scatter"):
+        if not any(HEADER.match(text.strip()) for _, text in part.lines()):
+            raise NoResults(f"{source}:{line}", f"'# Benchmarking {name}': the file ends before its table")
+        raise BadInput(f"{source}:{line or 1}", f"'# Benchmarking {name}' without '# #processes = N', and "
+                                                f"{collective}'s sizes depend on it: pass --nranks")
     facts = _banner((part.head or part).lines(), source)
     dtype = facts["reduction_dtype"] if block in REDUCING else facts["dtype"]
-    inferred = [f"collective={collective} from '# Benchmarking {name}' (line {line})"]
-    if not options.nranks:
+    if line:
+        inferred.append(f"collective={collective} from '# Benchmarking {name}' (line {line})")
+    if not options.nranks and nranks:
         inferred.append(f"nranks={nranks} from '# #processes = {processes}'")
+    elif not nranks:
+        inferred.append(f"nranks unknown: no '# #processes = N' line; {collective}'s sizes do not depend on it: "
+                        "left empty (pass --nranks N to set it)")
     context = {"nranks": nranks, "hosts": [], "warmup": 0, "library": options.library or "MPI",
                "library_version": options.library_version or "", "impl": options.impl or "imb-mpi",
                "device": "host", "transport": "mpi", "tool_version": f"IMB {facts['version']}".strip(),
                # MPI_Reduce_scatter_block is another call than MPI_Reduce_scatter of equal counts: its own cells
                "algorithm": "native:Reduce_scatter_block" if block == "reduce_scatter_block" else "native",
-               "inferred": inferred}
-    return context, _rows(part, collective, block, nranks, dtype, op_of(collective, facts["op"]))
+               "inferred": inferred, "nranks_unknown": not nranks}
+    return context, _rows(part, collective, block, nranks, dtype, op_of(collective, facts["op"]), inferred)
+
+
+def _hinted_block(part: Part, options: ImportOptions) -> tuple[str, str] | None:
+    """(IMB benchmark name, evidence) of a part that holds an IMB table but no '# Benchmarking' line,
+    from --collective or its file name's hint; None without a table (the banner before the first block)."""
+    if not any(HEADER.match(text.strip()) for _, text in part.lines()):
+        return None
+    hint = (options.collective, "--collective") if options.collective else name_hint(str(part))
+    if hint is None:
+        raise BadInput(str(part), "an IMB table without its '# Benchmarking <benchmark>' line, and no collective in "
+                                  "the file name: pass --collective")
+    names = [name for name, collective in BENCHMARKS.items() if collective == hint[0]]
+    if not names:
+        raise BadInput(str(part), f"{hint[1]} names {hint[0]}, which IMB-MPI1 does not run: pass --collective")
+    return names[0], hint[1]

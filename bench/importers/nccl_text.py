@@ -374,7 +374,7 @@ def parse_text_file(part: Part, options: ImportOptions, kind: str,
                "warmup": h.iters[0], "iters": h.iters[1], "library": library, "library_version": version,
                "tool_version": h.tool or kind, "inferred": inferred,
                "interleaved": len(interleaved.starts) if interleaved else 0}
-    return context, text_rows(part, h, collective, nranks, kind, first_bytes, interleaved)
+    return context, text_rows(part, h, collective, nranks, kind, first_bytes, interleaved, inferred)
 
 
 def _library_of(h: TextHeader, kind: str) -> tuple[str, str]:
@@ -384,7 +384,8 @@ def _library_of(h: TextHeader, kind: str) -> tuple[str, str]:
 
 
 def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, kind: str,
-              first_bytes: bytes = b"", interleaved: Interleaved | None = None) -> Iterator[Measurement]:
+              first_bytes: bytes = b"", interleaved: Interleaved | None = None,
+              notes: list[str] | None = None) -> Iterator[Measurement]:
     """The second pass: every result line's measurements, each checked (BadInput at file:line); each
     with its run's index where runs are ``interleaved``."""
     source = str(part)
@@ -401,12 +402,15 @@ def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, ki
             if HEADER.match(stripped):  # a later run may print another layout (-I, -S)
                 layout = layout_of(columns_of(stripped), f"{source}:{number}")
             continue
-        found = parse_data_line(line, layout, collective, nranks, f"{source}:{number}", iters, number)
-        if found and number == part.cut_line and len(line.rstrip()) < width:
-            # the file's last line, without its line break, shorter than the row before (nccl-tests
-            # prints fixed-width rows; the first row has none before it): cut, whatever it now reads as
-            raise BadInput(f"{source}:{number}", "the file ends inside this row, without a line break, and it is "
-                                                 f"shorter than the row before it: a cut line? ({line.strip()[:60]!r})")
+        try:
+            found = parse_data_line(line, layout, collective, nranks, f"{source}:{number}", iters, number)
+            if found and number == part.cut_line and len(line.rstrip()) < width:
+                # the file's last line, without its line break, shorter than the row before (nccl-tests
+                # prints fixed-width rows; the first row has none before it): cut, whatever it now reads as
+                raise BadInput(f"{source}:{number}", "shorter than the row before it")
+        except BadInput as error:  # the file's last line, cut: left out and said; any other refused
+            part.left_out(number, error, notes if notes is not None else [])
+            continue
         if found:
             width = len(line.rstrip())
             if interleaved:

@@ -39,9 +39,9 @@ from collections.abc import Iterable, Iterator
 
 from bench.errors import BadInput
 from bench.importers import importer
-from bench.importers.frontend import Part, head_text
+from bench.importers.frontend import Part, head_text, name_hint
 from bench.importers.inputs import OSU, NoResults, RowWidth, count, hint_of, time_us
-from bench.importers.kinds import op_of
+from bench.importers.kinds import op_of, ranks_in_total
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: "# OSU MPI Allgather Latency Test v7.4", "# OSU NCCL-CUDA Allreduce Latency Test", "# OSU MPI-CUDA Bandwidth Test"
@@ -137,6 +137,9 @@ def title_info(found: re.Match | None, source: str, options: ImportOptions) -> d
     elif name := FILE_NAME.search(source):
         collective = FILE_COLLECTIVE.get(name.group(1).lower(), name.group(1).lower())
         inferred.append(f"collective={collective} from the file name {name.group(0)!r}")
+    elif hint := name_hint(source):
+        collective = hint[0]
+        inferred.append(f"collective={collective} from {hint[1]}")
     else:
         raise BadInput(source, "no '# OSU MPI <Benchmark> Test' title and no osu_<benchmark> file name: "
                                "pass --collective")
@@ -176,7 +179,7 @@ def _dtype(name: str, where: str) -> str:
     return DTYPES[name.lower()]
 
 
-def _count(collective: str, size: int, itemsize: int, nranks: int) -> int | None:
+def _count(collective: str, size: int, itemsize: int, nranks: int | None) -> int | None:
     """count_per_rank of a row of Size bytes (None: not a regular call of the collective)."""
     elements, left = divmod(size, itemsize)
     if left:
@@ -187,10 +190,11 @@ def _count(collective: str, size: int, itemsize: int, nranks: int) -> int | None
     return elements
 
 
-def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int, source: str,
-               part: Part | None = None) -> Iterator[Measurement]:
+def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int | None, source: str,
+               part: Part | None = None, notes: list[str] | None = None) -> Iterator[Measurement]:
     """Every table of the run, row by row; each ``# Datatype:`` line sets the type of the table
-    after it, each header its columns. Rows count only under a header."""
+    after it, each header its columns. Rows count only under a header. The file's last line, cut
+    without its line break, is left out and said in ``notes``."""
     dtype, columns = default_dtype(collective), None
     widths = RowWidth()
     for number, line in numbered:
@@ -210,34 +214,49 @@ def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int
         tokens = stripped.split()
         if columns is None or not tokens[0][:1].isdigit():
             continue
-        where = f"{source}:{number}"
-        if len(tokens) < len(columns):
-            raise BadInput(where, f"{len(tokens)} values, but the header has {len(columns)} columns (a cut line?)")
-        values = dict(zip(columns, tokens, strict=False))
-        size = count(values["size"], where, "Size") if "size" in values else 0
-        times = {name: time_us(values[name], where, f"{name.capitalize()} Latency") for name in TIMES if name in values}
-        iterations = count(values["iterations"], where, "Iterations", 1) if "iterations" in values else 0
-        per_rank = _count(collective, size, ITEMSIZE[dtype], nranks)
-        if per_rank is None or per_rank < 1 and collective != "barrier":
+        try:
+            found = _row(tokens, columns, line, number, collective, dtype, nranks, source, part, widths)
+        except BadInput as error:
+            if part is None or notes is None:
+                raise
+            part.left_out(number, error, notes)
             continue
-        algbw = None
-        if "bw" in values:  # MB/s: the time per message it implies (bi-directional: two messages)
-            rate = time_us(values["bw"], where, "Bandwidth")
-            times["avg"] = (2 if collective == "p2p_bibw" else 1) * size / rate
-            algbw = rate / 1e3
-        wrong = 1 if values.get("validation", "pass").lower().startswith("fail") else 0
-        # its values read: now whether the row is whole (a cut one can read as other numbers)
-        widths.check(line, where, [values[name] for name in (*TIMES, "bw") if name in values],
-                     part is not None and part.cut_line == number)
-        yield Measurement(collective, dtype, op_of(collective, "sum"), per_rank, "out_of_place", times["avg"],
-                          time_us_min=times.get("min"), time_us_max=times.get("max"), time_us_p50=times.get("p50"),
-                          time_us_p95=times.get("p95"), time_us_p99=times.get("p99"), n_wrong=wrong,
-                          iters=iterations, algbw_gbps=algbw, line=number)
+        if found is not None:
+            yield found
 
 
-def _rows(part: Part, collective: str, nranks: int, first_bytes: bytes) -> Iterator[Measurement]:
+def _row(tokens: list[str], columns: list[str], line: str, number: int, collective: str, dtype: str,
+         nranks: int | None, source: str, part: Part | None, widths: RowWidth) -> Measurement | None:
+    """One result row (None: not a regular call of the collective), each value checked."""
+    where = f"{source}:{number}"
+    if len(tokens) < len(columns):
+        raise BadInput(where, f"{len(tokens)} values, but the header has {len(columns)} columns (a cut line?)")
+    values = dict(zip(columns, tokens, strict=False))
+    size = count(values["size"], where, "Size") if "size" in values else 0
+    times = {name: time_us(values[name], where, f"{name.capitalize()} Latency") for name in TIMES if name in values}
+    iterations = count(values["iterations"], where, "Iterations", 1) if "iterations" in values else 0
+    per_rank = _count(collective, size, ITEMSIZE[dtype], nranks)
+    if per_rank is None or per_rank < 1 and collective != "barrier":
+        return None
+    algbw = None
+    if "bw" in values:  # MB/s: the time per message it implies (bi-directional: two messages)
+        rate = time_us(values["bw"], where, "Bandwidth")
+        times["avg"] = (2 if collective == "p2p_bibw" else 1) * size / rate
+        algbw = rate / 1e3
+    wrong = 1 if values.get("validation", "pass").lower().startswith("fail") else 0
+    # its values read: now whether the row is whole (a cut one can read as other numbers)
+    widths.check(line, where, [values[name] for name in (*TIMES, "bw") if name in values],
+                 part is not None and part.cut_line == number)
+    return Measurement(collective, dtype, op_of(collective, "sum"), per_rank, "out_of_place", times["avg"],
+                       time_us_min=times.get("min"), time_us_max=times.get("max"), time_us_p50=times.get("p50"),
+                       time_us_p95=times.get("p95"), time_us_p99=times.get("p99"), n_wrong=wrong,
+                       iters=iterations, algbw_gbps=algbw, line=number)
+
+
+def _rows(part: Part, collective: str, nranks: int | None, first_bytes: bytes,
+          notes: list[str]) -> Iterator[Measurement]:
     source, produced, table_rows = str(part), 0, 0
-    for measurement in parse_rows(part.lines(), collective, nranks, source, part):
+    for measurement in parse_rows(part.lines(), collective, nranks, source, part, notes):
         produced += 1
         yield measurement
     if produced:
@@ -267,16 +286,19 @@ def osu(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
     elif not nranks and launched:
         nranks = launched[0]
         info["inferred"].append(f"nranks={nranks} from the launcher, {launched[1]}")
-    if not nranks:
+    if not nranks and ranks_in_total(collective, None) != 1 or collective == "reduce_scatter":
         # OMB prints its title, the datatype and the table, never the number of processes
         raise BadInput(source, "OSU output does not say how many ranks ran (OMB prints no rank count, and no "
                                "mpirun/srun line gives one): pass --nranks N")
+    if not nranks:  # its bytes are the same at any rank count: the rows as printed, the count left empty
+        info["inferred"].append(f"nranks unknown: OMB prints no rank count and no mpirun/srun line gives one; "
+                                f"{collective}'s sizes do not depend on it: left empty (pass --nranks N to set it)")
     library = options.library or info["xccl"] or "MPI"
     impl = options.impl or impl_of(library)
     context = {
         "nranks": nranks, "hosts": [], "warmup": 0, "library": library, "device": info["device"],
         "library_version": options.library_version or "", "impl": impl,
         "transport": (info["xccl"] or "mpi").lower(), "tool_version": f"osu {info['osu_version']}".strip(),
-        "inferred": info["inferred"],
+        "inferred": info["inferred"], "nranks_unknown": not nranks,
     }
-    return context, _rows(part, collective, nranks, first)
+    return context, _rows(part, collective, nranks, first, info["inferred"])
