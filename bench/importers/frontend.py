@@ -47,6 +47,7 @@ from bench.importers.inputs import (
     open_binary,
 )
 from bench.importers.kinds import kind as kind_of
+from bench.importers.rows import Measurement
 
 #: one prefix a launcher or terminal puts before a tool's line; stripped repeatedly from the start
 PREFIX = re.compile(
@@ -402,6 +403,18 @@ class Interleaved:
 
     run_of_line: dict[int, int]
     starts: list[int]
+
+    def said(self) -> str:
+        return (f"{len(self.starts)} runs interleaved (two processes writing to one terminal?), told apart by their "
+                "size sequences: from lines " + ", ".join(map(str, self.starts[:8])) + "; each its own run_id")
+
+
+def with_runs(measurements: Iterator[Measurement], interleaved: Interleaved | None) -> Iterator[Measurement]:
+    """``measurements`` each with its run's index where runs are ``interleaved`` (by its line)."""
+    for measurement in measurements:
+        if interleaved:
+            measurement.run = interleaved.run_of_line.get(measurement.line, 0)
+        yield measurement
 
 
 def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str) -> Interleaved | None:

@@ -27,9 +27,10 @@ from collections.abc import Iterable, Iterator
 
 from bench.errors import BadInput
 from bench.importers import importer
-from bench.importers.frontend import Part, name_hint
+from bench.importers.frontend import MAX_SEQUENCE, Part, name_hint, split_by_sizes, with_runs
 from bench.importers.inputs import NoResults, RowWidth, count, time_us
-from bench.importers.kinds import op_of, ranks_in_total
+from bench.importers.kinds import kind as kind_of
+from bench.importers.kinds import op_of
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: "#    Intel(R) MPI Benchmarks 2021.3, MPI-1 part", "#    Intel (R) MPI Benchmark Suite V3.2.4, MPI-1 part"
@@ -118,6 +119,8 @@ def _rows(part: Part, collective: str, block: str, nranks: int | None, dtype: st
             widths.reset()
             if "avg" not in columns:
                 raise BadInput(f"{source}:{number}", f"an IMB table without a time column: {stripped[:80]!r}")
+            if "size" not in columns and collective != "barrier":  # only Barrier moves no bytes
+                raise BadInput(f"{source}:{number}", f"an IMB {block} table without #bytes: {stripped[:80]!r}")
             continue
         if columns is None or stripped.startswith("#") or not stripped[0].isdigit():
             continue
@@ -181,7 +184,7 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
         raise NoResults(f"{source}:{line}", f"{name}: not an IMB-MPI1 benchmark pccl-bench reads")
     collective = options.collective or BENCHMARKS[block]
     nranks = options.nranks or processes
-    if not nranks and (ranks_in_total(collective, None) != 1 or block == "reduce_scatter"):
+    if not nranks and (kind_of(collective).ranks_in_total or block == "reduce_scatter"):
         if not any(HEADER.match(text.strip()) for _, text in part.lines()):
             raise NoResults(f"{source}:{line}", f"'# Benchmarking {name}': the file ends before its table")
         raise BadInput(f"{source}:{line or 1}", f"'# Benchmarking {name}' without '# #processes = N', and "
@@ -201,7 +204,14 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
                # MPI_Reduce_scatter_block is another call than MPI_Reduce_scatter of equal counts: its own cells
                "algorithm": "native:Reduce_scatter_block" if block == "reduce_scatter_block" else "native",
                "inferred": inferred, "nranks_unknown": not nranks}
-    return context, _rows(part, collective, block, nranks, dtype, op_of(collective, facts["op"]), inferred)
+    sequence = [(number, (), int(text.split(None, 1)[0])) for number, text in part.lines()
+                if text.strip()[:1].isdigit() and text.split(None, 1)[0].isdigit() and len(text.split(None, 1)[0]) < 20]
+    interleaved = split_by_sizes(sequence[:MAX_SEQUENCE], source)
+    if interleaved:
+        context["interleaved"] = len(interleaved.starts)
+        inferred.append(interleaved.said())
+    return context, with_runs(_rows(part, collective, block, nranks, dtype, op_of(collective, facts["op"]), inferred),
+                              interleaved)
 
 
 def _hinted_block(part: Part, options: ImportOptions) -> tuple[str, str] | None:

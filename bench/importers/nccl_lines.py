@@ -67,6 +67,9 @@ def layout_of(columns: list[str], where: str) -> Layout:
         raise BadInput(where, f"result header without a time column: {' '.join(columns)[:200]}")
     end = starts[1] if len(starts) > 1 else len(columns)
     preamble, block = columns[:starts[0]], columns[starts[0]:end]
+    if len(starts) > 1 and columns[end:] != block:  # nccl-tests prints both placements alike
+        raise BadInput(where, f"the in-place columns ({' '.join(columns[end:])[:80]}) are not the out-of-place ones "
+                              f"({' '.join(block)[:80]}): a column missing?")
     wrong = next((label for label in WRONG_LABELS if label in block), None)
     def at(label: str) -> int | None:
         return block.index(label) if label in block else None

@@ -219,7 +219,7 @@ def _shapes(h: TextHeader) -> list[RowShape]:
             width = len(block) // 2 if block.count("time") > 1 else len(block)
             for start in range(len(preamble), len(tokens) - width + 1, width):
                 algbw, busbw = start + block.index("algbw"), start + block.index("busbw")
-                if busbw < len(tokens):
+                if busbw < len(tokens) and algbw < len(tokens):
                     pairs.append((tokens[algbw], tokens[busbw]))
         shapes.append(RowShape(ratio, tokens[2], redop, root, tuple(pairs)))
     return shapes
@@ -359,9 +359,7 @@ def parse_text_file(part: Part, options: ImportOptions, kind: str,
     if ranks_from:
         inferred.append(f"nranks={nranks} from {ranks_from}" if nranks is not None else f"nranks unknown: {ranks_from}")
     if interleaved:
-        inferred.append(f"{len(interleaved.starts)} runs interleaved (two processes writing to one terminal?), told "
-                        "apart by their size sequences: from lines " + ", ".join(map(str, interleaved.starts[:8]))
-                        + "; each its own run_id")
+        inferred.append(interleaved.said())
     if not options.library:
         evidence = repr(h.version[2]) if h.version else repr(h.code[1]) if h.code else f"the tool ({kind})"
         inferred.append(f"library={f'{library} {version}'.strip()} from {evidence}")
@@ -411,6 +409,9 @@ def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, ki
         except BadInput as error:  # the file's last line, cut: left out and said; any other refused
             part.left_out(number, error, notes if notes is not None else [])
             continue
+        if not found and number == part.cut_line and notes is not None and stripped[:1].isdigit():
+            notes.append(f"line {number} left out: the file ends inside it, without a line break "
+                         f"({stripped[:60]!r})")
         if found:
             width = len(line.rstrip())
             if interleaved:

@@ -39,9 +39,10 @@ from collections.abc import Iterable, Iterator
 
 from bench.errors import BadInput
 from bench.importers import importer
-from bench.importers.frontend import Part, head_text, name_hint
+from bench.importers.frontend import MAX_SEQUENCE, Part, head_text, name_hint, split_by_sizes, with_runs
 from bench.importers.inputs import OSU, NoResults, RowWidth, count, hint_of, time_us
-from bench.importers.kinds import op_of, ranks_in_total
+from bench.importers.kinds import kind as kind_of
+from bench.importers.kinds import op_of
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: "# OSU MPI Allgather Latency Test v7.4", "# OSU NCCL-CUDA Allreduce Latency Test", "# OSU MPI-CUDA Bandwidth Test"
@@ -102,8 +103,10 @@ def benchmark_of(title: str) -> tuple[str | None, str]:
     return None, words
 
 
-def scan(lines_of: Iterable[tuple[int, str]]) -> tuple[re.Match | None, int, tuple[int, str] | None]:
-    """The first pass: (the title, the number of table header lines, a launcher's rank count)."""
+def scan(lines_of: Iterable[tuple[int, str]],
+         sequence: list[tuple[int, tuple, int]] | None = None) -> tuple[re.Match | None, int, tuple[int, str] | None]:
+    """The first pass: (the title, the number of table header lines, a launcher's rank count); each
+    row's (line, table, Size) appended to ``sequence`` (two runs interleaved?)."""
     title = None
     headers = 0
     launched = None
@@ -112,6 +115,10 @@ def scan(lines_of: Iterable[tuple[int, str]]) -> tuple[re.Match | None, int, tup
         if not stripped.startswith("#"):
             if launched is None and (found := LAUNCH.search(line)):
                 launched = (int(found.group(1)), f"line {number}: {line.strip()[:60]!r}")
+            elif sequence is not None and headers and stripped[:1].isdigit() and len(sequence) < MAX_SEQUENCE:
+                size = stripped.split(None, 1)[0]
+                if size.isdigit() and len(size) < 20:
+                    sequence.append((number, (headers,), int(size)))
             continue
         if title is None and (found := TITLE.match(stripped)):
             title = found
@@ -273,7 +280,8 @@ def _rows(part: Part, collective: str, nranks: int | None, first_bytes: bytes,
 def osu(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]]:
     source = str(part)
     first = head_text(part.path)
-    title, headers, launched = scan(part.lines())
+    sequence: list[tuple[int, tuple, int]] = []
+    title, headers, launched = scan(part.lines(), sequence)
     if not headers:
         raise NoResults(source, "no OSU table header ('# Size  Avg Latency(us) ...'): not OSU micro-benchmarks "
                                 "output" + hint_of(first, (OSU,)))
@@ -286,7 +294,7 @@ def osu(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
     elif not nranks and launched:
         nranks = launched[0]
         info["inferred"].append(f"nranks={nranks} from the launcher, {launched[1]}")
-    if not nranks and ranks_in_total(collective, None) != 1 or collective == "reduce_scatter":
+    if not nranks and (kind_of(collective).ranks_in_total or collective == "reduce_scatter"):
         # OMB prints its title, the datatype and the table, never the number of processes
         raise BadInput(source, "OSU output does not say how many ranks ran (OMB prints no rank count, and no "
                                "mpirun/srun line gives one): pass --nranks N")
@@ -301,4 +309,8 @@ def osu(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
         "transport": (info["xccl"] or "mpi").lower(), "tool_version": f"osu {info['osu_version']}".strip(),
         "inferred": info["inferred"], "nranks_unknown": not nranks,
     }
-    return context, _rows(part, collective, nranks, first, info["inferred"])
+    interleaved = split_by_sizes(sequence, source)
+    if interleaved:
+        context["interleaved"] = len(interleaved.starts)
+        info["inferred"].append(interleaved.said())
+    return context, with_runs(_rows(part, collective, nranks, first, info["inferred"]), interleaved)
