@@ -52,7 +52,7 @@ TITLE = re.compile(r"#\s*OSU\s+(?P<body>.*?)\s*(?:\bTest\b|\bBenchmark\b)"
 FAMILY = re.compile(r"^(?:(?:MPI|NCCL|RCCL|XCCL|CUDA|ROCm|HIP|OpenACC|Managed)[-_ ]?)+", re.IGNORECASE)
 #: benchmark names in titles (lowercased, spaces and dashes as "_") -> collective; checked in order
 BENCHMARKS = (
-    ("non_blocking", None), ("one_sided", None), ("multi", None), ("message_rate", None), ("_mt", None),
+    ("one_sided", None), ("multi", None), ("message_rate", None), ("_mt", None),
     ("put", None), ("get", None), ("accumulate", None), ("compare_and_swap", None), ("fetch_and_op", None),
     ("reduce_scatter_block", None),
     ("allgatherv", "allgatherv"), ("allgather", "allgather"), ("allreduce", "allreduce"),
@@ -65,8 +65,9 @@ BENCHMARKS = (
 )
 #: OMB table headers: "# Size  Avg Latency(us) ...", "# Size  Bandwidth (MB/s)", barrier's "# Avg Latency(us)"
 TABLE_HEADER = re.compile(r"#\s*(?:Size\b|Avg\s+Latency)", re.IGNORECASE)
-FILE_NAME = re.compile(r"osu_(?:xccl_)?(allgatherv|allgather|allreduce|reduce_scatter|alltoallv|alltoall|bcast|reduce|"
-                       r"gatherv|gather|scatterv|scatter|barrier|latency|bibw|bw)(?![a-z])", re.IGNORECASE)
+FILE_NAME = re.compile(r"osu_(?:xccl_)?(?P<nonblocking>i)?(allgatherv|allgather|allreduce|reduce_scatter|alltoallv|"
+                       r"alltoall|bcast|reduce|gatherv|gather|scatterv|scatter|barrier|latency|bibw|bw)(?![a-z])",
+                       re.IGNORECASE)
 FILE_COLLECTIVE = {"bcast": "broadcast", "latency": "p2p_latency", "bw": "p2p_bw", "bibw": "p2p_bibw"}
 DATATYPE = re.compile(r"#\s*Datatype:\s*MPI_(\w{1,40})", re.IGNORECASE)  # MPI_Type_get_name
 DTYPES = {"char": "char", "signed_char": "int8", "unsigned_char": "uint8", "byte": "uint8", "int": "int32",
@@ -76,6 +77,11 @@ DTYPES = {"char": "char", "signed_char": "int8", "unsigned_char": "uint8", "byte
 REDUCTIONS = ("allreduce", "reduce", "reduce_scatter")
 #: the columns that hold latencies (us)
 TIMES = ("avg", "min", "max", "p50", "p95", "p99")
+#: a non-blocking test's columns (osu_util_mpi.c print_preamble_nbc): Overall(us) [Compute(us) Coll. Init(us)
+#: MPI_Test(us) MPI_Wait(us)] Pure Comm.(us) Overlap(%)
+NB_COLUMNS = {"overall": "overall", "compute": "compute", "coll_init": "init", "mpi_test": "test",
+              "mpi_wait": "wait", "pure_comm": "pure", "overlap": "overlap"}
+NONBLOCKING = re.compile(r"non[-\s]?blocking", re.IGNORECASE)
 POINT_TO_POINT = ("p2p_latency", "p2p_bw", "p2p_bibw")
 #: a launcher's rank count on a command line in the log: "mpirun -np 8", "srun -n 8", "--ntasks=8"
 LAUNCH = re.compile(r"\b(?:mpirun|mpiexec(?:\.\w+)?|srun|orterun|aprun|jsrun|flux run)\b.*?"
@@ -94,9 +100,10 @@ def default_dtype(collective: str) -> str:
 
 
 def benchmark_of(title: str) -> tuple[str | None, str]:
-    """(collective or None for a test not imported, the benchmark's words) of a title's body."""
+    """(collective or None for a test not imported, the benchmark's words) of a title's body (a
+    non-blocking one's collective: ``nonblocking_of`` says it is)."""
     words = FAMILY.sub("", title.strip()).strip()
-    key = re.sub(r"[\s-]+", "_", words.lower())
+    key = re.sub(r"[\s-]+", "_", words.lower()).removeprefix("non_blocking_")
     for name, collective in BENCHMARKS:
         if name in key:
             return collective, words
@@ -132,6 +139,7 @@ def title_info(found: re.Match | None, source: str, options: ImportOptions) -> d
     body = found.group("body") if found else ""
     title = repr(found.group(0).strip()) if found else ""
     inferred = []
+    mode = "nonblocking" if NONBLOCKING.search(body) else "blocking"
     if options.collective:
         collective = options.collective
     elif found:
@@ -142,8 +150,9 @@ def title_info(found: re.Match | None, source: str, options: ImportOptions) -> d
                                    "or message-rate tests); pass --collective to override")
         inferred.append(f"collective={collective} from {title}")
     elif name := FILE_NAME.search(source):
-        collective = FILE_COLLECTIVE.get(name.group(1).lower(), name.group(1).lower())
+        collective = FILE_COLLECTIVE.get(name.group(2).lower(), name.group(2).lower())
         inferred.append(f"collective={collective} from the file name {name.group(0)!r}")
+        mode = "nonblocking" if name.group("nonblocking") else "blocking"
     elif hint := name_hint(source):
         collective = hint[0]
         inferred.append(f"collective={collective} from {hint[1]}")
@@ -159,7 +168,10 @@ def title_info(found: re.Match | None, source: str, options: ImportOptions) -> d
         inferred.append(f"library={xccl or 'MPI'} from {title}")
     if found and not options.device:
         inferred.append(f"device={device} from {title}")
+    if mode == "nonblocking":
+        inferred.append(f"mode=nonblocking from {title or 'the file name'} (time: OSU's Pure Comm.)")
     return {"collective": collective, "xccl": xccl, "device": options.device or device, "inferred": inferred,
+            "mode": mode,
             "osu_version": (found.group("version") or "")[:40] if found else ""}
 
 
@@ -167,6 +179,11 @@ def _columns(line: str) -> list[str]:
     """Column keys of a table header line, in print order: size, avg (``Avg Latency`` or the
     point-to-point ``Latency``), min, max, iterations, validation, p50/p95/p99, bw (``Bandwidth`` or
     ``Bi-Bandwidth`` MB/s), transmit (the -D derived-datatype column)."""
+    if "Overall" in line:  # a non-blocking test's table
+        labels = re.split(r"\s{2,}|\t", line.lstrip("#").strip())
+        return ["size" if label.lower() == "size" else
+                NB_COLUMNS.get(re.sub(r"\W+", "_", re.sub(r"\((?:us|%)\)", "", label.lower())).strip("_"), label)
+                for label in labels]
     line = line.replace("Transmit Size", "Transmit")
     keys: list[str] = []
     for name in re.findall(r"\b(Size|Avg|Min|Max|Iterations|Validation|P\d+|Transmit|Bi-Bandwidth|Bandwidth|"
@@ -214,7 +231,7 @@ def parse_rows(numbered: Iterable[tuple[int, str]], collective: str, nranks: int
             elif TABLE_HEADER.match(stripped):
                 columns = _columns(stripped)
                 widths.reset()
-                if "avg" not in columns and "bw" not in columns or "size" not in columns and collective != "barrier":
+                if not {"avg", "bw", "pure"} & set(columns) or "size" not in columns and collective != "barrier":
                     raise BadInput(f"{source}:{number}", f"table header without Size and a latency or bandwidth: "
                                                          f"{stripped[:80]!r}")
             continue
@@ -250,14 +267,26 @@ def _row(tokens: list[str], columns: list[str], line: str, number: int, collecti
         rate = time_us(values["bw"], where, "Bandwidth")
         times["avg"] = (2 if collective == "p2p_bibw" else 1) * size / rate
         algbw = rate / 1e3
+    overlap: dict[str, float] = {}
+    if "pure" in values:  # non-blocking: the cell's time is the pure time (post + wait), as a sweep's
+        overlap = {name: time_us(values[name], where, f"{name.capitalize()}(us)", allow_zero=name == "compute")
+                   for name in ("overall", "compute", "pure") if name in values}
+        times["avg"] = overlap["pure"]
+        if "overlap" in values:
+            overlap["overlap"] = time_us(values["overlap"], where, "Overlap(%)", allow_zero=True)
     wrong = 1 if values.get("validation", "pass").lower().startswith("fail") else 0
     # its values read: now whether the row is whole (a cut one can read as other numbers)
-    widths.check(line, where, [values[name] for name in (*TIMES, "bw") if name in values],
+    widths.check(line, where, [values[name] for name in (*TIMES, "bw", *NB_COLUMNS.values()) if name in values],
                  part is not None and part.cut_line == number)
-    return Measurement(collective, dtype, op_of(collective, "sum"), per_rank, "out_of_place", times["avg"],
-                       time_us_min=times.get("min"), time_us_max=times.get("max"), time_us_p50=times.get("p50"),
-                       time_us_p95=times.get("p95"), time_us_p99=times.get("p99"), n_wrong=wrong,
-                       iters=iterations, algbw_gbps=algbw, line=number)
+    found = Measurement(collective, dtype, op_of(collective, "sum"), per_rank, "out_of_place", times["avg"],
+                        time_us_min=times.get("min"), time_us_max=times.get("max"), time_us_p50=times.get("p50"),
+                        time_us_p95=times.get("p95"), time_us_p99=times.get("p99"), n_wrong=wrong,
+                        iters=iterations, algbw_gbps=algbw, line=number)
+    if "pure" in values:
+        found.mode, found.pure_us = "nonblocking", overlap["pure"]
+        found.overall_us, found.compute_us = overlap.get("overall"), overlap.get("compute")
+        found.overlap_pct = overlap.get("overlap")
+    return found
 
 
 def _rows(part: Part, collective: str, nranks: int | None, first_bytes: bytes,

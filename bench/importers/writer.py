@@ -51,12 +51,13 @@ TYPES = {
     **dict.fromkeys(("run_id", "suite", "launch_id", "cell_key", "collective", "impl", "algorithm", "intra", "inter",
                      "resolved_algorithm", "transport", "library", "library_version", "device", "hosts", "dtype",
                      "op", "placement", "timing_mode", "status", "error", "mpi_thread_level", "tool_version",
-                     "git_sha", "arm", "hosts_digest", "planned_hosts_digest"), _STRING),
+                     "git_sha", "arm", "hosts_digest", "planned_hosts_digest", "mode"), _STRING),
     **dict.fromkeys(("nranks", "nnodes", "ranks_per_node", "count_per_rank", "bytes_per_rank", "bytes_total",
                      "repeat", "warmup", "iters", "n_wrong", "schema_version", "planned_nnodes",
                      "planned_ranks_per_node"), _INT),
     **dict.fromkeys(("time_us_min", "time_us_p50", "time_us_mean", "time_us_p95", "time_us_p99", "time_us_max",
-                     "time_us_std", "algbw_gbps", "busbw_gbps"), _FLOAT),
+                     "time_us_std", "algbw_gbps", "busbw_gbps", "overlap_pct", "pure_us", "compute_us",
+                     "overall_us"), _FLOAT),
     "virtual_nodes": _BOOL, "planned_virtual_nodes": _BOOL, "oversubscribed": _BOOL,
     "timestamp": pa.timestamp("ns", tz="UTC"),
 }
@@ -66,11 +67,12 @@ SAMPLE_SCHEMA = pa.schema([(name, TYPES.get(name, _INT if name == "iteration" el
 #: constants, the group's, or null)
 PER_CELL = ("cell_key", "count_per_rank", "bytes_per_rank", "bytes_total", "repeat", "iters", "time_us_min",
             "time_us_p50", "time_us_mean", "time_us_p95", "time_us_p99", "time_us_max", "time_us_std", "algbw_gbps",
-            "busbw_gbps", "n_wrong", "status", "error", "run_id", "launch_id")
+            "busbw_gbps", "n_wrong", "status", "error", "run_id", "launch_id", "overlap_pct", "pure_us", "compute_us",
+            "overall_us")
 #: per-cell text columns whose values come from files or flags: quoted in results.csv where CSV needs it
 FREE_TEXT = ("error", "run_id", "launch_id")
 #: set per group of cells (one collective, type, op and placement)
-PER_GROUP = ("collective", "dtype", "op", "placement")
+PER_GROUP = ("collective", "dtype", "op", "placement", "mode")
 #: the fields of a results.csv line that are not the file's constants
 CSV_FIELDS = (*PER_CELL, *PER_GROUP)
 ROW_WIDTH = len(PER_CELL) + 1
@@ -228,7 +230,7 @@ class ImportTable:
         shared = {**self._placement(), "collective": m.collective, "impl": context["impl"],
                   "algorithm": context.get("algorithm", "native"),
                   "intra": "", "inter": "", "device": context["device"], "nranks": nranks, "dtype": m.dtype,
-                  "op": m.op, "placement": m.placement, "timing_mode": TIMING_MODE, "arm": ""}
+                  "op": m.op, "placement": m.placement, "timing_mode": TIMING_MODE, "arm": "", "mode": m.mode}
         keys = cell_keys(shared)
         # repeats count a cell's occurrences in the import wherever it ran (as before the key held the hosts)
         key_id = self._key_ids.setdefault((m.collective, context["impl"], context.get("algorithm", "native"),
@@ -237,8 +239,8 @@ class ImportTable:
                                           len(self._key_ids))
         group = _Group(len(self._group_values), keys, key_id, ITEMSIZE[m.dtype],
                        ranks_in_total(m.collective, nranks), busbw_factor(m.collective, nranks))
-        self._groups[(m.collective, m.dtype, m.op, m.placement)] = group
-        self._group_values.append((m.collective, m.dtype, m.op, m.placement))
+        self._groups[(m.collective, m.dtype, m.op, m.placement, m.mode)] = group
+        self._group_values.append((m.collective, m.dtype, m.op, m.placement, m.mode))
         self.shapes.add((m.collective, nranks))
         return group
 
@@ -270,7 +272,7 @@ class ImportTable:
 
     def add(self, m: Measurement) -> None:
         """One cell (out-of-place or in-place of one size), as ``make_row`` would build it."""
-        group = self._groups.get((m.collective, m.dtype, m.op, m.placement)) or self._group(m)
+        group = self._groups.get((m.collective, m.dtype, m.op, m.placement, m.mode)) or self._group(m)
         count = m.count_per_rank
         bytes_per_rank = count * group.itemsize
         bytes_total = bytes_per_rank * group.ranks_in_total
@@ -298,12 +300,14 @@ class ImportTable:
             self.cells_with_samples += 1
             self._values.extend((cell_key, count, bytes_per_rank, bytes_total, repeat, len(m.samples_us), low, p50,
                                  mean, p95, p99, high, std, algbw, busbw, m.n_wrong, status, m.note,
-                                 self._context["run_id"], self._context["launch_id"], group.index))
+                                 self._context["run_id"], self._context["launch_id"], m.overlap_pct, m.pure_us,
+                                 m.compute_us, m.overall_us, group.index))
         else:
             self._values.extend((cell_key, count, bytes_per_rank, bytes_total, repeat, m.iters, m.time_us_min,
                                  mean if m.time_us_p50 is None else m.time_us_p50, mean, m.time_us_p95,
                                  m.time_us_p99, m.time_us_max, None, algbw, busbw, m.n_wrong, status, m.note,
-                                 self._context["run_id"], self._context["launch_id"], group.index))
+                                 self._context["run_id"], self._context["launch_id"], m.overlap_pct, m.pure_us,
+                                 m.compute_us, m.overall_us, group.index))
         self.cells += 1
         if len(self._values) >= self._chunk_values or self._pending_samples >= SAMPLE_CHUNK:
             self.flush()

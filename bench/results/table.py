@@ -167,6 +167,20 @@ class Row:
     #: the named hosts' digest (as hosts_digest, of the plan's host list); "" where the plan named
     #: none (this host, or the launcher's choice)
     planned_hosts_digest: str | None = None
+    # non-blocking calls (bench.plan.cells MODES; OSU's osu_iallreduce method, docs/SWEEPS.md): the
+    # timing columns above are the pure time's (post + wait); tables from before modes are blocking
+    mode: str = "blocking"
+    #: OSU's Overlap(%): max(0, 100 - 100 * (overall_us - compute_us) / pure_us)
+    overlap_pct: float | None = None
+    #: the median pure time (post + wait, as time_us_p50), the compute between post and wait calibrated
+    #: to it (MPI_Test calls excluded), the overlapped call (post, compute, wait) and the MPI_Test
+    #: calls' time in it; each iteration's time the max over ranks, us
+    pure_us: float | None = None
+    compute_us: float | None = None
+    overall_us: float | None = None
+    test_us: float | None = None
+    #: MPI_Test calls spread through the compute (timing.nb_test_calls, OSU's -t)
+    nb_test_calls: int | None = None
 
 
 COLUMNS = [f.name for f in fields(Row)]

@@ -508,6 +508,40 @@ def test_nccl_reduce_scatter_from_a_github_actions_log():
     assert out.busbw_gbps.tolist() == [41.44, 53.7] and inplace.busbw_gbps.tolist() == [41.58, 53.78]
 
 
+def test_osu_non_blocking_keeps_its_overlap_columns():
+    """osu_ialltoall (OMB 5.6, the launcher's rank count): each cell's time is OSU's Pure Comm. (post +
+    wait, as a sweep's non-blocking cell), Overall, Compute and Overlap(%) in their own columns."""
+    results, meta = table("osu_5.6_ialltoall_nonblocking.txt")
+    assert set(results.collective) == {"alltoall"} and set(results["mode"]) == {"nonblocking"}
+    assert set(results.nranks) == {4} and set(results.dtype) == {"char"}
+    assert results.count_per_rank.tolist() == [1, 2, 4, 8] and results.bytes_total.tolist() == [4, 8, 16, 32]
+    assert results.time_us_mean.tolist() == [5.18, 5.1, 4.93, 3.97]
+    assert results.pure_us.tolist() == [5.18, 5.1, 4.93, 3.97]
+    assert results.overall_us.tolist() == [11.09, 10.87, 9.98, 9.1]
+    assert results.compute_us.tolist() == [6.1, 6.04, 5.87, 4.76]
+    assert results.overlap_pct.tolist() == [3.46, 5.46, 16.62, 0.0]
+    assert "mode=nonblocking" in "; ".join(meta["imported_from"][0]["inferred"])
+
+
+def test_osu_non_blocking_full_output():
+    """-f prints Coll. Init, MPI_Test and MPI_Wait too: the same columns kept, the others read past."""
+    results, _ = table("osu_7.4_iallreduce_full.txt")
+    assert set(results.collective) == {"allreduce"} and set(results["mode"]) == {"nonblocking"}
+    assert set(results.nranks) == {8} and set(results.dtype) == {"float32"} and set(results.op) == {"sum"}
+    assert results.count_per_rank.tolist() == [1, 4, 16]
+    assert results.time_us_mean.tolist() == [7.2, 7.35, 8.02] and results.overall_us.tolist() == [14.02, 14.33, 15.9]
+    assert results.compute_us.tolist() == [7.41, 7.58, 8.3] and results.overlap_pct.tolist() == [8.19, 8.16, 5.24]
+
+
+def test_blocking_and_non_blocking_cells_are_not_one_cell():
+    """An all-reduce and an iallreduce of the same sizes in one import: each its own cell key."""
+    twice = [CORPUS / "osu_7.4_iallreduce_full.txt"] * 2
+    results, _, _ = import_files(None, twice, ImportOptions())
+    assert results.cell_key.is_unique and set(results["mode"]) == {"nonblocking"}
+    blocking, _ = table("osu_7.4_bcast_full.txt")
+    assert set(blocking["mode"]) == {"blocking"} and blocking.overlap_pct.isna().all()
+
+
 # -- issue 53 mutations: cut the header, cut the footer, drop columns, interleave two runs ------------
 
 #: (file, the tool to name, options): every format of the corpus, complete and partial
@@ -516,7 +550,8 @@ MUTATED = [("nccl_2.19_all_reduce_tagged.log", "nccl-tests", {}), ("nccl_2.11_al
            ("rccl_2node_all_reduce.txt", "rccl-tests", {}), ("rccl_2.13_all_gather_cut.txt", "rccl-tests", {}),
            ("nccl_2.19_reduce_scatter_gh_actions.log", "nccl-tests", {}), ("osu_7.4_bcast_full.txt", "osu", {}),
            ("osu_7.3_allreduce_paste_cut.txt", "osu", {}), ("osu_7.4_alltoall_xccl.txt", "osu", {"nranks": 8}),
-           ("imb_3.2.4_allreduce_check.txt", "imb", {}), ("imb_2019_allgather_bcast_timestamps.txt", "imb", {})]
+           ("imb_3.2.4_allreduce_check.txt", "imb", {}), ("imb_2019_allgather_bcast_timestamps.txt", "imb", {}),
+           ("osu_7.4_iallreduce_full.txt", "osu", {})]
 #: what a mutation keeps: a cell's identity and the times read from the file
 KEPT = ["collective", "dtype", "op", "placement", "count_per_rank", "time_us_mean", "time_us_min", "time_us_max"]
 BASE = {name: import_files(tool, [CORPUS / name], ImportOptions(**options))[0] for name, tool, options in MUTATED}
