@@ -18,7 +18,6 @@ NOT_YET_REFERENCE = {
     # 41 KB, its headings name issues: kept as they are while another helper adds a section to the page;
     # rename them by topic and split the page (e.g. the harness at thousands of ranks) once that is merged
     "PERFORMANCE.md",
-    "INPUTS.md",  # one issue number (the 200 MB log row); another helper edits the page today
     "CLUSTERS.md",  # 31 KB; another helper edits the page today
 }
 
