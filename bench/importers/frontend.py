@@ -417,12 +417,15 @@ def with_runs(measurements: Iterator[Measurement], interleaved: Interleaved | No
         yield measurement
 
 
-def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str) -> Interleaved | None:
+def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str, doubles: bool = True) -> Interleaved | None:
     """(line, key, size) of a table's rows in file order (key: what else tells a sequence, e.g. the type)
     as runs, each of sizes that rise by the table's own steps without a gap. None where the rows are one
     run, or runs one after the other (a tool's repeated cycles: nccl-tests -N); BadInput naming the line
     where a second run starts when the rows cannot be split so: a size that follows no run's last size, or
-    one that two runs could take next (which row is whose, nothing tells)."""
+    one that two runs could take next (which row is whose, nothing tells). ``doubles``: a row of the size
+    of the row just before it is that row's run (nccl-tests prints a size twice where two requested sizes
+    round to one: 0 B for 8 and 16 B of an all-gather on 16 ranks), unless the runs are known to be
+    several (their rank lines each printed by several processes)."""
     order: dict[tuple, set[int]] = {}
     for _, key, size in rows:
         order.setdefault(key, set()).add(size)
@@ -432,8 +435,12 @@ def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str) -> Interleav
     run_of_line: dict[int, int] = {}
     starts: list[int] = []
     second: int | None = None  # the line where a run restarts its sizes while another is unfinished
+    previous: dict[tuple, list[int]] = {}  # key -> the run of its last row
     for line, key, size in rows:
         mine = runs.setdefault(key, [])
+        if doubles and key in previous and previous[key][0] == size:
+            run_of_line[line] = previous[key][1]
+            continue
         fits = [run for run in mine if run[0] == before[key][size]] if size in before[key] else []
         if len(fits) > 1:  # two runs at the same size: which row is whose, nothing in the sizes tells
             raise BadInput(f"{source}:{line}", f"two runs interleaved (the second from line {second}) reach size "
@@ -453,6 +460,7 @@ def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str) -> Interleav
                                                "size sequence cannot split; import each run's lines on their own")
         found[0] = size
         run_of_line[line] = found[1]
+        previous[key] = found
     if len(starts) < 2:
         return None
     last_of: dict[int, int] = {}

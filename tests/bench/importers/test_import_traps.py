@@ -224,3 +224,22 @@ VALUES = ["collective", "nranks", "count_per_rank", "placement", "time_us_mean",
 @functools.cache
 def plain(name: str) -> pd.DataFrame:
     return import_files(None, [CORPUS / name], ImportOptions())[0][VALUES]
+
+
+def test_sizes_printed_twice_by_rounding_are_one_run(tmp_path):
+    """nccl-tests prints 0 B for each requested size below ranks x type size (all-gather on 16 ranks):
+    rows of one size one after the other are one run's, not two runs."""
+    path = tmp_path / "ag16.txt"
+    row = "{:>12} {:>13}     float    none      -1    {}    0.00    0.00      0    {}    0.00    0.00      0\n"
+    path.write_text("# Collective test starting: all_gather_perf\n" + HEADER_2_13
+                    + row.format(0, 0, "0.20", "0.19") + row.format(0, 0, "0.21", "0.18")
+                    + row.format(64, 1, "30.10", "29.90") + row.format(128, 2, "30.20", "29.95"))
+    results, stderr = imported(tmp_path, "nccl-tests", path)
+    assert results.run_id.nunique() == 1 and "interleaved" not in stderr and set(results.nranks) == {16}
+    out = results[results.placement == "out_of_place"]
+    assert out.count_per_rank.tolist() == [0, 0, 1, 2] and out.repeat.tolist() == [0, 1, 0, 0]
+    assert out.time_us_mean.tolist() == [0.2, 0.21, 30.1, 30.2]
+
+
+HEADER_2_13 = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+               "busbw #wrong\n")
