@@ -241,5 +241,5 @@ def test_sizes_printed_twice_by_rounding_are_one_run(tmp_path):
     assert out.time_us_mean.tolist() == [0.2, 0.21, 30.1, 30.2]
 
 
-HEADER_2_13 = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
-               "busbw #wrong\n")
+HEADER_2_13 = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
+               "algbw   busbw #wrong\n")
