@@ -5,7 +5,8 @@ add, the format of each run recognised by its headers, and the file split into r
   ``--tag-output`` (``[1,0]<stdout>:``), rank tags (``[0]``, ``[rank3]:``), ``srun --label``
   (``  0: ``), timestamps (``2024-05-01T10:00:00.123Z``, ``[2024-11-05 10:02:03]``, ``[10:00:01]``,
   a bare ``00:55:22``), CI runners' (GitHub Actions' ``2024-11-05T10:02:03.1234567Z``, with ``gh run
-  view --log``'s job and step names before it; GitLab's ``section_start:...`` markers) and shell
+  view --log``'s job and step names before it; GitLab's ``section_start:...`` markers), a container
+  log's ``stdout F``, pdsh's ``host: `` (before a header, a row or another prefix) and shell
   prompts (``$ ``, ``user@host:~$ ``); terminal escape sequences (colours, GitLab's ``ESC[0K``)
   anywhere. A ``#`` is never stripped: every tool's headers start with one.
 * A format is recognised by a header only that tool prints (MARKERS), never by a first character:
@@ -60,6 +61,9 @@ PREFIX = re.compile(
     r"|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?[ \t]+"  # a bare clock: 00:55:22 (ts, a terminal's log)
     # `gh run view --log` (job, step, then the runner's timestamp)
     r"|[^\t\n]{1,200}\t[^\t\n]{1,200}\t(?=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
+    r"|(?:stdout|stderr) [FP] "  # a container runtime's log (after its timestamp): stream and tag
+    # pdsh/clush's host name, before a header, a row or another prefix only (a host's other lines keep theirs)
+    r"|[A-Za-z][\w.-]{0,63}: (?=[ \t]*(?:#|\d+[ \t]+\d|\[))"
     # GitLab's collapsible sections (section_start:1699180923:step_script[collapsed=true]) before a line
     r"|section_(?:start|end):\d{1,12}:[\w.-]{1,200}(?:\[[^\]]{0,100}\])?"
     # asctime, as Open MPI's --timestamp-output and `date` print it

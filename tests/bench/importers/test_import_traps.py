@@ -196,6 +196,7 @@ RUNNER_PREFIXES = {
     "gh run view --log": "build (ubuntu-22.04)\tRun nccl-tests\t2024-11-05T10:02:03.1234567Z {}",
     "GitLab": "\x1b[0K{}\x1b[0;m",
     "srun --label": "3: {}",
+    "kubectl/CRI log": "2024-11-05T10:02:03.123456789Z stdout F {}",
 }
 
 
@@ -219,6 +220,14 @@ def test_runner_prefixes_keep_every_value(tmp_path, name, prefix):
 
 
 VALUES = ["collective", "nranks", "count_per_rank", "placement", "time_us_mean", "time_us_min", "busbw_gbps"]
+
+
+@pytest.mark.parametrize("name", ["imb_2021.3_mpi1.txt", "nccl_2.19_all_reduce_tagged.log"])
+def test_pdsh_host_names_before_headers_and_rows(tmp_path, name):
+    """pdsh/clush put the host's name before each line: stripped before a header or a row, where a
+    tool's line cannot start with a word and a colon."""
+    results, _, _ = import_files(None, [prefixed(tmp_path, CORPUS / name, "gpu-node17: {}")], ImportOptions())
+    assert results[VALUES].equals(plain(name))
 
 
 @functools.cache
