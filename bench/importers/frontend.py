@@ -421,6 +421,25 @@ def with_runs(measurements: Iterator[Measurement], interleaved: Interleaved | No
         yield measurement
 
 
+def _refuse_runs_in_step(rows: list[tuple[int, tuple, int]], source: str) -> None:
+    """Every size of a table printed k >= 2 times in a row: k runs in step, not nccl-tests' rounding
+    (which repeats only the sizes that round alike); which row is whose, nothing tells."""
+    lengths: dict[tuple, list[list[int]]] = {}  # key -> [size, times in a row, its second row's line] each
+    for line, key, size in rows:
+        seen = lengths.setdefault(key, [])
+        if seen and seen[-1][0] == size:
+            seen[-1][1] += 1
+            seen[-1][2] = seen[-1][2] or line
+        else:
+            seen.append([size, 1, 0])
+    for seen in lengths.values():
+        times = {length for _, length, _ in seen}
+        if len(seen) > 1 and len(times) == 1 and (k := next(iter(times))) > 1:
+            raise BadInput(f"{source}:{seen[0][2]}", f"every size printed {k} times in a row: {k} runs in step "
+                                                    "(processes writing to one terminal?) whose rows the sizes "
+                                                    "cannot tell apart; import each run's lines on their own")
+
+
 def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str, doubles: bool = True) -> Interleaved | None:
     """(line, key, size) of a table's rows in file order (key: what else tells a sequence, e.g. the type)
     as runs, each of sizes that rise by the table's own steps without a gap. None where the rows are one
@@ -440,6 +459,8 @@ def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str, doubles: boo
     starts: list[int] = []
     second: int | None = None  # the line where a run restarts its sizes while another is unfinished
     previous: dict[tuple, list[int]] = {}  # key -> the run of its last row
+    if doubles:
+        _refuse_runs_in_step(rows, source)
     for line, key, size in rows:
         mine = runs.setdefault(key, [])
         if doubles and key in previous and previous[key][0] == size:

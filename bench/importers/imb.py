@@ -48,6 +48,11 @@ BENCHMARKS = {"pingpong": "pingpong", "pingping": "pingping", "sendrecv": "imb_s
               "allgather": "allgather", "allgatherv": "allgatherv", "gather": "gather", "gatherv": "gatherv",
               "scatter": "scatter", "scatterv": "scatterv", "alltoall": "alltoall", "alltoallv": "alltoallv",
               "bcast": "broadcast", "barrier": "barrier"}
+#: IMB-NBC's non-blocking benchmarks (Iallreduce ...): the blocking one's collective, mode nonblocking; their
+#: "_pure" blocks (the call without overlap, min/max/avg) are read as they are, also non-blocking
+NONBLOCKING = {f"i{name}": collective for name, collective in BENCHMARKS.items()
+               if name in ("allreduce", "reduce", "reduce_scatter", "allgather", "allgatherv", "gather", "gatherv",
+                           "scatter", "scatterv", "alltoall", "alltoallv", "bcast", "barrier")}
 #: what a part before the first block (the banner) says: not a skipped benchmark
 NO_BLOCK = "no '# Benchmarking <benchmark>' block"
 #: rate-only benchmarks (no time column): not one call's time
@@ -57,7 +62,9 @@ MPI_TYPES = {"byte": "uint8", "char": "char", "float": "float32", "double": "flo
              "long": "int64", "long_long": "int64"}
 #: the header's columns -> Measurement fields
 COLUMNS = {"#bytes": "size", "#repetitions": "iters", "t_min[usec]": "min", "t_max[usec]": "max",
-           "t_avg[usec]": "avg", "t[usec]": "avg", "defects": "defects"}
+           "t_avg[usec]": "avg", "t[usec]": "avg", "defects": "defects",
+           # IMB-NBC: the overlapped call, the pure one, the computation, OSU-style overlap
+           "t_ovrl[usec]": "overall", "t_pure[usec]": "pure", "t_CPU[usec]": "compute", "overlap[%]": "overlap"}
 
 
 def _banner(lines_of: Iterable[tuple[int, str]], source: str) -> dict:
@@ -117,7 +124,7 @@ def _rows(part: Part, collective: str, block: str, nranks: int | None, dtype: st
         if HEADER.match(stripped):
             columns = [COLUMNS.get(label, label) for label in stripped.split()]
             widths.reset()
-            if "avg" not in columns:
+            if "avg" not in columns and "pure" not in columns:
                 raise BadInput(f"{source}:{number}", f"an IMB table without a time column: {stripped[:80]!r}")
             if "size" not in columns and collective != "barrier":  # only Barrier moves no bytes
                 raise BadInput(f"{source}:{number}", f"an IMB {block} table without #bytes: {stripped[:80]!r}")
@@ -146,7 +153,8 @@ def _row(tokens: list[str], columns: list[str], line: str, where: str, collectiv
     values = dict(zip(columns, tokens, strict=False))
     size = count(values["size"], where, "#bytes") if "size" in values else 0
     iters = count(values["iters"], where, "#repetitions", 1)
-    mean = time_us(values["avg"], where, "t_avg[usec]", allow_zero=True)
+    mean = time_us(values["avg" if "avg" in values else "pure"], where, "t_avg[usec]" if "avg" in values
+                   else "t_pure[usec]", allow_zero=True)
     if mean == 0:
         return None  # nothing measured (a zero-byte call below the timer's resolution)
     per_rank = _count(collective, block, size, ITEMSIZE[dtype], nranks)
@@ -160,9 +168,19 @@ def _row(tokens: list[str], columns: list[str], line: str, where: str, collectiv
         if defects:
             status, note = "wrong", f"IMB -check defects {values['defects']}"
     # its values read: now whether the row is whole (a cut one can read as other numbers)
-    widths.check(line, where, [values[name] for name in ("min", "max", "avg") if name in values], last)
-    return Measurement(collective, dtype, op, per_rank, "out_of_place", mean, time_us_min=low, time_us_max=high,
-                       n_wrong=None if status else 0, iters=iters, status=status, note=note)
+    timed = ("min", "max", "avg", "overall", "pure", "compute", "overlap")
+    widths.check(line, where, [values[name] for name in timed if name in values], last)
+    found = Measurement(collective, dtype, op, per_rank, "out_of_place", mean, time_us_min=low, time_us_max=high,
+                        n_wrong=None if status else 0, iters=iters, status=status, note=note)
+    if "pure" in values:  # the cell's time is the pure call's (post + wait), as OSU's and a sweep's
+        found.pure_us = mean
+        found.overall_us = time_us(values["overall"], where, "t_ovrl[usec]", allow_zero=True) \
+            if "overall" in values else None
+        found.compute_us = time_us(values["compute"], where, "t_CPU[usec]", allow_zero=True) \
+            if "compute" in values else None
+        found.overlap_pct = time_us(values["overlap"], where, "overlap[%]", allow_zero=True) \
+            if "overlap" in values else None
+    return found
 
 
 @importer("imb")
@@ -180,8 +198,11 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
     if block in RATE_ONLY or multi:
         raise NoResults(f"{source}:{line}", f"{multi}{name}: " + ("prints rates only, no time" if not multi else
                                                                    "several groups run at once") + ": not imported")
+    nonblocking, pure = block.removesuffix("_pure") in NONBLOCKING, block.endswith("_pure")
+    if nonblocking:  # IMB-NBC: the blocking benchmark's name and collective
+        block = block.removesuffix("_pure")[1:]
     if block not in BENCHMARKS:
-        raise NoResults(f"{source}:{line}", f"{name}: not an IMB-MPI1 benchmark pccl-bench reads")
+        raise NoResults(f"{source}:{line}", f"{name}: not an IMB-MPI1 or IMB-NBC benchmark pccl-bench reads")
     collective = options.collective or BENCHMARKS[block]
     nranks = options.nranks or processes
     if not nranks and (kind_of(collective).ranks_in_total or block == "reduce_scatter"):
@@ -202,7 +223,9 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
                "library_version": options.library_version or "", "impl": options.impl or "imb-mpi",
                "device": "host", "transport": "mpi", "tool_version": f"IMB {facts['version']}".strip(),
                # MPI_Reduce_scatter_block is another call than MPI_Reduce_scatter of equal counts: its own cells
-               "algorithm": "native:Reduce_scatter_block" if block == "reduce_scatter_block" else "native",
+               # and IMB-NBC's _pure block (the call alone, its min/max/avg) another measurement than t_pure's
+               "algorithm": "native:Reduce_scatter_block" if block == "reduce_scatter_block" else
+               "native:pure" if nonblocking and pure else "native",
                "inferred": inferred, "nranks_unknown": not nranks}
     sequence = [(number, (), int(text.split(None, 1)[0])) for number, text in part.lines()
                 if text.strip()[:1].isdigit() and text.split(None, 1)[0].isdigit() and len(text.split(None, 1)[0]) < 20]
@@ -210,8 +233,16 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
     if interleaved:
         context["interleaved"] = len(interleaved.starts)
         inferred.append(interleaved.said())
-    return context, with_runs(_rows(part, collective, block, nranks, dtype, op_of(collective, facts["op"]), inferred),
-                              interleaved)
+    if nonblocking:
+        inferred.append(f"mode=nonblocking from '# Benchmarking {name}' (time: t_pure, or the _pure block's)")
+    rows = _rows(part, collective, block, nranks, dtype, op_of(collective, facts["op"]), inferred)
+    return context, with_runs(_nonblocking(rows) if nonblocking else rows, interleaved)
+
+
+def _nonblocking(measurements: Iterator[Measurement]) -> Iterator[Measurement]:
+    for measurement in measurements:
+        measurement.mode = "nonblocking"
+        yield measurement
 
 
 def _hinted_block(part: Part, options: ImportOptions) -> tuple[str, str] | None:

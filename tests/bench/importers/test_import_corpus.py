@@ -533,6 +533,20 @@ def test_osu_non_blocking_full_output():
     assert results.compute_us.tolist() == [7.41, 7.58, 8.3] and results.overlap_pct.tolist() == [8.19, 8.16, 5.24]
 
 
+def test_imb_nbc_non_blocking_and_its_pure_block():
+    """IMB-NBC: Iallreduce's t_pure is the cell's time (t_ovrl, t_CPU, overlap[%] kept); the
+    Iallreduce_pure block (the call alone, min/max/avg) is another measurement: algorithm native:pure."""
+    results, _ = table("imb_2021.3_nbc_iallreduce.txt")
+    assert set(results.collective) == {"allreduce"} and set(results["mode"]) == {"nonblocking"}
+    assert set(results.nranks) == {4} and set(results.dtype) == {"float32"} and results.cell_key.is_unique
+    main, pure = (results[results.algorithm == name].reset_index(drop=True) for name in ("native", "native:pure"))
+    assert main.count_per_rank.tolist() == [1, 256] and main.time_us_mean.tolist() == [2.12, 3.77]
+    assert main.overall_us.tolist() == [3.91, 6.4] and main.compute_us.tolist() == [2.05, 3.71]
+    assert main.overlap_pct.tolist() == [12.68, 29.11] and main.pure_us.tolist() == [2.12, 3.77]
+    assert pure.time_us_mean.tolist() == [2.1, 3.75] and pure.time_us_min.tolist() == [2.01, 3.6]
+    assert pure.time_us_max.tolist() == [2.2, 3.9] and pure.overlap_pct.isna().all()
+
+
 def test_blocking_and_non_blocking_cells_are_not_one_cell():
     """An all-reduce and an iallreduce of the same sizes in one import: each its own cell key."""
     twice = [CORPUS / "osu_7.4_iallreduce_full.txt"] * 2
@@ -551,7 +565,7 @@ MUTATED = [("nccl_2.19_all_reduce_tagged.log", "nccl-tests", {}), ("nccl_2.11_al
            ("nccl_2.19_reduce_scatter_gh_actions.log", "nccl-tests", {}), ("osu_7.4_bcast_full.txt", "osu", {}),
            ("osu_7.3_allreduce_paste_cut.txt", "osu", {}), ("osu_7.4_alltoall_xccl.txt", "osu", {"nranks": 8}),
            ("imb_3.2.4_allreduce_check.txt", "imb", {}), ("imb_2019_allgather_bcast_timestamps.txt", "imb", {}),
-           ("osu_7.4_iallreduce_full.txt", "osu", {})]
+           ("osu_7.4_iallreduce_full.txt", "osu", {}), ("imb_2021.3_nbc_iallreduce.txt", "imb", {})]
 #: what a mutation keeps: a cell's identity and the times read from the file
 KEPT = ["collective", "dtype", "op", "placement", "count_per_rank", "time_us_mean", "time_us_min", "time_us_max"]
 BASE = {name: import_files(tool, [CORPUS / name], ImportOptions(**options))[0] for name, tool, options in MUTATED}
@@ -632,10 +646,10 @@ def test_a_dropped_column_keeps_the_values_or_refuses(tmp_path_factory, choice, 
     mutated = [_drop(line, column) for line in _whole_lines(name)]
     results = _import_mutated(tmp_path_factory.mktemp("drop"), name, tool, options, mutated)
     if results is not None:
-        identity = ["collective", "placement", "count_per_rank"]
-        expected = {row[:3]: row for row in _rows_of(BASE[name], [*identity, "time_us_mean"])}
+        identity = ["collective", "algorithm", "placement", "count_per_rank"]
+        expected = {row[:4]: row for row in _rows_of(BASE[name], [*identity, "time_us_mean"])}
         for row in _rows_of(results, [*identity, "time_us_mean"]):
-            assert row[:3] in expected and row == expected[row[:3]], row
+            assert row[:4] in expected and row == expected[row[:4]], row
 
 
 def _woven(lines: list[str], offset: int) -> list[str]:

@@ -252,3 +252,16 @@ def test_sizes_printed_twice_by_rounding_are_one_run(tmp_path):
 
 HEADER_2_13 = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
                "algbw   busbw #wrong\n")
+
+
+def test_runs_in_step_are_refused_not_read_as_rounding(tmp_path):
+    """Every size twice in a row (two runs in step): not nccl-tests' rounding, which repeats only the
+    sizes that round alike; which row is whose, nothing tells."""
+    lines = INTERLEAVED.read_text().splitlines()
+    rows = {line.split()[5]: line for line in lines if line.strip()[:1].isdigit()}
+    order = ["20.61", "41.10", "31.22", "62.05", "52.48", "104.77", "95.33", "190.40"]  # A, B, A, B ...
+    body = [rows[time] for time in order]
+    path = tmp_path / "step.log"
+    path.write_text("\n".join([lines[16], *body]) + "\n")
+    assert_bad_input(run_in_process("import", "nccl-tests", path, "--collective", "allreduce", "--out",
+                                    tmp_path / "out"), f"{path}:3", "every size printed 2 times in a row")
