@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from bench.importers.frontend import Run, head_text, split_runs
 from bench.importers.imb import NO_BLOCK
 from bench.importers.inputs import FORMATS, NCCL_TESTS, TOOL_OF, NoResults, check_input, not_this_format
 from bench.importers.nccl_text import separate_tests
-from bench.importers.rows import ImportOptions
+from bench.importers.rows import ImportOptions, Measurement
 from bench.importers.writer import RESULT_SCHEMA, SAMPLE_SCHEMA, ImportCounts, ImportTable
 from bench.results.table import SCHEMA_VERSION, write_run
 from bench.results.writer import RUN_FILES, RunFolderWriter
@@ -235,7 +235,9 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
     return meta, table
 
 
-def _add_interleaved(table: ImportTable, measurements, run_id: str, launch: str) -> None:
+def _add_interleaved(table: ImportTable, measurements: Iterable[Measurement], run_id: str, launch: str) -> None:
+    """The cells of runs interleaved in one table, each run its own run_id (``run_id.K``) and launch
+    (``launch#K``): runs of one launch that the size sequence told apart (bench.importers.frontend)."""
     shown = -1
     for measurement in measurements:
         if measurement.run != shown:
