@@ -248,6 +248,7 @@ def split_runs(path: Path) -> list[Run]:
     final = 0
     rccl = False  # RCCL named since the current run opened (or in the preamble)
     rows = False  # a line that starts with a number (a result row) since the last header line
+    last_header = ""  # that header line
     for number, line, offset in numbered(path):
         final = number
         if preamble is None:
@@ -265,11 +266,13 @@ def split_runs(path: Path) -> list[Run]:
         if found is None:
             continue
         name, kind = found
-        # a header seen again opens a new run, but for the one just printed again with no row between: two
-        # processes writing to one terminal (their runs interleaved, told apart by their rows' sizes)
-        again = kind < current.last_kind or (kind == current.last_kind and rows) if current is not None else False
+        # a header seen again opens a new run, but for the very line just printed again with no row between:
+        # two processes writing to one terminal (their runs interleaved, told apart by their rows' sizes)
+        text = line.strip()
+        again = current is not None and (kind < current.last_kind or kind == current.last_kind
+                                         and (rows or text != last_header))
         opens = current is None or current.format != name or (kind in OPENING[name] and again)
-        rows = False
+        rows, last_header = False, text
         if opens:
             # the first run holds the file's preamble; a later one starts at the launcher line before it
             start = preamble if not runs else launched or (number, offset)

@@ -265,3 +265,15 @@ def test_runs_in_step_are_refused_not_read_as_rounding(tmp_path):
     path.write_text("\n".join([lines[16], *body]) + "\n")
     assert_bad_input(run_in_process("import", "nccl-tests", path, "--collective", "allreduce", "--out",
                                     tmp_path / "out"), f"{path}:3", "every size printed 2 times in a row")
+
+
+def test_another_title_after_a_crash_opens_a_new_run(tmp_path):
+    """Only the very header line printed again stays one run (two processes on one terminal): another
+    test's title after a crashed one opens its own run, with its own collective."""
+    path = tmp_path / "osu_crash.txt"
+    path.write_text("# OSU MPI Allreduce Latency Test v7.4\n[node:1] *** Process received signal ***\n"
+                    "# OSU MPI Broadcast Latency Test v7.4\n# Size       Avg Latency(us)\n"
+                    "1                       2.50\n2                       2.52\n")
+    results, stderr = imported(tmp_path, path, "--nranks", "4")
+    assert set(results.collective) == {"broadcast"} and results.time_us_mean.tolist() == [2.5, 2.52]
+    assert "lines 1-2: skipped" in stderr
