@@ -443,7 +443,8 @@ def _refuse_runs_in_step(rows: list[tuple[int, tuple, int]], source: str) -> Non
                                                     "cannot tell apart; import each run's lines on their own")
 
 
-def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str, doubles: bool = True) -> Interleaved | None:
+def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str, doubles: bool = True,
+                   cut_line: int | None = None) -> Interleaved | None:
     """(line, key, size) of a table's rows in file order (key: what else tells a sequence, e.g. the type)
     as runs, each of sizes that rise by the table's own steps without a gap. None where the rows are one
     run, or runs one after the other (a tool's repeated cycles: nccl-tests -N); BadInput naming the line
@@ -451,7 +452,8 @@ def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str, doubles: boo
     one that two runs could take next (which row is whose, nothing tells). ``doubles``: a row of the size
     of the row just before it is that row's run (nccl-tests prints a size twice where two requested sizes
     round to one: 0 B for 8 and 16 B of an all-gather on 16 ranks), unless the runs are known to be
-    several (their rank lines each printed by several processes)."""
+    several (their rank lines each printed by several processes). ``cut_line``: the file's last line, cut
+    without its line break: a size that fits no run there is no restart (the row's own checks leave it out)."""
     order: dict[tuple, set[int]] = {}
     for _, key, size in rows:
         order.setdefault(key, set()).add(size)
@@ -482,6 +484,8 @@ def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str, doubles: boo
                 starts.append(line)
             if len(mine) > 1 and second is None:
                 second = line
+        elif found is None and line == cut_line:
+            continue
         elif found is None:
             raise BadInput(f"{source}:{line}", f"size {size} follows no run's last size: the result lines hold more "
                                                f"than one run (a second from line {second or line}?) that their "

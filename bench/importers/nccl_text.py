@@ -351,9 +351,8 @@ def parse_text_file(part: Part, options: ImportOptions, kind: str,
                                + hint_of(first_bytes, (NCCL_TESTS,)))
     collective, collective_from = _text_collective(h, source, options)
     nranks, ranks_from = _text_ranks(h, source, collective, options)
-    # the file's last line, cut without its line break, is no size (its own check leaves it out)
-    sequence = [row for row in h.sequence if row[0] != part.cut_line]
-    interleaved = split_by_sizes(sequence, source, doubles=h.interleaved is None and h.alone is None)
+    interleaved = split_by_sizes(h.sequence, source, doubles=h.interleaved is None and h.alone is None,
+                                 cut_line=part.cut_line)
     if nranks is not None and nranks > MAX_RANKS:
         raise BadInput(source, f"{nranks} ranks: more than any machine runs ({MAX_RANKS})")
     library, version = _library_of(h, kind)
