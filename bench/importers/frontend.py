@@ -48,6 +48,7 @@ from bench.importers.inputs import (
     open_binary,
 )
 from bench.importers.kinds import kind as kind_of
+from bench.importers.nccl_fields import DTYPES as NCCL_DTYPES
 from bench.importers.rows import Measurement
 
 #: one prefix a launcher or terminal puts before a tool's line; stripped repeatedly from the start
@@ -94,12 +95,35 @@ def clean(line: str) -> str:
     return line
 
 
-def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = None,
-             cut: list[int] | None = None) -> Iterator[tuple[int, str, int]]:
+def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = None) -> Iterator[tuple[int, str, int]]:
     """(line number, line without line break and prefixes, its byte offset) of
     ``path`` from ``offset`` (which is line ``number``) to line ``last``. A line over MAX_LINE comes as
-    "" (its number kept), never whole; bytes that are not UTF-8 become U+FFFD. ``cut``: the number of
-    a last line without its line break is appended to it before that line comes (a truncated log)."""
+    "" (its number kept), never whole; bytes that are not UTF-8 become U+FFFD."""
+    return (line[:3] for line in _numbered(path, offset, number, last))
+
+
+@functools.lru_cache(maxsize=64)
+def _last_line(path: Path, size: int, mtime_ns: int) -> tuple[int | None, bool]:
+    number, unterminated = None, False
+    for found, text, _, terminated in _numbered(path, 0, 1, None):
+        if text.strip():
+            number, unterminated = found, not terminated
+    return number, unterminated
+
+
+def last_line(path: Path) -> tuple[int | None, bool]:
+    """The file's last line that is not blank (a pasted log is often cut inside it, whether or not an
+    editor added a line break after it), and whether the file ends inside it (no line break after it);
+    (None, False) for a file of blank lines. One pass over the file, kept per path and version."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None, False
+    return _last_line(path, stat.st_size, stat.st_mtime_ns)
+
+
+def _numbered(path: Path, offset: int, number: int, last: int | None) -> Iterator[tuple[int, str, int, bool]]:
+    """numbered's lines, each with whether it ended with a line break."""
     with open_binary(path) as handle:
         handle.seek(offset)
         while last is None or number <= last:
@@ -110,14 +134,12 @@ def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = No
             if not data.endswith(b"\n") and len(data) >= MAX_LINE:
                 while data and not data.endswith(b"\n"):  # skip the rest of an over-long line
                     data = handle.readline(MAX_LINE)
-                yield number, "", start
+                yield number, "", start, True
                 number += 1
                 continue
-            if cut is not None and not data.endswith(b"\n"):
-                cut.append(number)
             text = data.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
             for piece in text.split("\r") if "\r" in text else (text,):  # a bare CR ends a line too
-                yield number, clean(piece), start
+                yield number, clean(piece), start, data.endswith(b"\n")
                 number += 1
 
 
@@ -165,27 +187,28 @@ class Part:
     offset: int = 0
     #: the run's first part (its banner: IMB's types and version), None for the first part itself
     head: Part | None = None
-    #: the file's last line when it has no line break (set while ``lines`` reads it): maybe cut
+    #: the file's last line that is not blank (set while ``lines`` reads it): maybe cut
     cut_line: int | None = None
+    #: whether that line ends the file without a line break (the file surely ends inside it)
+    unterminated: bool = False
 
     def lines(self) -> Iterator[tuple[int, str]]:
         """(line number in the file, cleaned line) of this part."""
-        cut: list[int] = []
-        for number, line, _ in numbered(self.path, self.offset, self.first, self.last, cut=cut):
-            if cut:
-                self.cut_line = cut[0]
-            yield number, line
+        number, unterminated = last_line(self.path)
+        if number is not None and number >= self.first and (self.last is None or number <= self.last):
+            self.cut_line, self.unterminated = number, unterminated
+        yield from ((number, line) for number, line, _ in numbered(self.path, self.offset, self.first, self.last))
 
     def __str__(self) -> str:
         return str(self.path)
 
     def left_out(self, number: int, error: BadInput, notes: list[str]) -> None:
-        """A row that failed its checks: the file's last line, cut without its line break (a truncated
-        log), is left out and said in ``notes``; any other is refused (``error``)."""
+        """A row that failed its checks: the file's last line (a pasted log cut inside it) is left out and
+        said in ``notes``; any other is refused (``error``)."""
         if number != self.cut_line:
             raise error
         reason = str(error).split(": ", 1)[-1]
-        notes.append(f"line {number} left out: the file ends inside it, without a line break ({reason[:120]})")
+        notes.append(f"line {number} left out: the file's last line, cut inside it ({reason[:120]})")
 
 
 @dataclass
@@ -249,12 +272,20 @@ def split_runs(path: Path) -> list[Run]:
     rccl = False  # RCCL named since the current run opened (or in the preamble)
     rows = False  # a line that starts with a number (a result row) since the last header line
     last_header = ""  # that header line
+    # a table pasted without its headers before the first header of another test: its own run
+    preamble_rows = 0  # result lines in nccl-tests' shape before any header
+    resume: tuple[int, int] | None = None  # the first line after them that is neither a row nor a comment
     for number, line, offset in numbered(path):
         final = number
         if preamble is None:
             preamble = (number, offset)
         if not rows and line.lstrip()[:1].isdigit():
             rows = True
+        if current is None:
+            if NCCL_ROW.match(line):
+                preamble_rows, resume = preamble_rows + 1, None
+            elif preamble_rows and resume is None and line.strip() and not line.lstrip().startswith("#"):
+                resume = (number, offset)
         if "CCL" in line or "ccl" in line:
             rccl = rccl or bool(RCCL_MARK.search(line))
             if current is not None:
@@ -276,6 +307,11 @@ def split_runs(path: Path) -> list[Run]:
         if opens:
             # the first run holds the file's preamble; a later one starts at the launcher line before it
             start = preamble if not runs else launched or (number, offset)
+            if current is None and preamble_rows >= NCCL_ROWS_NEEDED:  # rows, then another test's header
+                start = resume or launched or (number, offset)
+                runs.append(Run(NCCL_TESTS, f"lines {preamble[0]}-{start[0] - 1}: rows in nccl-tests' shape before "
+                                            f"the header of line {number}",
+                                [Part(path, preamble[0], start[0] - 1, preamble[1])]))
             if current is not None:
                 current.parts[-1].last = start[0] - 1
             launched = None
@@ -288,9 +324,29 @@ def split_runs(path: Path) -> list[Run]:
             current.parts.append(Part(path, number, None, offset, current.parts[0]))
         current.last_kind = kind if kind in OPENING[name] else max(current.last_kind, kind)
     if not runs:
-        return [Run(seen[0] if seen else "", seen[1] if seen else "", [Part(path)])]
+        shaped = seen or _nccl_rows(path)
+        return [Run(shaped[0] if shaped else "", shaped[1] if shaped else "", [Part(path)])]
     runs[-1].parts[-1].last = final
     return runs
+
+
+#: a result line of nccl-tests / rccl-tests: size, count, a type name, then the op or the numbers
+NCCL_ROW = re.compile(r"^\s*\d+\s+\d+\s+(?:" + "|".join(sorted(NCCL_DTYPES, key=len, reverse=True))
+                      + r")\s+(?:sum|prod|min|max|avg|none|-?\d+\s|\d+\.\d+)")
+#: rows in that shape that tell a table without any header line (one could be anything)
+NCCL_ROWS_NEEDED = 3
+
+
+def _nccl_rows(path: Path) -> tuple[str, str] | None:
+    """A pasted nccl-tests table with none of its header lines: (format, evidence) where its rows alone
+    say so (size, count, one of nccl-tests' type names, then its op or numbers, on several lines)."""
+    found: list[int] = []
+    for number, line, _ in numbered(path):
+        if NCCL_ROW.match(line):
+            found.append(number)
+            if len(found) == NCCL_ROWS_NEEDED:
+                return NCCL_TESTS, f"lines {found[0]}-{found[-1]}: rows in nccl-tests' shape (size count type ...)"
+    return None
 
 
 def head_text(path: Path, size: int = HEAD_BYTES) -> bytes:
@@ -353,13 +409,29 @@ def shape_candidates(shape: RowShape) -> tuple[list[str], str]:
     said = f"size/count/sizeof({shape.dtype}) = {shape.ratio}" + (f" with redop {shape.redop}" if shape.redop else "") \
         + (f", root {shape.root}" if shape.root is not None else "")
     if shape.ratio == 1:
+        if reduces and shape.root is None:  # before nccl-tests 2.13 sendrecv printed no redop column
+            return ["allreduce"], (f"{said}, no root column (the format before nccl-tests 2.13: sendrecv printed "
+                                   "no redop)")
         if reduces:
-            return (["reduce"] if rooted else ["allreduce", "sendrecv"] if shape.root is None or shape.root < 0
-                    else ["allreduce"]), said
+            return (["reduce"] if rooted else ["allreduce", "sendrecv"]), said
         return (["broadcast"] if rooted else ["sendrecv"]), said
     if reduces:
         return ["reduce_scatter"], said
+    if shape.redop is None and shape.root is None:  # before nccl-tests 2.13 only all_gather printed neither
+        return ["allgather"], f"{said}, no redop column (the format before nccl-tests 2.13: alltoall printed one)"
     return (["gather", "scatter"] if rooted else ["allgather", "alltoall"]), said
+
+
+def busbw_above_algbw(pairs: list[tuple[str, str]]) -> bool:
+    """Whether a row's busbw is above its algbw beyond the printed rounding (never so for sendrecv)."""
+    for algbw, busbw in pairs:
+        try:
+            a, b = float(algbw), float(busbw)
+        except ValueError:
+            continue
+        if a > 0 and b - _printed_half(busbw) > a + _printed_half(algbw):
+            return True
+    return False
 
 
 def _printed_half(token: str) -> float:

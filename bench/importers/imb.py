@@ -133,7 +133,7 @@ def _rows(part: Part, collective: str, block: str, nranks: int | None, dtype: st
             continue
         try:
             found = _row(stripped.split(), columns, line, f"{source}:{number}", collective, block, nranks, dtype, op,
-                         widths, part.cut_line == number)
+                         widths, part.cut_line == number and part.unterminated)
         except BadInput as error:
             part.left_out(number, error, notes)
             continue

@@ -14,6 +14,7 @@ from bench.importers.frontend import (
     Interleaved,
     Part,
     RowShape,
+    busbw_above_algbw,
     name_hint,
     ranks_from_bandwidth,
     shape_candidates,
@@ -30,7 +31,14 @@ from bench.importers.nccl_fields import (
     choose_collective,
     decode_version,
 )
-from bench.importers.nccl_lines import HEADER, columns_of, columns_without_header, layout_of, parse_data_line
+from bench.importers.nccl_lines import (
+    HEADER,
+    columns_of,
+    columns_without_header,
+    layout_of,
+    parse_data_line,
+    with_blank_redop,
+)
 from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: "#  Rank  0 Group  0 Pid  41721 on     nid001 device  0 [0x07] ..." (nccl-tests >= 2.13), and without
@@ -90,6 +98,7 @@ class TextHeader:
     data_lines: int = 0  # lines that look like results (size count type)
     implied: set[int] = field(default_factory=set)  # size // (count * type size) of those lines
     samples: list[list[str]] = field(default_factory=list)  # the first result lines' tokens (the row shape)
+    sample_lines: list[int] = field(default_factory=list)  # their line numbers
     sequence: list[tuple[int, tuple, int]] = field(default_factory=list)  # (line, type and op, size) of each row
 
     def end_run(self, source: str) -> None:
@@ -169,6 +178,7 @@ def scan_text(numbered: Iterable[tuple[int, str]], source: str) -> TextHeader:
                 h.data_lines += 1
                 if len(h.samples) < MAX_SAMPLES:
                     h.samples.append(stripped.split())
+                    h.sample_lines.append(number)
                 size, count = int(tokens[0]), int(tokens[1])
                 if len(h.sequence) < MAX_SEQUENCE:  # a row's sequence: its type and op (-d all, -o all)
                     h.sequence.append((number, (tokens[2], tokens[3] if len(tokens) > 3 and tokens[3][:1].isalpha()
@@ -206,6 +216,8 @@ def _shapes(h: TextHeader) -> list[RowShape]:
         if not columns:
             continue
         preamble = columns[:next((i for i, c in enumerate(columns) if c in ("time", "cputime")), len(columns))]
+        if "redop" in preamble:
+            tokens = with_blank_redop(tokens, preamble.index("redop"))
         count = int(tokens[1])
         if not count or len(tokens) < len(preamble):
             continue
@@ -240,8 +252,9 @@ def _shape_collective(h: TextHeader, source: str) -> tuple[str, str]:
     if len(candidates) > 1 and "allreduce" in candidates:  # sendrecv's busbw = algbw; all-reduce's only at 2 ranks
         pairs = [pair for s in shapes for pair in s.bandwidths]
         try:
-            if ranks_from_bandwidth("allreduce", pairs)[0] not in (None, 2):
+            if ranks_from_bandwidth("allreduce", pairs)[0] not in (None, 2) or busbw_above_algbw(pairs):
                 candidates = ["allreduce"]
+                said += ", busbw above algbw (never so for sendrecv)"
         except ValueError:
             candidates = ["sendrecv"]
     hint = name_hint(source)
@@ -344,6 +357,7 @@ def parse_text_file(part: Part, options: ImportOptions, kind: str,
     """(context, the result lines' measurements as they are read) of a text log's run, in two passes."""
     source = str(part)
     h = scan_text(part.lines(), source)
+    _without_cut_sample(h, part.cut_line)
     if h.tool and h.tool.startswith("rccl") and kind == "nccl-tests":
         kind = "rccl-tests"  # its library when no version line names one
     if not h.data_lines:
@@ -374,6 +388,16 @@ def parse_text_file(part: Part, options: ImportOptions, kind: str,
                "tool_version": h.tool or kind, "inferred": inferred,
                "interleaved": len(interleaved.starts) if interleaved else 0}
     return context, text_rows(part, h, collective, nranks, kind, first_bytes, interleaved, inferred)
+
+
+def _without_cut_sample(h: TextHeader, cut_line: int | None) -> None:
+    """The file's last line, with fewer values than the row before it, is a cut row: not a row shape of
+    its own (the second pass leaves it out and says so)."""
+    if cut_line is None or len(h.sample_lines) < 2 or h.sample_lines[-1] != cut_line:
+        return
+    if len(h.samples[-1]) < len(h.samples[-2]):
+        h.samples.pop()
+        h.sample_lines.pop()
 
 
 def _library_of(h: TextHeader, kind: str) -> tuple[str, str]:
@@ -411,7 +435,7 @@ def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, ki
             part.left_out(number, error, notes if notes is not None else [])
             continue
         if not found and number == part.cut_line and notes is not None and stripped[:1].isdigit():
-            notes.append(f"line {number} left out: the file ends inside it, without a line break "
+            notes.append(f"line {number} left out: the file's last line, cut inside it "
                          f"({stripped[:60]!r})")
         if found:
             width = len(line.rstrip())
@@ -420,6 +444,9 @@ def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, ki
                     measurement.run = interleaved.run_of_line.get(number, 0)
         produced += len(found)
         yield from found
+    if not produced and notes and part.cut_line is not None:
+        raise NoResults(source, f"its only result line, line {part.cut_line}, is the file's last and cut inside "
+                                "it: no whole result line to import")
     if not produced:
         raise NoResults(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)"
                                + hint_of(first_bytes, (NCCL_TESTS,)))

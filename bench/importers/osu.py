@@ -277,7 +277,7 @@ def _row(tokens: list[str], columns: list[str], line: str, number: int, collecti
     wrong = 1 if values.get("validation", "pass").lower().startswith("fail") else 0
     # its values read: now whether the row is whole (a cut one can read as other numbers)
     widths.check(line, where, [values[name] for name in (*TIMES, "bw", *NB_COLUMNS.values()) if name in values],
-                 part is not None and part.cut_line == number)
+                 part is not None and part.cut_line == number and part.unterminated)
     found = Measurement(collective, dtype, op_of(collective, "sum"), per_rank, "out_of_place", times["avg"],
                         time_us_min=times.get("min"), time_us_max=times.get("max"), time_us_p50=times.get("p50"),
                         time_us_p95=times.get("p95"), time_us_p99=times.get("p99"), n_wrong=wrong,

@@ -188,6 +188,7 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
     files: list[dict] = []
     runs_of = {path: sum(1 for item in planned if item.path == path) for path in paths}
     alone: dict[Path, list[tuple[int, tuple | None]]] = {}  # each run's 1-rank header (nccl-tests), else None
+    empty: list[NoResults] = []  # runs without results, skipped beside others
     for index, item in enumerate(planned, 1):
         run_id = base if len(planned) == 1 else f"{base}-{index}"
         launch = item.path.name if runs_of[item.path] == 1 else f"{item.path.name}:{item.run.first}"
@@ -215,12 +216,18 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
                          tool_version=context.get("tool_version", item.tool),
                          inferred=[*entry["inferred"], *(note for note in context.get("inferred", [])
                                                          if note not in entry["inferred"])])
+            checked, off = table.unit_checks
+            if checked >= 3 and off == checked:
+                raise BadInput(f"{item.path}:{item.run.first}", f"in every one of its {checked} rows the printed "
+                               "algbw is over 100x what size / time gives: its times are not microseconds, or not "
+                               f"{item.tool}'s columns (another tool's table?)")
             if table.mismatches[0]:
                 count, first = table.mismatches
                 entry["bandwidth_check"] = (f"{count} cells' printed bandwidth differs from the one their printed "
                                             f"time gives (kept as printed); first: {first}")
         if missing and not entry["cells"] and runs_of[item.path] == 1:
             raise missing[-1]  # the file's only run has no results
+        empty += missing if not entry["cells"] else []
         # what was skipped, but the preamble before a run's first block (IMB's banner)
         skipped = [str(error) for error in missing if not str(error).endswith(NO_BLOCK)]
         if skipped:
@@ -228,6 +235,9 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
         files.append(entry)
     for path, headers in alone.items():
         _refuse_separate_tests(path, headers)
+    if not table.cells and empty:  # every run of every file skipped: nothing to import
+        raise BadInput(str(empty[0]).split(":", 1)[0], f"none of its {len(empty)} runs has result lines "
+                                                       f"(the first: {str(empty[0]).split(': ', 1)[-1]})")
     table.finish()
     meta = {"schema_version": SCHEMA_VERSION, "run_id": base, "suite": f"import:{kind or 'auto'}",
             "imported_from": files, "tool_version": __version__, "started": started, "finished": time.time(),

@@ -186,6 +186,9 @@ class ImportTable:
         #: the current file's cells whose printed bandwidth differs from the one its time gives:
         #: (how many, the first one's line and reason)
         self.mismatches: tuple[int, str] = (0, "")
+        #: the current run's cells with a printed algbw, and those where it is over 100x off what
+        #: size / time gives (every one: the time is in another unit, or the columns are misread)
+        self.unit_checks: tuple[int, int] = (0, 0)
 
     def begin(self, context: dict) -> None:
         """The next cells are of the run ``context`` describes. A run that shares every constant column
@@ -195,6 +198,7 @@ class ImportTable:
         new = {**context, "ranks_per_node": max(int(context["nranks"]) // int(context["nnodes"]), 1) if known else None}
         previous = self._context
         self.mismatches = (0, "")
+        self.unit_checks = (0, 0)
         if previous is not None and previous.get("timestamp_ns") == new.get("timestamp_ns") \
                 and self._constants(previous) == self._constants(new):
             self._context = new
@@ -291,6 +295,10 @@ class ImportTable:
                 and (why := bandwidth_mismatch(m, bytes_total, group.busbw_factor)):
             seen, first = self.mismatches
             self.mismatches = (seen + 1, first or f"line {m.line}: {why}")
+        if m.algbw_gbps and m.time_us > 0 and bytes_total:
+            ratio = m.algbw_gbps / (bytes_total / m.time_us / 1e3)
+            checked, off = self.unit_checks
+            self.unit_checks = (checked + 1, off + (not 0.01 <= ratio <= 100))
         status = status_of(m)
         if m.samples_us:  # the statistics of the samples, as for a measured row (make_row)
             stats = sample_stats(m.samples_us)
