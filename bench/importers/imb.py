@@ -229,7 +229,7 @@ def imb(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
                "inferred": inferred, "nranks_unknown": not nranks}
     sequence = [(number, (), int(text.split(None, 1)[0])) for number, text in part.lines()
                 if text.strip()[:1].isdigit() and text.split(None, 1)[0].isdigit() and len(text.split(None, 1)[0]) < 20]
-    interleaved = split_by_sizes(sequence[:MAX_SEQUENCE], source, cut_line=part.cut_line)
+    interleaved = split_by_sizes(sequence[:MAX_SEQUENCE], source, cut_line=part.cut_line if part.unterminated else None)
     if interleaved:
         context["interleaved"] = len(interleaved.starts)
         inferred.append(interleaved.said())

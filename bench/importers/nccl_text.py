@@ -366,7 +366,7 @@ def parse_text_file(part: Part, options: ImportOptions, kind: str,
     collective, collective_from = _text_collective(h, source, options)
     nranks, ranks_from = _text_ranks(h, source, collective, options)
     interleaved = split_by_sizes(h.sequence, source, doubles=h.interleaved is None and h.alone is None,
-                                 cut_line=part.cut_line)
+                                 cut_line=part.cut_line if part.unterminated else None)
     if nranks is not None and nranks > MAX_RANKS:
         raise BadInput(source, f"{nranks} ranks: more than any machine runs ({MAX_RANKS})")
     library, version = _library_of(h, kind)
@@ -427,9 +427,9 @@ def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, ki
             continue
         try:
             found = parse_data_line(line, layout, collective, nranks, f"{source}:{number}", iters, number)
-            if found and number == part.cut_line and len(line.rstrip()) < width:
-                # the file's last line, without its line break, shorter than the row before (nccl-tests
-                # prints fixed-width rows; the first row has none before it): cut, whatever it now reads as
+            if found and number == part.cut_line and (len(line.rstrip()) < width if produced else part.unterminated):
+                # the file's last line, shorter than the row before (nccl-tests prints fixed-width rows;
+                # the first row has none before it: cut if the file ends inside it), whatever it now reads as
                 raise BadInput(f"{source}:{number}", "shorter than the row before it")
         except BadInput as error:  # the file's last line, cut: left out and said; any other refused
             part.left_out(number, error, notes if notes is not None else [])
@@ -444,9 +444,10 @@ def text_rows(part: Part, h: TextHeader, collective: str, nranks: int | None, ki
                     measurement.run = interleaved.run_of_line.get(number, 0)
         produced += len(found)
         yield from found
-    if not produced and notes and part.cut_line is not None:
-        raise NoResults(source, f"its only result line, line {part.cut_line}, is the file's last and cut inside "
-                                "it: no whole result line to import")
+    if not produced and notes and notes[-1].startswith(f"line {part.cut_line} left out"):
+        reason = notes[-1].split(" (", 1)[-1].rstrip(")")
+        raise NoResults(f"{source}:{part.cut_line}", f"{reason}; it is the only result line, and the file's last: "
+                                                     "cut inside it? nothing else to import")
     if not produced:
         raise NoResults(source, f"no {kind} result lines (size count type redop ... time algbw busbw #wrong)"
                                + hint_of(first_bytes, (NCCL_TESTS,)))

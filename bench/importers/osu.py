@@ -338,7 +338,7 @@ def osu(part: Part, options: ImportOptions) -> tuple[dict, Iterable[Measurement]
         "transport": (info["xccl"] or "mpi").lower(), "tool_version": f"osu {info['osu_version']}".strip(),
         "inferred": info["inferred"], "nranks_unknown": not nranks,
     }
-    interleaved = split_by_sizes(sequence, source, cut_line=part.cut_line)
+    interleaved = split_by_sizes(sequence, source, cut_line=part.cut_line if part.unterminated else None)
     if interleaved:
         context["interleaved"] = len(interleaved.starts)
         info["inferred"].append(interleaved.said())
