@@ -60,8 +60,6 @@ PREFIX = re.compile(
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*(?:[|:-][ \t]*)?"
     r"|\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\][ \t]*"  # [10:00:01]
     r"|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?[ \t]+"  # a bare clock: 00:55:22 (ts, a terminal's log)
-    # `gh run view --log` (job, step, then the runner's timestamp)
-    r"|[^\t\n]{1,200}\t[^\t\n]{1,200}\t(?=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
     r"|(?:stdout|stderr) [FP] "  # a container runtime's log (after its timestamp): stream and tag
     # pdsh/clush's host name, before a header, a row or another prefix only (a host's other lines keep theirs)
     r"|[A-Za-z][\w.-]{0,63}: (?=[ \t]*(?:#|\d+[ \t]+\d|\[))"
@@ -81,12 +79,17 @@ MAX_PREFIXES = 6
 
 #: terminal escape sequences (colours, GitLab's erase-line ``ESC[0K``): never part of a tool's output
 ESCAPE = re.compile(r"\x1b\[[0-9;?]{0,32}[A-Za-z]")
+#: `gh run view --log`: the job and the step, tab-separated, before the runner's timestamp (tried only on
+#: a line with a tab: a scan for one on every line of a 200 MB log costs seconds)
+GH_LOG = re.compile(r"[^\t\n]{1,200}\t[^\t\n]{1,200}\t(?=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 
 
 def clean(line: str) -> str:
     """``line`` without terminal escape sequences and the known prefixes at its start."""
     if "\x1b" in line:
         line = ESCAPE.sub("", line)
+    if "\t" in line and (found := GH_LOG.match(line)):
+        line = line[found.end():]
     for _ in range(MAX_PREFIXES):
         found = PREFIX.match(line)
         if not found or not found.end():
