@@ -116,6 +116,7 @@ def _rows(part: Part, collective: str, block: str, nranks: int | None, dtype: st
     source = str(part)
     columns: list[str] | None = None
     produced = 0
+    uneven: list[str] = []  # Reduce_scatter sizes that do not split evenly over the ranks
     widths = RowWidth()
     for number, line in part.lines():
         stripped = line.strip()
@@ -141,6 +142,11 @@ def _rows(part: Part, collective: str, block: str, nranks: int | None, dtype: st
             produced += 1
             found.line = number
             yield found
+        elif block == "reduce_scatter" and nranks and stripped.split()[0] != "0":
+            uneven.append(stripped.split()[0])
+    if uneven:  # IMB gives the remainder to the first ranks: no one count per rank, so no cell
+        notes.append(f"{len(uneven)} rows left out: {', '.join(uneven[:6])} B do not split evenly over {nranks} "
+                     "ranks (IMB's Reduce_scatter gives the first ranks the remainder: no one count per rank)")
     if not produced:
         raise NoResults(source, f"no IMB result lines under '# Benchmarking {block}'")
 
