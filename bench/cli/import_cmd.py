@@ -120,6 +120,7 @@ def import_results(
                            for name in sorted({c for c, _ in table.shapes}))
         print(f"{table.cells} cells ({meta['machine']['name']}; {shapes}) -> {out}/results.parquet")
         return
-    shapes = ", ".join(sorted(f"{collective} on {ranks} ranks" for collective, ranks in table.shapes))
+    shapes = ", ".join(sorted(f"{collective} on {ranks} ranks" if ranks is not None else
+                              f"{collective} on an unknown rank count" for collective, ranks in table.shapes))
     print(f"{table.cells} cells ({shapes}), {table.cells_with_samples} with per-iteration samples "
           f"-> {out}/results.parquet")

@@ -3,8 +3,12 @@ add, the format of each run recognised by its headers, and the file split into r
 
 * Prefixes stripped from the start of every line, repeatedly (they nest): Open MPI
   ``--tag-output`` (``[1,0]<stdout>:``), rank tags (``[0]``, ``[rank3]:``), ``srun --label``
-  (``  0: ``), timestamps (``2024-05-01T10:00:00.123Z``, ``[10:00:01]``) and shell prompts
-  (``$ ``, ``user@host:~$ ``). A ``#`` is never stripped: every tool's headers start with one.
+  (``  0: ``), timestamps (``2024-05-01T10:00:00.123Z``, ``[2024-11-05 10:02:03]``, ``[10:00:01]``,
+  a bare ``00:55:22``), CI runners' (GitHub Actions' ``2024-11-05T10:02:03.1234567Z``, with ``gh run
+  view --log``'s job and step names before it; GitLab's ``section_start:...`` markers), a container
+  log's ``stdout F``, pdsh's ``host: `` (before a header, a row or another prefix) and shell
+  prompts (``$ ``, ``user@host:~$ ``); terminal escape sequences (colours, GitLab's ``ESC[0K``)
+  anywhere. A ``#`` is never stripped: every tool's headers start with one.
 * A format is recognised by a header only that tool prints (MARKERS), never by a first character:
   a file is JSON only when it starts like a JSON document and parses as one.
 * A run starts where a tool's opening header appears again (nccl-tests' version / "Collective test
@@ -44,6 +48,8 @@ from bench.importers.inputs import (
     open_binary,
 )
 from bench.importers.kinds import kind as kind_of
+from bench.importers.nccl_fields import DTYPES as NCCL_DTYPES
+from bench.importers.rows import Measurement
 
 #: one prefix a launcher or terminal puts before a tool's line; stripped repeatedly from the start
 PREFIX = re.compile(
@@ -53,6 +59,12 @@ PREFIX = re.compile(
     r"|[ \t]*\d{1,7}:[ \t]"  # srun --label, mpiexec -l ("  0: ")
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*(?:[|:-][ \t]*)?"
     r"|\[\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\][ \t]*"  # [10:00:01]
+    r"|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?[ \t]+"  # a bare clock: 00:55:22 (ts, a terminal's log)
+    r"|(?:stdout|stderr) [FP] "  # a container runtime's log (after its timestamp): stream and tag
+    # pdsh/clush's host name, before a header, a row or another prefix only (a host's other lines keep theirs)
+    r"|[A-Za-z][\w.-]{0,63}: (?=[ \t]*(?:#|\d+[ \t]+\d|\[))"
+    # GitLab's collapsible sections (section_start:1699180923:step_script[collapsed=true]) before a line
+    r"|section_(?:start|end):\d{1,12}:[\w.-]{1,200}(?:\[[^\]]{0,100}\])?"
     # asctime, as Open MPI's --timestamp-output and `date` print it
     r"|\[?[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{3,4})? \d{4}\]?[ \t]*"
     r"|\S{1,64}@\S{1,64}[:\s]\S{0,200}[$#%][ \t]+"  # user@host:~/dir$
@@ -65,8 +77,19 @@ BINARY_NAMES = {name for _, name in BINARY} | {"binary data"}
 MAX_PREFIXES = 6
 
 
+#: terminal escape sequences (colours, GitLab's erase-line ``ESC[0K``): never part of a tool's output
+ESCAPE = re.compile(r"\x1b\[[0-9;?]{0,32}[A-Za-z]")
+#: `gh run view --log`: the job and the step, tab-separated, before the runner's timestamp (tried only on
+#: a line with a tab: a scan for one on every line of a 200 MB log costs seconds)
+GH_LOG = re.compile(r"[^\t\n]{1,200}\t[^\t\n]{1,200}\t(?=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
+
+
 def clean(line: str) -> str:
-    """``line`` without the known prefixes at its start."""
+    """``line`` without terminal escape sequences and the known prefixes at its start."""
+    if "\x1b" in line:
+        line = ESCAPE.sub("", line)
+    if "\t" in line and (found := GH_LOG.match(line)):
+        line = line[found.end():]
     for _ in range(MAX_PREFIXES):
         found = PREFIX.match(line)
         if not found or not found.end():
@@ -75,12 +98,35 @@ def clean(line: str) -> str:
     return line
 
 
-def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = None,
-             cut: list[int] | None = None) -> Iterator[tuple[int, str, int]]:
+def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = None) -> Iterator[tuple[int, str, int]]:
     """(line number, line without line break and prefixes, its byte offset) of
     ``path`` from ``offset`` (which is line ``number``) to line ``last``. A line over MAX_LINE comes as
-    "" (its number kept), never whole; bytes that are not UTF-8 become U+FFFD. ``cut``: the number of
-    a last line without its line break is appended to it before that line comes (a truncated log)."""
+    "" (its number kept), never whole; bytes that are not UTF-8 become U+FFFD."""
+    return (line[:3] for line in _numbered(path, offset, number, last))
+
+
+@functools.lru_cache(maxsize=64)
+def _last_line(path: Path, size: int, mtime_ns: int) -> tuple[int | None, bool]:
+    number, unterminated = None, False
+    for found, text, _, terminated in _numbered(path, 0, 1, None):
+        if text.strip():
+            number, unterminated = found, not terminated
+    return number, unterminated
+
+
+def last_line(path: Path) -> tuple[int | None, bool]:
+    """The file's last line that is not blank (a pasted log is often cut inside it, whether or not an
+    editor added a line break after it), and whether the file ends inside it (no line break after it);
+    (None, False) for a file of blank lines. One pass over the file, kept per path and version."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None, False
+    return _last_line(path, stat.st_size, stat.st_mtime_ns)
+
+
+def _numbered(path: Path, offset: int, number: int, last: int | None) -> Iterator[tuple[int, str, int, bool]]:
+    """numbered's lines, each with whether it ended with a line break."""
     with open_binary(path) as handle:
         handle.seek(offset)
         while last is None or number <= last:
@@ -91,14 +137,12 @@ def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = No
             if not data.endswith(b"\n") and len(data) >= MAX_LINE:
                 while data and not data.endswith(b"\n"):  # skip the rest of an over-long line
                     data = handle.readline(MAX_LINE)
-                yield number, "", start
+                yield number, "", start, True
                 number += 1
                 continue
-            if cut is not None and not data.endswith(b"\n"):
-                cut.append(number)
             text = data.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
             for piece in text.split("\r") if "\r" in text else (text,):  # a bare CR ends a line too
-                yield number, clean(piece), start
+                yield number, clean(piece), start, data.endswith(b"\n")
                 number += 1
 
 
@@ -146,19 +190,28 @@ class Part:
     offset: int = 0
     #: the run's first part (its banner: IMB's types and version), None for the first part itself
     head: Part | None = None
-    #: the file's last line when it has no line break (set while ``lines`` reads it): maybe cut
+    #: the file's last line that is not blank (set while ``lines`` reads it): maybe cut
     cut_line: int | None = None
+    #: whether that line ends the file without a line break (the file surely ends inside it)
+    unterminated: bool = False
 
     def lines(self) -> Iterator[tuple[int, str]]:
         """(line number in the file, cleaned line) of this part."""
-        cut: list[int] = []
-        for number, line, _ in numbered(self.path, self.offset, self.first, self.last, cut=cut):
-            if cut:
-                self.cut_line = cut[0]
-            yield number, line
+        number, unterminated = last_line(self.path)
+        if number is not None and number >= self.first and (self.last is None or number <= self.last):
+            self.cut_line, self.unterminated = number, unterminated
+        yield from ((number, line) for number, line, _ in numbered(self.path, self.offset, self.first, self.last))
 
     def __str__(self) -> str:
         return str(self.path)
+
+    def left_out(self, number: int, error: BadInput, notes: list[str]) -> None:
+        """A row that failed its checks: the file's last line (a pasted log cut inside it) is left out and
+        said in ``notes``; any other is refused (``error``)."""
+        if number != self.cut_line:
+            raise error
+        reason = str(error).split(": ", 1)[-1]
+        notes.append(f"line {number} left out: the file's last line, cut inside it ({reason[:120]})")
 
 
 @dataclass
@@ -220,10 +273,22 @@ def split_runs(path: Path) -> list[Run]:
     launched: tuple[int, int] | None = None  # the last launcher line since the current run opened
     final = 0
     rccl = False  # RCCL named since the current run opened (or in the preamble)
+    rows = False  # a line that starts with a number (a result row) since the last header line
+    last_header = ""  # that header line
+    # a table pasted without its headers before the first header of another test: its own run
+    preamble_rows = 0  # result lines in nccl-tests' shape before any header
+    resume: tuple[int, int] | None = None  # the first line after them that is neither a row nor a comment
     for number, line, offset in numbered(path):
         final = number
         if preamble is None:
             preamble = (number, offset)
+        if not rows and line.lstrip()[:1].isdigit():
+            rows = True
+        if current is None:
+            if NCCL_ROW.match(line):
+                preamble_rows, resume = preamble_rows + 1, None
+            elif preamble_rows and resume is None and line.strip() and not line.lstrip().startswith("#"):
+                resume = (number, offset)
         if "CCL" in line or "ccl" in line:
             rccl = rccl or bool(RCCL_MARK.search(line))
             if current is not None:
@@ -235,10 +300,21 @@ def split_runs(path: Path) -> list[Run]:
         if found is None:
             continue
         name, kind = found
-        opens = current is None or current.format != name or (kind in OPENING[name] and kind <= current.last_kind)
+        # a header seen again opens a new run, but for the very line just printed again with no row between:
+        # two processes writing to one terminal (their runs interleaved, told apart by their rows' sizes)
+        text = line.strip()
+        again = current is not None and (kind < current.last_kind or kind == current.last_kind
+                                         and (rows or text != last_header))
+        opens = current is None or current.format != name or (kind in OPENING[name] and again)
+        rows, last_header = False, text
         if opens:
             # the first run holds the file's preamble; a later one starts at the launcher line before it
             start = preamble if not runs else launched or (number, offset)
+            if current is None and preamble_rows >= NCCL_ROWS_NEEDED:  # rows, then another test's header
+                start = resume or launched or (number, offset)
+                runs.append(Run(NCCL_TESTS, f"lines {preamble[0]}-{start[0] - 1}: rows in nccl-tests' shape before "
+                                            f"the header of line {number}",
+                                [Part(path, preamble[0], start[0] - 1, preamble[1])]))
             if current is not None:
                 current.parts[-1].last = start[0] - 1
             launched = None
@@ -251,9 +327,29 @@ def split_runs(path: Path) -> list[Run]:
             current.parts.append(Part(path, number, None, offset, current.parts[0]))
         current.last_kind = kind if kind in OPENING[name] else max(current.last_kind, kind)
     if not runs:
-        return [Run(seen[0] if seen else "", seen[1] if seen else "", [Part(path)])]
+        shaped = seen or _nccl_rows(path)
+        return [Run(shaped[0] if shaped else "", shaped[1] if shaped else "", [Part(path)])]
     runs[-1].parts[-1].last = final
     return runs
+
+
+#: a result line of nccl-tests / rccl-tests: size, count, a type name, then the op or the numbers
+NCCL_ROW = re.compile(r"^\s*\d+\s+\d+\s+(?:" + "|".join(sorted(NCCL_DTYPES, key=len, reverse=True))
+                      + r")\s+(?:sum|prod|min|max|avg|none|-?\d+\s|\d+\.\d+)")
+#: rows in that shape that tell a table without any header line (one could be anything)
+NCCL_ROWS_NEEDED = 3
+
+
+def _nccl_rows(path: Path) -> tuple[str, str] | None:
+    """A pasted nccl-tests table with none of its header lines: (format, evidence) where its rows alone
+    say so (size, count, one of nccl-tests' type names, then its op or numbers, on several lines)."""
+    found: list[int] = []
+    for number, line, _ in numbered(path):
+        if NCCL_ROW.match(line):
+            found.append(number)
+            if len(found) == NCCL_ROWS_NEEDED:
+                return NCCL_TESTS, f"lines {found[0]}-{found[-1]}: rows in nccl-tests' shape (size count type ...)"
+    return None
 
 
 def head_text(path: Path, size: int = HEAD_BYTES) -> bytes:
@@ -316,13 +412,29 @@ def shape_candidates(shape: RowShape) -> tuple[list[str], str]:
     said = f"size/count/sizeof({shape.dtype}) = {shape.ratio}" + (f" with redop {shape.redop}" if shape.redop else "") \
         + (f", root {shape.root}" if shape.root is not None else "")
     if shape.ratio == 1:
+        if reduces and shape.root is None:  # before nccl-tests 2.13 sendrecv printed no redop column
+            return ["allreduce"], (f"{said}, no root column (the format before nccl-tests 2.13: sendrecv printed "
+                                   "no redop)")
         if reduces:
-            return (["reduce"] if rooted else ["allreduce", "sendrecv"] if shape.root is None or shape.root < 0
-                    else ["allreduce"]), said
+            return (["reduce"] if rooted else ["allreduce", "sendrecv"]), said
         return (["broadcast"] if rooted else ["sendrecv"]), said
     if reduces:
         return ["reduce_scatter"], said
+    if shape.redop is None and shape.root is None:  # before nccl-tests 2.13 only all_gather printed neither
+        return ["allgather"], f"{said}, no redop column (the format before nccl-tests 2.13: alltoall printed one)"
     return (["gather", "scatter"] if rooted else ["allgather", "alltoall"]), said
+
+
+def busbw_above_algbw(pairs: list[tuple[str, str]]) -> bool:
+    """Whether a row's busbw is above its algbw beyond the printed rounding (never so for sendrecv)."""
+    for algbw, busbw in pairs:
+        try:
+            a, b = float(algbw), float(busbw)
+        except ValueError:
+            continue
+        if a > 0 and b - _printed_half(busbw) > a + _printed_half(algbw):
+            return True
+    return False
 
 
 def _printed_half(token: str) -> float:
@@ -359,3 +471,108 @@ def ranks_from_bandwidth(collective: str, pairs: list[tuple[str, str]]) -> tuple
         return None, used
     first, last = math.ceil(low - 1e-9), math.floor(high + 1e-9) if high < math.inf else None
     return (first if last == first else None), used
+
+
+# --- two runs in one table: told apart by their size sequences ---
+
+#: result rows whose sizes are followed for interleaved runs (a longer table is taken as one run's cycles)
+MAX_SEQUENCE = 1 << 14
+
+
+@dataclass
+class Interleaved:
+    """Runs of one table told apart by their rows' sizes: each row's run (by line), where each run starts."""
+
+    run_of_line: dict[int, int]
+    starts: list[int]
+
+    def said(self) -> str:
+        return (f"{len(self.starts)} runs interleaved (two processes writing to one terminal?), told apart by their "
+                "size sequences: from lines " + ", ".join(map(str, self.starts[:8])) + "; each its own run_id")
+
+
+def with_runs(measurements: Iterator[Measurement], interleaved: Interleaved | None) -> Iterator[Measurement]:
+    """``measurements`` each with its run's index where runs are ``interleaved`` (by its line)."""
+    for measurement in measurements:
+        if interleaved:
+            measurement.run = interleaved.run_of_line.get(measurement.line, 0)
+        yield measurement
+
+
+def _refuse_runs_in_step(rows: list[tuple[int, tuple, int]], source: str) -> None:
+    """Every size of a table printed k >= 2 times in a row: k runs in step, not nccl-tests' rounding
+    (which repeats only the sizes that round alike); which row is whose, nothing tells."""
+    lengths: dict[tuple, list[list[int]]] = {}  # key -> [size, times in a row, its second row's line] each
+    for line, key, size in rows:
+        seen = lengths.setdefault(key, [])
+        if seen and seen[-1][0] == size:
+            seen[-1][1] += 1
+            seen[-1][2] = seen[-1][2] or line
+        else:
+            seen.append([size, 1, 0])
+    for seen in lengths.values():
+        times = {length for _, length, _ in seen}
+        if len(seen) > 1 and len(times) == 1 and (k := next(iter(times))) > 1:
+            raise BadInput(f"{source}:{seen[0][2]}", f"every size printed {k} times in a row: {k} runs in step "
+                                                    "(processes writing to one terminal?) whose rows the sizes "
+                                                    "cannot tell apart; import each run's lines on their own")
+
+
+def split_by_sizes(rows: list[tuple[int, tuple, int]], source: str, doubles: bool = True,
+                   cut_line: int | None = None) -> Interleaved | None:
+    """(line, key, size) of a table's rows in file order (key: what else tells a sequence, e.g. the type)
+    as runs, each of sizes that rise by the table's own steps without a gap. None where the rows are one
+    run, or runs one after the other (a tool's repeated cycles: nccl-tests -N); BadInput naming the line
+    where a second run starts when the rows cannot be split so: a size that follows no run's last size, or
+    one that two runs could take next (which row is whose, nothing tells). ``doubles``: a row of the size
+    of the row just before it is that row's run (nccl-tests prints a size twice where two requested sizes
+    round to one: 0 B for 8 and 16 B of an all-gather on 16 ranks), unless the runs are known to be
+    several (their rank lines each printed by several processes). ``cut_line``: the file's last line, cut
+    without its line break: a size that fits no run there is no restart (the row's own checks leave it out)."""
+    order: dict[tuple, set[int]] = {}
+    for _, key, size in rows:
+        order.setdefault(key, set()).add(size)
+    before = {key: dict(zip(sorted(sizes)[1:], sorted(sizes), strict=False)) for key, sizes in order.items()}
+    first = {key: min(sizes) for key, sizes in order.items()}
+    runs: dict[tuple, list[list[int]]] = {}  # key -> each run's [last size, its index]
+    run_of_line: dict[int, int] = {}
+    starts: list[int] = []
+    second: int | None = None  # the line where a run restarts its sizes while another is unfinished
+    previous: dict[tuple, list[int]] = {}  # key -> the run of its last row
+    if doubles:
+        _refuse_runs_in_step(rows, source)
+    for line, key, size in rows:
+        mine = runs.setdefault(key, [])
+        if doubles and key in previous and previous[key][0] == size:
+            run_of_line[line] = previous[key][1]
+            continue
+        fits = [run for run in mine if run[0] == before[key][size]] if size in before[key] else []
+        if len(fits) > 1:  # two runs at the same size: which row is whose, nothing in the sizes tells
+            raise BadInput(f"{source}:{line}", f"two runs interleaved (the second from line {second}) reach size "
+                                               f"{size} together: their sizes cannot tell which row is whose; "
+                                               "import each run's lines on their own")
+        found = fits[0] if fits else None
+        if found is None and (not mine or size == first[key]):
+            found = [size, len(mine)]
+            mine.append(found)
+            if found[1] >= len(starts):
+                starts.append(line)
+            if len(mine) > 1 and second is None:
+                second = line
+        elif found is None and line == cut_line:
+            continue
+        elif found is None:
+            raise BadInput(f"{source}:{line}", f"size {size} follows no run's last size: the result lines hold more "
+                                               f"than one run (a second from line {second or line}?) that their "
+                                               "size sequence cannot split; import each run's lines on their own")
+        found[0] = size
+        run_of_line[line] = found[1]
+        previous[key] = found
+    if len(starts) < 2:
+        return None
+    last_of: dict[int, int] = {}
+    for line, index in run_of_line.items():
+        last_of[index] = line
+    if all(last_of[index] < starts[index + 1] for index in range(len(starts) - 1)):
+        return None  # one after the other: cycles of one run
+    return Interleaved(run_of_line, starts)

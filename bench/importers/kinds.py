@@ -57,18 +57,26 @@ def kind(collective: str) -> Kind:
     return KINDS[collective]
 
 
-def ranks_in_total(collective: str, nranks: int) -> int:
-    """bytes_total = bytes_per_rank * this."""
-    return nranks if KINDS[collective].ranks_in_total else 1
+def ranks_in_total(collective: str, nranks: int | None) -> int:
+    """bytes_total = bytes_per_rank * this (``nranks`` None, unknown: only for a collective whose bytes
+    do not depend on it)."""
+    if not KINDS[collective].ranks_in_total:
+        return 1
+    if nranks is None:
+        raise ValueError(f"{collective}: bytes_total needs the rank count")
+    return nranks
 
 
-def busbw_factor(collective: str, nranks: int) -> float | None:
-    """nccl-tests' busbw / algbw (0 on one rank, as nccl-tests), or None where none is defined."""
+def busbw_factor(collective: str, nranks: int | None) -> float | None:
+    """nccl-tests' busbw / algbw (0 on one rank, as nccl-tests), or None where none is defined (or it
+    depends on a rank count that is unknown, ``nranks`` None)."""
     found = KINDS[collective]
     if found.busbw_scale is None:
         return None
     if not found.spread:
         return found.busbw_scale
+    if nranks is None:
+        return None
     return 0.0 if nranks <= 1 else found.busbw_scale * (nranks - 1) / nranks
 
 

@@ -67,6 +67,9 @@ def layout_of(columns: list[str], where: str) -> Layout:
         raise BadInput(where, f"result header without a time column: {' '.join(columns)[:200]}")
     end = starts[1] if len(starts) > 1 else len(columns)
     preamble, block = columns[:starts[0]], columns[starts[0]:end]
+    if len(starts) > 1 and columns[end:] != block:  # nccl-tests prints both placements alike
+        raise BadInput(where, f"the in-place columns ({' '.join(columns[end:])[:80]}) are not the out-of-place ones "
+                              f"({' '.join(block)[:80]}): a column missing?")
     wrong = next((label for label in WRONG_LABELS if label in block), None)
     def at(label: str) -> int | None:
         return block.index(label) if label in block else None
@@ -147,6 +150,14 @@ def _decimals(token: str) -> int | None:
     return len(token) - token.index(".") - 1 if "." in token else 0
 
 
+def with_blank_redop(tokens: list[str], redop: int | None) -> list[str]:
+    """The tokens of a row whose redop column is blank (old nccl-tests' alltoall printed an empty op
+    name: the time then sits where the op would) with ``none`` in its place; others as they are."""
+    if redop is None or redop >= len(tokens) or tokens[redop][:1].isalpha():
+        return tokens
+    return [*tokens[:redop], "none", *tokens[redop:]]
+
+
 def parse_data_line(line: str, layout: Layout | None, collective: str, nranks: int | None, where: str,
                     iters: int = 0, number: int = 0) -> list[Measurement]:
     """One result line, its columns named by the header; [] for a line that is not a result.
@@ -165,6 +176,7 @@ def parse_data_line(line: str, layout: Layout | None, collective: str, nranks: i
         if len(tokens) < 4:
             return []
         layout = layout_of(columns_without_header(tokens), where)
+    tokens = with_blank_redop(tokens, layout.redop)
     if len(tokens) < layout.preamble + layout.block:
         return []
     size, count = whole(tokens[0], where, "size"), whole(tokens[1], where, "count")

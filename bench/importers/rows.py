@@ -62,6 +62,15 @@ class Measurement:
     note: str = ""
     #: the line of the file it was read from (0: not a line-based format)
     line: int = 0
+    #: which of the runs interleaved in one table it belongs to (bench.importers.frontend.split_by_sizes)
+    run: int = 0
+    #: "nonblocking" for a non-blocking collective's cell (OSU osu_iallreduce ...): its time is the pure
+    #: time (post + wait), and OSU's overlap columns are kept (bench/results/table.py)
+    mode: str = "blocking"
+    overlap_pct: float | None = None
+    pure_us: float | None = None
+    compute_us: float | None = None
+    overall_us: float | None = None
 
 
 #: order statistics that come from the samples when a measurement has them
@@ -98,6 +107,8 @@ def make_row(m: Measurement, context: dict, repeat: int = 0) -> dict:
         "resolved_algorithm": "native", "iters": len(m.samples_us) if m.samples_us else m.iters,
         "n_wrong": m.n_wrong, "status": status_of(m), "error": m.note,
         "mpi_thread_level": "", "oversubscribed": False, "git_sha": "", "schema_version": SCHEMA_VERSION,
+        "mode": m.mode, "overlap_pct": m.overlap_pct, "pure_us": m.pure_us, "compute_us": m.compute_us,
+        "overall_us": m.overall_us,
     }
     stats = {"time_us_mean": m.time_us, "time_us_p50": m.time_us if m.time_us_p50 is None else m.time_us_p50,
              "time_us_p95": m.time_us_p95, "time_us_p99": m.time_us_p99, "time_us_min": m.time_us_min,

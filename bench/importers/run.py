@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +31,8 @@ from bench.importers import IMPORTERS, WHOLE_IMPORTERS, tools
 from bench.importers.frontend import Run, head_text, split_runs
 from bench.importers.imb import NO_BLOCK
 from bench.importers.inputs import FORMATS, NCCL_TESTS, TOOL_OF, NoResults, check_input, not_this_format
-from bench.importers.rows import ImportOptions
+from bench.importers.nccl_text import separate_tests
+from bench.importers.rows import ImportOptions, Measurement
 from bench.importers.writer import RESULT_SCHEMA, SAMPLE_SCHEMA, ImportCounts, ImportTable
 from bench.results.table import SCHEMA_VERSION, write_run
 from bench.results.writer import RUN_FILES, RunFolderWriter
@@ -67,18 +68,27 @@ def preflight(kind: str | None, paths: list[Path]) -> None:
 
 def _context(parsed: dict, options: ImportOptions, path: Path, run_id: str, kind: str, launch: str) -> dict:
     nranks = options.nranks or parsed.get("nranks")
+    hosts = parsed.get("hosts") or []
+    if not nranks and parsed.get("nranks_unknown"):  # the importer said why (its inferred note); rows keep it empty
+        nnodes = options.nnodes or parsed.get("nnodes") or len(hosts) or None
+        return {**_common(parsed, options, path, run_id, kind, launch, hosts), "nranks": None, "nnodes": nnodes}
     if not nranks:
         raise BadInput(str(path), "cannot tell how many ranks ran: pass --nranks N")
     if not 1 <= int(nranks) <= MAX_RANKS:
         raise BadInput(str(path), f"{nranks} ranks: not a rank count (1 to {MAX_RANKS})")
-    hosts = parsed.get("hosts") or []
     nnodes = options.nnodes or parsed.get("nnodes") or len(hosts) or 1
     if nnodes > nranks:
         raise BadInput("--nnodes" if options.nnodes else str(path), f"{nnodes} nodes for {nranks} ranks: a node "
                                                                     "runs at least one rank")
+    return {**_common(parsed, options, path, run_id, kind, launch, hosts), "nranks": int(nranks),
+            "nnodes": int(nnodes)}
+
+
+def _common(parsed: dict, options: ImportOptions, path: Path, run_id: str, kind: str, launch: str,
+            hosts: list[str]) -> dict:
+    """The context of a run but its rank and node counts."""
     return {**parsed, "run_id": run_id, "suite": f"import:{kind}", "launch_id": launch,
-            "timestamp_ns": os.stat(path).st_mtime_ns, "nranks": int(nranks), "nnodes": int(nnodes),
-            "hosts": ",".join(hosts), "impl": options.impl or parsed["impl"],
+            "timestamp_ns": os.stat(path).st_mtime_ns, "hosts": ",".join(hosts), "impl": options.impl or parsed["impl"],
             "device": options.device or parsed.get("device", "host"),
             "library": options.library or parsed.get("library", ""),
             "library_version": options.library_version or parsed.get("library_version", "")}
@@ -177,6 +187,8 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
     table = ImportTable(emit)
     files: list[dict] = []
     runs_of = {path: sum(1 for item in planned if item.path == path) for path in paths}
+    alone: dict[Path, list[tuple[int, tuple | None]]] = {}  # each run's 1-rank header (nccl-tests), else None
+    empty: list[NoResults] = []  # runs without results, skipped beside others
     for index, item in enumerate(planned, 1):
         run_id = base if len(planned) == 1 else f"{base}-{index}"
         launch = item.path.name if runs_of[item.path] == 1 else f"{item.path.name}:{item.run.first}"
@@ -189,33 +201,71 @@ def import_rows(kind: str | None, paths: list[Path], options: ImportOptions,
                 parsed, measurements = IMPORTERS[item.tool](part, options)
                 context = _context(parsed, options, item.path, run_id, item.tool, launch)
                 table.begin(context)
-                for measurement in measurements:
-                    table.add(measurement)
+                if context.get("interleaved"):  # runs told apart by their sizes: each its own run_id and launch
+                    _add_interleaved(table, measurements, run_id, launch)
+                else:
+                    for measurement in measurements:
+                        table.add(measurement)
             except NoResults as error:  # a part without results (IMB's banner, a rate-only block)
                 missing.append(error)
                 continue
+            alone.setdefault(item.path, []).append((item.run.first, context.get("alone")))
             entry.update(cells=entry["cells"] + table.cells - cells, nranks=context["nranks"],
                          cells_with_samples=entry["cells_with_samples"] + table.cells_with_samples - sampled,
                          library=context["library"], library_version=context["library_version"],
                          tool_version=context.get("tool_version", item.tool),
                          inferred=[*entry["inferred"], *(note for note in context.get("inferred", [])
                                                          if note not in entry["inferred"])])
+            checked, off = table.unit_checks
+            if checked >= 3 and off == checked:
+                raise BadInput(f"{item.path}:{item.run.first}", f"in every one of its {checked} rows the printed "
+                               "algbw is over 100x what size / time gives: its times are not microseconds, or not "
+                               f"{item.tool}'s columns (another tool's table?)")
             if table.mismatches[0]:
                 count, first = table.mismatches
                 entry["bandwidth_check"] = (f"{count} cells' printed bandwidth differs from the one their printed "
                                             f"time gives (kept as printed); first: {first}")
         if missing and not entry["cells"] and runs_of[item.path] == 1:
             raise missing[-1]  # the file's only run has no results
+        empty += missing if not entry["cells"] else []
         # what was skipped, but the preamble before a run's first block (IMB's banner)
         skipped = [str(error) for error in missing if not str(error).endswith(NO_BLOCK)]
         if skipped:
             entry["skipped"] = "; ".join(skipped)[:2000]
         files.append(entry)
+    for path, headers in alone.items():
+        _refuse_separate_tests(path, headers)
+    if not table.cells and empty:  # every run of every file skipped: nothing to import
+        raise BadInput(str(empty[0]).split(":", 1)[0], f"none of its {len(empty)} runs has result lines "
+                                                       f"(the first: {str(empty[0]).split(': ', 1)[-1]})")
     table.finish()
     meta = {"schema_version": SCHEMA_VERSION, "run_id": base, "suite": f"import:{kind or 'auto'}",
             "imported_from": files, "tool_version": __version__, "started": started, "finished": time.time(),
             "note": _note(table.cells_with_samples, table.cells), "machine": {}, "env": {}, "versions": {}}
     return meta, table
+
+
+def _add_interleaved(table: ImportTable, measurements: Iterable[Measurement], run_id: str, launch: str) -> None:
+    """The cells of runs interleaved in one table, each run its own run_id (``run_id.K``) and launch
+    (``launch#K``): runs of one launch that the size sequence told apart (bench.importers.frontend)."""
+    shown = -1
+    for measurement in measurements:
+        if measurement.run != shown:
+            shown = measurement.run
+            table.relabel(f"{run_id}.{shown + 1}", f"{launch}#{shown + 1}")
+        table.add(measurement)
+
+
+def _refuse_separate_tests(path: Path, headers: list[tuple[int, tuple | None]]) -> None:
+    """A file whose every run is a 1-rank nccl-tests test under one identical header: N processes of an
+    nccl-tests built without MPI, their outputs one after the other (nothing was written yet: refused)."""
+    shown = {header for _, header in headers}
+    if len(headers) < 2 or None in shown or len(shown) > 1:
+        return
+    lines = ", ".join(str(first) for first, _ in headers[:8]) + (", ..." if len(headers) > 8 else "")
+    header = headers[0][1][0][:40]
+    raise BadInput(f"{path}:{headers[1][0]}", separate_tests(len(headers), f"the runs from lines {lines}, each one "
+                                                                           f"'# Rank  0' under '# {header}...'"))
 
 
 def import_files(kind: str | None, paths: list[Path],

@@ -51,12 +51,13 @@ TYPES = {
     **dict.fromkeys(("run_id", "suite", "launch_id", "cell_key", "collective", "impl", "algorithm", "intra", "inter",
                      "resolved_algorithm", "transport", "library", "library_version", "device", "hosts", "dtype",
                      "op", "placement", "timing_mode", "status", "error", "mpi_thread_level", "tool_version",
-                     "git_sha", "arm", "hosts_digest", "planned_hosts_digest", "buffers"), _STRING),
+                     "git_sha", "arm", "hosts_digest", "planned_hosts_digest", "buffers", "mode"), _STRING),
     **dict.fromkeys(("nranks", "nnodes", "ranks_per_node", "count_per_rank", "bytes_per_rank", "bytes_total",
                      "repeat", "warmup", "iters", "n_wrong", "schema_version", "planned_nnodes",
                      "planned_ranks_per_node"), _INT),
     **dict.fromkeys(("time_us_min", "time_us_p50", "time_us_mean", "time_us_p95", "time_us_p99", "time_us_max",
-                     "time_us_std", "algbw_gbps", "busbw_gbps"), _FLOAT),
+                     "time_us_std", "algbw_gbps", "busbw_gbps", "overlap_pct", "pure_us", "compute_us",
+                     "overall_us"), _FLOAT),
     "virtual_nodes": _BOOL, "planned_virtual_nodes": _BOOL, "oversubscribed": _BOOL,
     "timestamp": pa.timestamp("ns", tz="UTC"),
 }
@@ -66,11 +67,12 @@ SAMPLE_SCHEMA = pa.schema([(name, TYPES.get(name, _INT if name == "iteration" el
 #: constants, the group's, or null)
 PER_CELL = ("cell_key", "count_per_rank", "bytes_per_rank", "bytes_total", "repeat", "iters", "time_us_min",
             "time_us_p50", "time_us_mean", "time_us_p95", "time_us_p99", "time_us_max", "time_us_std", "algbw_gbps",
-            "busbw_gbps", "n_wrong", "status", "error", "run_id", "launch_id")
+            "busbw_gbps", "n_wrong", "status", "error", "run_id", "launch_id", "overlap_pct", "pure_us", "compute_us",
+            "overall_us")
 #: per-cell text columns whose values come from files or flags: quoted in results.csv where CSV needs it
 FREE_TEXT = ("error", "run_id", "launch_id")
 #: set per group of cells (one collective, type, op and placement)
-PER_GROUP = ("collective", "dtype", "op", "placement")
+PER_GROUP = ("collective", "dtype", "op", "placement", "mode")
 #: the fields of a results.csv line that are not the file's constants
 CSV_FIELDS = (*PER_CELL, *PER_GROUP)
 ROW_WIDTH = len(PER_CELL) + 1
@@ -184,14 +186,19 @@ class ImportTable:
         #: the current file's cells whose printed bandwidth differs from the one its time gives:
         #: (how many, the first one's line and reason)
         self.mismatches: tuple[int, str] = (0, "")
+        #: the current run's cells with a printed algbw, and those where it is over 100x off what
+        #: size / time gives (every one: the time is in another unit, or the columns are misread)
+        self.unit_checks: tuple[int, int] = (0, 0)
 
     def begin(self, context: dict) -> None:
         """The next cells are of the run ``context`` describes. A run that shares every constant column
         with the one before (the runs of one log: only run_id and launch_id differ, and they are set
         per cell) goes on in the same chunk; another one starts a new chunk."""
-        new = {**context, "ranks_per_node": max(int(context["nranks"]) // int(context["nnodes"]), 1)}
+        known = context["nranks"] is not None and context["nnodes"] is not None
+        new = {**context, "ranks_per_node": max(int(context["nranks"]) // int(context["nnodes"]), 1) if known else None}
         previous = self._context
         self.mismatches = (0, "")
+        self.unit_checks = (0, 0)
         if previous is not None and previous.get("timestamp_ns") == new.get("timestamp_ns") \
                 and self._constants(previous) == self._constants(new):
             self._context = new
@@ -214,6 +221,12 @@ class ImportTable:
         if constant_run:
             self._segments.append((None, ",".join(constant_run) + "\n"))
 
+    def relabel(self, run_id: str, launch_id: str) -> None:
+        """The next cells are of another run of the same table (runs interleaved in one file): only
+        their run_id and launch_id differ, which are set per cell."""
+        assert self._context is not None, "begin() first"
+        self._context = {**self._context, "run_id": run_id, "launch_id": launch_id}
+
     def _group(self, m: Measurement) -> _Group:
         context = self._context
         assert context is not None, "begin() first"
@@ -222,7 +235,7 @@ class ImportTable:
                   "algorithm": context.get("algorithm", "native"),
                   "intra": "", "inter": "", "device": context["device"], "nranks": nranks, "dtype": m.dtype,
                   "op": m.op, "placement": m.placement, "timing_mode": TIMING_MODE, "arm": "",
-                  "buffers": context.get("buffers", "warm")}
+                  "buffers": context.get("buffers", "warm"), "mode": m.mode}
         keys = cell_keys(shared)
         # repeats count a cell's occurrences in the import wherever it ran (as before the key held the hosts)
         key_id = self._key_ids.setdefault((m.collective, context["impl"], context.get("algorithm", "native"),
@@ -231,8 +244,8 @@ class ImportTable:
                                           len(self._key_ids))
         group = _Group(len(self._group_values), keys, key_id, ITEMSIZE[m.dtype],
                        ranks_in_total(m.collective, nranks), busbw_factor(m.collective, nranks))
-        self._groups[(m.collective, m.dtype, m.op, m.placement)] = group
-        self._group_values.append((m.collective, m.dtype, m.op, m.placement))
+        self._groups[(m.collective, m.dtype, m.op, m.placement, m.mode)] = group
+        self._group_values.append((m.collective, m.dtype, m.op, m.placement, m.mode))
         self.shapes.add((m.collective, nranks))
         return group
 
@@ -264,7 +277,7 @@ class ImportTable:
 
     def add(self, m: Measurement) -> None:
         """One cell (out-of-place or in-place of one size), as ``make_row`` would build it."""
-        group = self._groups.get((m.collective, m.dtype, m.op, m.placement)) or self._group(m)
+        group = self._groups.get((m.collective, m.dtype, m.op, m.placement, m.mode)) or self._group(m)
         count = m.count_per_rank
         bytes_per_rank = count * group.itemsize
         bytes_total = bytes_per_rank * group.ranks_in_total
@@ -283,6 +296,10 @@ class ImportTable:
                 and (why := bandwidth_mismatch(m, bytes_total, group.busbw_factor)):
             seen, first = self.mismatches
             self.mismatches = (seen + 1, first or f"line {m.line}: {why}")
+        if m.algbw_gbps and m.time_us > 0 and bytes_total:
+            ratio = m.algbw_gbps / (bytes_total / m.time_us / 1e3)
+            checked, off = self.unit_checks
+            self.unit_checks = (checked + 1, off + (not 0.01 <= ratio <= 100))
         status = status_of(m)
         if m.samples_us:  # the statistics of the samples, as for a measured row (make_row)
             stats = sample_stats(m.samples_us)
@@ -292,12 +309,14 @@ class ImportTable:
             self.cells_with_samples += 1
             self._values.extend((cell_key, count, bytes_per_rank, bytes_total, repeat, len(m.samples_us), low, p50,
                                  mean, p95, p99, high, std, algbw, busbw, m.n_wrong, status, m.note,
-                                 self._context["run_id"], self._context["launch_id"], group.index))
+                                 self._context["run_id"], self._context["launch_id"], m.overlap_pct, m.pure_us,
+                                 m.compute_us, m.overall_us, group.index))
         else:
             self._values.extend((cell_key, count, bytes_per_rank, bytes_total, repeat, m.iters, m.time_us_min,
                                  mean if m.time_us_p50 is None else m.time_us_p50, mean, m.time_us_p95,
                                  m.time_us_p99, m.time_us_max, None, algbw, busbw, m.n_wrong, status, m.note,
-                                 self._context["run_id"], self._context["launch_id"], group.index))
+                                 self._context["run_id"], self._context["launch_id"], m.overlap_pct, m.pure_us,
+                                 m.compute_us, m.overall_us, group.index))
         self.cells += 1
         if len(self._values) >= self._chunk_values or self._pending_samples >= SAMPLE_CHUNK:
             self.flush()

@@ -362,8 +362,10 @@ def _judge(key: tuple, current: pd.DataFrame, baseline: pd.DataFrame, groups: tu
 
 def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     """A verdict for every cell of either side, after the selection options."""
-    base = _keyed(_select(baseline.results, options))
-    cur = _keyed(_select(current.results, options))
+    chosen = _select(baseline.results, options), _select(current.results, options)
+    if baseline.run_ids != current.run_ids:
+        _refuse_unknown_ranks(chosen, (baseline, current))
+    base, cur = _keyed(chosen[0]), _keyed(chosen[1])
     if base.empty or cur.empty:
         side = "baseline" if base.empty else "current run"
         raise BadInput("gate", f"the {side} has no cells after the selection options")
@@ -394,6 +396,18 @@ def gate(baseline: RunSet, current: RunSet, options: GateOptions) -> GateResult:
     measured = [cell.key for cell in cells if cell.verdict not in ("failed", "missing", "new")]
     shift = uniform_shift(groups[0], groups[1], pairing, measured, options.confidence) if pairing else None
     return GateResult(cells, options, baseline.run_ids, current.run_ids, probe_ratio, shift)
+
+
+def _refuse_unknown_ranks(frames: tuple[pd.DataFrame, pd.DataFrame], sides: tuple[RunSet, RunSet]) -> None:
+    """Cells without a rank count (an imported log that did not say it) match only themselves: a
+    gate of one such run against itself works, one across runs would compare cells of any rank count."""
+    for name, frame, side in zip(("baseline", "current run"), frames, sides, strict=True):
+        unknown = pd.to_numeric(frame["nranks"], errors="coerce").isna()
+        if unknown.any():
+            where = ", ".join(side.sources[:2]) or name
+            raise BadInput(where, f"{int(unknown.sum())} cells of the {name} have no rank count (nranks empty: the "
+                                  "imported log did not say it), so they cannot be matched with another run's: "
+                                  "import it again with --nranks N (or gate it against itself)")
 
 
 def _why_nothing_matches(base: pd.DataFrame, cur: pd.DataFrame) -> str:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the worker reads plans without the suite schema (pydantic c
 #: ``ranks_per_node`` are the measured placement (bench/results/table.py Row), as the gate always read them.
 CELL_KEY = (
     "collective", "impl", "algorithm", "intra", "inter", "device", "nranks", "nnodes", "ranks_per_node",
-    "dtype", "op", "placement", "buffers", "count_per_rank", "timing_mode", "arm", "mode",
+    "dtype", "op", "placement", "buffers", "count_per_rank", "timing_mode", "mode", "arm",
 )
 #: the value of a key column in a table written before the column existed (what those runs measured)
 KEY_DEFAULTS = {"buffers": "warm", "mode": BLOCKING}

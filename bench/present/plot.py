@@ -37,6 +37,10 @@ SPEEDUP_LIMIT_LOG2 = 4
 VARIANTS = ("dtype", "op", "placement", "buffers", "timing_mode")
 
 
+#: the cell-key columns that are counts (the rest are text)
+COUNT_KEYS = ("nranks", "nnodes", "ranks_per_node", "count_per_rank")
+
+
 def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per cell (repeats and runs pooled: median of medians) with an implementation label,
     a shape ("8 GPUs, 2 nodes") and a variant (the dtype/op/placement/mode, where a collective has several).
@@ -52,14 +56,16 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
     if "mode" not in ok:  # tables from before call modes
         ok["mode"] = "blocking"
     for name in CELL_KEY:
-        if ok[name].dtype == object or pd.api.types.is_string_dtype(ok[name]):
+        if name in COUNT_KEYS:  # numbers, or empty where a table does not say (an import's unknown nnodes)
+            ok[name] = pd.to_numeric(ok[name], errors="coerce")
+        elif ok[name].dtype == object or pd.api.types.is_string_dtype(ok[name]):
             ok[name] = ok[name].fillna("").astype(str)
     ok.loc[~ok["collective"].astype(str).map(reduces).astype(bool), "op"] = ""  # an all-gather reduces nothing
     keys = [*CELL_KEY, "bytes_total"]
     if "oversubscribed" not in ok:
         ok["oversubscribed"] = False
     ok["oversubscribed"] = ok["oversubscribed"].fillna(False).astype(bool)
-    frame = ok.groupby(keys, as_index=False, sort=False).agg(
+    frame = ok.groupby(keys, as_index=False, sort=False, dropna=False).agg(
         time_us=("time_us_p50", "median"), busbw_gbps=("busbw_gbps", "median"),
         oversubscribed=("oversubscribed", "max"))
     intervals = median_intervals(samples)
@@ -74,7 +80,8 @@ def plot_frame(results: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd
     # "total" sizes are rounded to a multiple of the rank count: compare sizes by nearest power of two
     frame["size_bucket"] = np.exp2(np.round(np.log2(frame["bytes_total"].clip(lower=1)))).astype(np.int64)
     unit = np.where(frame["device"].isin(device_kinds()), "GPUs", "ranks")
-    frame["shape"] = [f"{n} {u}" + (f", {m} nodes" if m > 1 else "") for n, u, m in
+    frame["shape"] = [(f"{n:g} {u}" if n == n else f"? {u} (unknown)") + (f", {m:g} nodes" if m == m and m > 1 else "")
+                      for n, u, m in
                       zip(frame["nranks"], unit, frame["nnodes"], strict=True)]
     return frame.sort_values(["collective", "nranks", "nnodes", "label", "bytes_total"]).reset_index(drop=True)
 

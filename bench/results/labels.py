@@ -50,7 +50,9 @@ def shape_label(row) -> str:
     nodes = int(field(row, "nnodes", 1) or 1)
     # a table's bool (numpy's or Python's), or the gate's normalised key ("virtual"/"real"/"")
     kind = "virtual nodes" if str(field(row, "virtual_nodes", "")) in ("True", "virtual") else "nodes"
-    return f"{int(field(row, 'nranks'))} ranks" + (f" / {nodes} {kind}" if nodes > 1 else "")
+    ranks = field(row, "nranks")
+    shown = f"{int(ranks)} ranks" if ranks != "" and int(ranks) >= 0 else "? ranks"  # -1: the gate's unknown
+    return shown + (f" / {nodes} {kind}" if nodes > 1 else "")
 
 
 def cell_label(row) -> str:

@@ -10,7 +10,6 @@ runs its rounds as sessions of suites it builds in memory.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -128,9 +127,7 @@ class Sweep:
         self.where.probe(self.suite)
         self.check_installs(known_installs)
         self.check_fits()
-        if self.launcher.name == "srun":
-            slurm.check_steps(self.label, self.suite.slurm, self.where.site, self.launches,
-                        in_allocation=bool(os.environ.get("SLURM_JOB_ID")))
+        self.launcher.check_launches(self.label, self.suite.slurm, self.where.site, self.launches)
         memory.check_processes(self.launches, self.where.process_room, self.label)
 
     def check_fits(self) -> None:

@@ -16,6 +16,7 @@ from collectives.envsettings import MACHINE_RANKS_VARIABLE, physical_cores
 from collectives.version import VERSION_VARIABLE, library_version
 
 if TYPE_CHECKING:
+    from bench.plan.cells import Launch
     from bench.plan.hosts import HostPlan, Placement
     from bench.plan.site import Site
     from bench.plan.slurm_options import Slurm
@@ -170,6 +171,10 @@ class Launcher:
             return (f"{install.given}: loads {install.mpi_library} ({install.flavour}); this sweep launches its "
                     f"jobs for {self.flavour}")
         return None
+
+    def check_launches(self, label: str, slurm: Slurm, site: Site | None, launches: list[Launch]) -> None:
+        """BadInput, before the first launch, where a launch cannot run at the site this way (a
+        scheduler's step that its node cannot hold): nothing to check by default."""
 
     def dry_run_text(self, argv: list[str]) -> str:
         """How ``--dry-run`` shows one launch: quoted as a shell reads it (the line can be pasted, and

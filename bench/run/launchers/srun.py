@@ -15,10 +15,12 @@ from bench.plan.slurm_options import time_minutes
 from bench.run import slurm
 from bench.run.launchers import register
 from bench.run.launchers.base import Launcher
-from bench.run.slurm import allocation_time_limit
+from bench.run.slurm import allocation_time_limit, check_steps
 
 if TYPE_CHECKING:
+    from bench.plan.cells import Launch
     from bench.plan.hosts import Placement
+    from bench.plan.site import Site
     from bench.plan.slurm_options import Slurm
 
 #: srun --mpi=<plugin> for the MPI that mpi4py loads ("other": the site's MpiDefault)
@@ -96,6 +98,10 @@ class Srun(Launcher):
             argv += [f"--account={self.account}"] if self.account else []
         # the site profile's binding, then the suite's own srun_args (which replace a site option by name)
         return argv + site + list(self.srun_args)
+
+    def check_launches(self, label: str, slurm: Slurm, site: Site | None, launches: list[Launch]) -> None:
+        """Each step against the site's node, and (srun's own job, outside an allocation) its time."""
+        check_steps(label, slurm, site, launches, in_allocation=bool(os.environ.get("SLURM_JOB_ID")))
 
     def job_hosts(self) -> HostPlan:
         """The allocation's nodes, or (outside one) the nodes srun's own job gets."""

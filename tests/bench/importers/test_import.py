@@ -457,7 +457,7 @@ def test_import_cli_writes_a_run_that_plots_and_gates_read(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["osu", str(OSU / "osu_allreduce.txt")], "--nranks"),
+    (["osu", str(OSU / "osu_allgather_full.txt")], "--nranks"),  # its bytes need the rank count
     (["nccl-tests", str(DATA / "osu" / "osu_allreduce.txt")], "collective"),
     (["nccl-tests", str(NCCL / "nothing.txt")], "cannot read"),
     (["iperf", str(OSU / "osu_allreduce.txt")], "unknown tool"),

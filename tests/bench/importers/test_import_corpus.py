@@ -6,7 +6,9 @@ lines, CRLF, truncation): the same values, or a one-line refusal naming the line
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +18,6 @@ from hostile import assert_bad_input, run_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.errors import BadInput
 from bench.importers.frontend import clean, split_runs
 from bench.importers.rows import ImportOptions
 from bench.importers.run import import_files
@@ -85,12 +86,12 @@ def test_old_generation_pasted_without_its_header(tmp_path):
     path = tmp_path / "paste.txt"
     path.write_text("".join(line + "\n" for line in (CORPUS / "nccl_2.11_all_gather_old.txt").read_text().splitlines()
                             if not line.startswith("#")))
-    with pytest.raises(BadInput, match="no importer recognises it"):  # --auto goes by headers: none here
-        import_files(None, [path], ImportOptions())
-    results, _, _ = import_files("nccl-tests", [path], ImportOptions())
     expected, _ = table("nccl_2.11_all_gather_old.txt")
     columns = ["collective", "op", "count_per_rank", "placement", "time_us_mean", "busbw_gbps", "status", "nranks"]
-    assert results[columns].equals(expected[columns])
+    # --auto: no header, but rows in nccl-tests' shape tell the tool (all_gather: no redop column in that format)
+    for kind in (None, "nccl-tests"):
+        results, _, _ = import_files(kind, [path], ImportOptions())
+        assert results[columns].equals(expected[columns])
 
 
 def test_rccl_multi_node_without_group_and_its_version_block():
@@ -398,3 +399,305 @@ def test_truncation_keeps_the_values_it_has_or_names_the_line(tmp_path_factory, 
     assert code == 0, stderr
     results = pd.read_parquet(folder / "out" / "results.parquet")
     assert set(_frame(results)) <= set(_frame(EXPECTED[name]))
+
+
+# -- issue 53: what an expert reads from a partial or odd log (corpus files *_old*, *_cut*, *_paste*) ------
+
+
+def test_nccl_old_all_reduce_header_and_one_process_of_eight_gpus():
+    """Before 2.13 the header differs per test: all_reduce prints redop (no root) and a float error;
+    the collective from the row shape (no 'Collective test starting' line), 8 ranks from the rank lines."""
+    results, meta = table("nccl_2.10_all_reduce_old.txt")
+    assert set(results.collective) == {"allreduce"} and set(results.op) == {"sum"} and set(results.dtype) == {"float32"}
+    assert set(results.nranks) == {8} and set(results.nnodes) == {1} and set(results.hosts) == {"dgx-a100"}
+    out, inplace = cells(results), cells(results, "in_place")
+    assert out.count_per_rank.tolist() == [262144, 1048576, 4194304, 16777216]
+    assert out.bytes_total.tolist() == [1048576, 4194304, 16777216, 67108864]
+    assert out.time_us_mean.tolist() == [22.05, 48.9, 141.2, 489.77]
+    assert inplace.time_us_mean.tolist() == [21.87, 48.31, 140.75, 488.1]
+    assert out.algbw_gbps.tolist() == [47.55, 85.77, 118.82, 137.02]
+    assert out.busbw_gbps.tolist() == [83.22, 150.1, 207.93, 239.79]
+    assert inplace.busbw_gbps.tolist() == [83.91, 151.94, 208.6, 240.61]
+    assert set(results.status) == {"ok"} and set(results.n_wrong) == {0} and set(results.iters) == {20}
+    said = "; ".join(meta["imported_from"][0]["inferred"])
+    assert "collective=allreduce from the row shape" in said and "nranks=8 from 8 '#  Rank N" in said
+
+
+def test_nccl_old_broadcast_pasted_without_any_header():
+    """Rows only (root column, error columns): broadcast from the row shape (ratio 1, root 0, no redop);
+    its busbw is its algbw at any rank count, so nranks stays empty."""
+    results, meta, _ = import_files("nccl-tests", [CORPUS / "nccl_2.10_broadcast_old_paste.txt"], ImportOptions())
+    assert set(results.collective) == {"broadcast"} and set(results.op) == {"none"} and results.nranks.isna().all()
+    out, inplace = cells(results), cells(results, "in_place")
+    assert out.count_per_rank.tolist() == [16384, 65536, 262144]
+    assert out.bytes_total.tolist() == [65536, 262144, 1048576]
+    assert out.time_us_mean.tolist() == [16.42, 21.77, 40.12] and inplace.time_us_mean.tolist() == [16.3, 21.5, 39.8]
+    assert out.algbw_gbps.tolist() == [3.99, 12.04, 26.14] and (results.busbw_gbps == results.algbw_gbps).all()
+    assert set(results.status) == {"ok"}
+    assert "nranks unknown" in "; ".join(meta["imported_from"][0]["inferred"])
+
+
+def test_nccl_old_reduce_header_with_redop_and_root():
+    results, _ = table("nccl_2.10_reduce_old.txt")
+    assert set(results.collective) == {"reduce"} and set(results.nranks) == {4} and set(results.nnodes) == {2}
+    assert set(results.hosts) == {"nodeA,nodeB"} and set(results.ranks_per_node) == {2}
+    out, inplace = cells(results), cells(results, "in_place")
+    assert out.count_per_rank.tolist() == [1024, 16384] and out.bytes_total.tolist() == [4096, 65536]
+    assert out.time_us_mean.tolist() == [18.3, 25.6] and inplace.time_us_mean.tolist() == [18.11, 25.32]
+    assert out.busbw_gbps.tolist() == [0.22, 2.56] and inplace.busbw_gbps.tolist() == [0.23, 2.59]
+    assert inplace.status.tolist() == ["ok", "wrong"] and nan_or(inplace.n_wrong) == [0, None]
+    assert inplace.error.tolist() == ["", "nccl-tests error 4e-02 above its tolerance 3e-05"]  # 1e-5 x (4-1)
+
+
+def test_rccl_job_killed_mid_row_keeps_the_rows_before():
+    """rccl-tests under srun --label on two Frontier nodes, the file ending inside a row: the rows
+    before it, the cut one left out and said."""
+    results, meta = table("rccl_2.13_all_gather_cut.txt")
+    assert set(results.collective) == {"allgather"} and set(results.nranks) == {16} and set(results.nnodes) == {2}
+    assert set(results.library) == {"RCCL"} and set(results.library_version) == {"2.18.3"}
+    assert set(results.tool_version) == {"rccl-tests 2.13.0"} and set(results.device) == {"rocm"}
+    out, inplace = cells(results), cells(results, "in_place")
+    assert out.count_per_rank.tolist() == [16384, 65536, 262144]
+    assert out.bytes_total.tolist() == [1048576, 4194304, 16777216]
+    assert out.time_us_mean.tolist() == [60.21, 120.4, 380.55]
+    assert inplace.time_us_mean.tolist() == [59.8, 119.73, 379.02]
+    assert out.busbw_gbps.tolist() == [16.33, 32.66, 41.33] and inplace.algbw_gbps.tolist() == [17.53, 35.03, 44.26]
+    assert "line 31 left out: the file's last line, cut inside it" in "; ".join(meta["imported_from"][0]["inferred"])
+
+
+def test_osu_table_without_banner_cut_in_its_last_row():
+    """'# Size  Avg Latency(us) ...' and rows only, no title, no launcher line, the last row cut: the
+    collective from the file name, nranks empty (all-reduce sizes do not depend on it), the cut row out."""
+    results, meta = table("osu_7.3_allreduce_paste_cut.txt")
+    assert set(results.collective) == {"allreduce"} and set(results.dtype) == {"float32"}
+    assert results.nranks.isna().all()
+    assert results.count_per_rank.tolist() == [1, 2, 4, 256, 16384]
+    assert results.bytes_total.tolist() == [4, 8, 16, 1024, 65536]
+    assert results.time_us_mean.tolist() == [3.21, 3.25, 3.3, 5.92, 41.87]
+    assert results.time_us_min.tolist() == [2.95, 3.01, 3.04, 5.4, 40.12]
+    assert results.time_us_max.tolist() == [3.48, 3.52, 3.6, 6.33, 43.5]
+    assert results.iters.tolist() == [10000, 10000, 10000, 10000, 1000] and results.busbw_gbps.isna().all()
+    said = "; ".join(meta["imported_from"][0]["inferred"])
+    assert "collective=allreduce from the file name" in said and "nranks unknown" in said
+    assert "line 7 left out" in said
+
+
+def test_imb_blocks_behind_a_loggers_timestamps():
+    results, _ = table("imb_2019_allgather_bcast_timestamps.txt")
+    assert set(results.tool_version) == {"IMB 2019 Update 6"} and set(results.nranks) == {4}
+    allgather, bcast = (results[results.collective == name].reset_index(drop=True)
+                        for name in ("allgather", "broadcast"))
+    assert allgather.count_per_rank.tolist() == [0, 1024, 65536]
+    assert allgather.bytes_total.tolist() == [0, 4096, 262144]
+    assert allgather.time_us_mean.tolist() == [0.05, 3.25, 43.05]
+    assert allgather.time_us_min.tolist() == [0.05, 3.1, 41.2]
+    assert allgather.time_us_max.tolist() == [0.06, 3.4, 44.9] and allgather.iters.tolist() == [1000, 1000, 640]
+    assert bcast.count_per_rank.tolist() == [0, 1024, 65536] and bcast.time_us_mean.tolist() == [0.03, 2.11, 19.77]
+    assert set(results.dtype) == {"uint8"} and set(results.op) == {"none"}
+
+
+def test_nccl_reduce_scatter_from_a_github_actions_log():
+    """Each line behind `gh run view --log`'s job, step and runner timestamp; ##[group] markers."""
+    results, _ = table("nccl_2.19_reduce_scatter_gh_actions.log")
+    assert set(results.collective) == {"reduce_scatter"} and set(results.nranks) == {2}
+    assert set(results.library_version) == {"2.19.3"} and set(results.tool_version) == {"nccl-tests 2.13.10"}
+    out, inplace = cells(results), cells(results, "in_place")
+    assert out.count_per_rank.tolist() == [1048576, 4194304] and out.bytes_total.tolist() == [8388608, 33554432]
+    assert out.time_us_mean.tolist() == [101.22, 312.4] and inplace.time_us_mean.tolist() == [100.87, 311.95]
+    assert out.busbw_gbps.tolist() == [41.44, 53.7] and inplace.busbw_gbps.tolist() == [41.58, 53.78]
+
+
+def test_osu_non_blocking_keeps_its_overlap_columns():
+    """osu_ialltoall (OMB 5.6, the launcher's rank count): each cell's time is OSU's Pure Comm. (post +
+    wait, as a sweep's non-blocking cell), Overall, Compute and Overlap(%) in their own columns."""
+    results, meta = table("osu_5.6_ialltoall_nonblocking.txt")
+    assert set(results.collective) == {"alltoall"} and set(results["mode"]) == {"nonblocking"}
+    assert set(results.nranks) == {4} and set(results.dtype) == {"char"}
+    assert results.count_per_rank.tolist() == [1, 2, 4, 8] and results.bytes_total.tolist() == [4, 8, 16, 32]
+    assert results.time_us_mean.tolist() == [5.18, 5.1, 4.93, 3.97]
+    assert results.pure_us.tolist() == [5.18, 5.1, 4.93, 3.97]
+    assert results.overall_us.tolist() == [11.09, 10.87, 9.98, 9.1]
+    assert results.compute_us.tolist() == [6.1, 6.04, 5.87, 4.76]
+    assert results.overlap_pct.tolist() == [3.46, 5.46, 16.62, 0.0]
+    assert "mode=nonblocking" in "; ".join(meta["imported_from"][0]["inferred"])
+
+
+def test_osu_non_blocking_full_output():
+    """-f prints Coll. Init, MPI_Test and MPI_Wait too: the same columns kept, the others read past."""
+    results, _ = table("osu_7.4_iallreduce_full.txt")
+    assert set(results.collective) == {"allreduce"} and set(results["mode"]) == {"nonblocking"}
+    assert set(results.nranks) == {8} and set(results.dtype) == {"float32"} and set(results.op) == {"sum"}
+    assert results.count_per_rank.tolist() == [1, 4, 16]
+    assert results.time_us_mean.tolist() == [7.2, 7.35, 8.02] and results.overall_us.tolist() == [14.02, 14.33, 15.9]
+    assert results.compute_us.tolist() == [7.41, 7.58, 8.3] and results.overlap_pct.tolist() == [8.19, 8.16, 5.24]
+
+
+def test_imb_nbc_non_blocking_and_its_pure_block():
+    """IMB-NBC: Iallreduce's t_pure is the cell's time (t_ovrl, t_CPU, overlap[%] kept); the
+    Iallreduce_pure block (the call alone, min/max/avg) is another measurement: algorithm native:pure."""
+    results, _ = table("imb_2021.3_nbc_iallreduce.txt")
+    assert set(results.collective) == {"allreduce"} and set(results["mode"]) == {"nonblocking"}
+    assert set(results.nranks) == {4} and set(results.dtype) == {"float32"} and results.cell_key.is_unique
+    main, pure = (results[results.algorithm == name].reset_index(drop=True) for name in ("native", "native:pure"))
+    assert main.count_per_rank.tolist() == [1, 256] and main.time_us_mean.tolist() == [2.12, 3.77]
+    assert main.overall_us.tolist() == [3.91, 6.4] and main.compute_us.tolist() == [2.05, 3.71]
+    assert main.overlap_pct.tolist() == [12.68, 29.11] and main.pure_us.tolist() == [2.12, 3.77]
+    assert pure.time_us_mean.tolist() == [2.1, 3.75] and pure.time_us_min.tolist() == [2.01, 3.6]
+    assert pure.time_us_max.tolist() == [2.2, 3.9] and pure.overlap_pct.isna().all()
+
+
+def test_blocking_and_non_blocking_cells_are_not_one_cell():
+    """An all-reduce and an iallreduce of the same sizes in one import: each its own cell key."""
+    twice = [CORPUS / "osu_7.4_iallreduce_full.txt"] * 2
+    results, _, _ = import_files(None, twice, ImportOptions())
+    assert results.cell_key.is_unique and set(results["mode"]) == {"nonblocking"}
+    blocking, _ = table("osu_7.4_bcast_full.txt")
+    assert set(blocking["mode"]) == {"blocking"} and blocking.overlap_pct.isna().all()
+
+
+# -- issue 53 mutations: cut the header, cut the footer, drop columns, interleave two runs ------------
+
+#: (file, the tool to name, options): every format of the corpus, complete and partial
+MUTATED = [("nccl_2.19_all_reduce_tagged.log", "nccl-tests", {}), ("nccl_2.11_all_gather_old.txt", "nccl-tests", {}),
+           ("nccl_2.10_all_reduce_old.txt", "nccl-tests", {}), ("nccl_2.10_reduce_old.txt", "nccl-tests", {}),
+           ("rccl_2node_all_reduce.txt", "rccl-tests", {}), ("rccl_2.13_all_gather_cut.txt", "rccl-tests", {}),
+           ("nccl_2.19_reduce_scatter_gh_actions.log", "nccl-tests", {}), ("osu_7.4_bcast_full.txt", "osu", {}),
+           ("osu_7.3_allreduce_paste_cut.txt", "osu", {}), ("osu_7.4_alltoall_xccl.txt", "osu", {"nranks": 8}),
+           ("imb_3.2.4_allreduce_check.txt", "imb", {}), ("imb_2019_allgather_bcast_timestamps.txt", "imb", {}),
+           ("osu_7.4_iallreduce_full.txt", "osu", {}), ("imb_2021.3_nbc_iallreduce.txt", "imb", {})]
+#: what a mutation keeps: a cell's identity and the times read from the file
+KEPT = ["collective", "dtype", "op", "placement", "count_per_rank", "time_us_mean", "time_us_min", "time_us_max"]
+BASE = {name: import_files(tool, [CORPUS / name], ImportOptions(**options))[0] for name, tool, options in MUTATED}
+
+
+def _rows_of(results: pd.DataFrame, columns: list[str]) -> list[tuple]:
+    return sorted(tuple(None if isinstance(v, float) and math.isnan(v) else v for v in row)
+                  for row in results[columns].itertuples(index=False))
+
+
+def _is_row(line: str) -> bool:
+    body = clean(line).strip()
+    return body[:1].isdigit() and len(body.split()) > 2
+
+
+def _import_mutated(folder: Path, name: str, tool: str, options: dict, lines: list[str]) -> pd.DataFrame | None:
+    """The mutated log's rows, or None after a one-line refusal (exit 2, nothing written). It ends as the
+    original does (a cut last line stays without its line break)."""
+    path = folder / name
+    path.write_text("\n".join(lines) + ("\n" if (CORPUS / name).read_bytes().endswith(b"\n") else ""))
+    flags = [item for key, value in options.items() for item in (f"--{key}", value)]
+    result = run_in_process("import", tool, path, *flags, "--out", folder / "out")
+    if result[0] == 2:
+        assert_bad_input(result, str(path))
+        assert not (folder / "out").exists()
+        return None
+    assert result[0] == 0, result[2]
+    return pd.read_parquet(folder / "out" / "results.parquet")
+
+
+def _whole_lines(name: str) -> list[str]:
+    """The lines of a corpus file but a last one cut without its line break (left as it is)."""
+    lines = (CORPUS / name).read_text().splitlines()
+    return lines if (CORPUS / name).read_bytes().endswith(b"\n") else lines[:-1]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(choice=st.sampled_from(MUTATED), cut=st.sampled_from(["header", "footer", "both"]))
+def test_cut_header_or_footer_keeps_the_values_or_refuses(tmp_path_factory, choice, cut):
+    """Everything before the first result row (command line, banner, title, column header) or after the
+    last one cut away: the same cells with the same times (nranks may be lost), or one line, exit 2."""
+    name, tool, options = choice
+    lines = (CORPUS / name).read_text().splitlines()
+    rows = [index for index, line in enumerate(lines) if _is_row(line)]
+    start = rows[0] if cut in ("header", "both") else 0
+    end = rows[-1] + 1 if cut in ("footer", "both") else len(lines)
+    results = _import_mutated(tmp_path_factory.mktemp("cut"), name, tool, options, lines[start:end])
+    if results is not None:
+        assert set(_rows_of(results, KEPT)) <= set(_rows_of(BASE[name], KEPT))
+        if cut == "footer":
+            assert _rows_of(results, KEPT) == _rows_of(BASE[name], KEPT)
+
+
+def _drop(line: str, column: int) -> str:
+    """``line`` without its ``column``-th value, where it is a table header (nccl-tests, IMB) or row."""
+    body = clean(line)
+    prefix, stripped = line[:len(line) - len(body)], body.strip()
+    if re.match(r"#\s+size\s+count\s", stripped):
+        tokens, lead = stripped.lstrip("#").split(), "#  "
+    elif stripped.startswith("#bytes"):
+        tokens, lead = stripped.split(), "  "
+    elif _is_row(line):
+        tokens, lead = stripped.split(), "  "
+    else:
+        return line
+    if column >= len(tokens):
+        return line
+    return prefix + lead + "  ".join(tokens[:column] + tokens[column + 1:])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(choice=st.sampled_from([m for m in MUTATED if m[1] != "osu"]), column=st.integers(0, 12))
+def test_a_dropped_column_keeps_the_values_or_refuses(tmp_path_factory, choice, column):
+    """One column removed from the table's header and every row (nccl-tests, IMB: one token a column):
+    the cells it still describes with their times, or one line, exit 2; never a time read from the
+    wrong column."""
+    name, tool, options = choice
+    mutated = [_drop(line, column) for line in _whole_lines(name)]
+    results = _import_mutated(tmp_path_factory.mktemp("drop"), name, tool, options, mutated)
+    if results is not None:
+        identity = ["collective", "algorithm", "placement", "count_per_rank"]
+        expected = {row[:4]: row for row in _rows_of(BASE[name], [*identity, "time_us_mean"])}
+        for row in _rows_of(results, [*identity, "time_us_mean"]):
+            assert row[:4] in expected and row == expected[row[:4]], row
+
+
+def _woven(lines: list[str], offset: int) -> list[str]:
+    """Each table's rows with a slower copy (every decimal doubled: another run of the same sizes) woven
+    in from its row ``offset`` on, one row of each in turn."""
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        if not _is_row(lines[index]):
+            out.append(lines[index])
+            index += 1
+            continue
+        end = index
+        while end < len(lines) and _is_row(lines[end]):
+            end += 1
+        group, copy = lines[index:end], [_doubled(line) for line in lines[index:end]]
+        start = min(offset, len(group) - 1)  # woven in, not after: rows one run after the other are its cycles
+        out += group[:start]
+        for first, second in itertools.zip_longest(group[start:], copy):
+            out += [line for line in (second, first) if line is not None]
+        index = end
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(choice=st.sampled_from(MUTATED), offset=st.integers(0, 4))
+def test_two_runs_interleaved_split_or_refused(tmp_path_factory, choice, offset):
+    """A second, slower run of the same sizes woven into each table from its row ``offset`` on: two runs,
+    each with its own values, or one line naming the line; never repeats of one run."""
+    name, tool, options = choice
+    results = _import_mutated(tmp_path_factory.mktemp("weave"), name, tool, options,
+                              _woven(_whole_lines(name), offset))
+    if results is None:
+        return
+    assert results.run_id.nunique() == 2 * BASE[name].run_id.nunique(), "two runs read as one"
+    runs = sorted((results[results.run_id == run] for run in results.run_id.unique()),
+                  key=lambda frame: frame.time_us_mean.sum())
+    columns = [*KEPT[:5], "time_us_mean"]
+    assert _rows_of(runs[0], columns) == _rows_of(BASE[name], columns)
+    doubled = _rows_of(BASE[name].assign(time_us_mean=BASE[name].time_us_mean * 2), columns)
+    slower = _rows_of(runs[1], columns)
+    assert [row[:5] for row in slower] == [row[:5] for row in doubled]
+    assert [row[5] for row in slower] == pytest.approx([row[5] for row in doubled])
+
+
+def _doubled(line: str) -> str:
+    """A result row with every decimal doubled (a slower run of the same sizes), as many decimals, the
+    row as wide (the tools print fixed-width rows: a narrower one reads as cut)."""
+    def twice(found: re.Match) -> str:
+        decimals = len(found.group(2).split(".")[1])
+        return f"{float(found.group(2)) * 2:.{decimals}f}".rjust(len(found.group(0)))
+    return re.sub(r"( *)(?<![\w.])(\d+\.\d+)(?![\w.])", twice, line)
