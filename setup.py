@@ -12,7 +12,7 @@ reason is recorded.
 
 Every build writes cython_ext/_build_info.py: the wrapper, the MPI it compiles against, the
 UCX the binding was built against or why not. ``pccl-bench env`` and the start of a sweep
-compare it with what mpi4py loads (collectives/transports/mpi/library.py) before importing an extension.
+compare it with what mpi4py loads (collectives/libraries/mpi_library.py) before importing an extension.
 """
 
 import importlib.util
@@ -44,8 +44,8 @@ from ucx_locate import find_ucx, header_version, runtime_dirs  # noqa: E402
 
 
 def _load_mpiinfo():
-    """collectives/transports/mpi/library.py by path: its mpi.h reader, without importing the package."""
-    path = HERE / "collectives" / "transports" / "mpi" / "library.py"
+    """collectives/libraries/mpi_library.py by path: its mpi.h reader, without importing the package."""
+    path = HERE / "collectives" / "libraries" / "mpi_library.py"
     spec = importlib.util.spec_from_file_location("_pccl_mpiinfo", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

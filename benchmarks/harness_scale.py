@@ -197,7 +197,7 @@ def row_bytes(nhosts: int, cells: int) -> dict:
     names = [f"nid{index:06d}" for index in range(nhosts)]  # Frontier's node names: 9 characters
     before = len(json.dumps(",".join(names)))
     try:
-        from bench.run.hostfacts import hosts_digest, hosts_on_row
+        from bench.rank.hostfacts import hosts_digest, hosts_on_row
     except ImportError:  # a tree before the digest
         after = before
     else:

@@ -18,11 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.driver import memory_check as memory
+from bench.driver.launchers import Launcher
+from bench.driver.launchers.mpiexec import Mpiexec
 from bench.plan.suite import parse_suite
-from bench.run import hostfacts, memory
-from bench.run.hostfacts import HostFacts
-from bench.run.launchers import Launcher
-from bench.run.launchers.mpiexec import Mpiexec
+from bench.rank import hostfacts
+from bench.rank.hostfacts import HostFacts
 from bench.sweep.session import Sweep
 from bench.sweep.where import Where, host_plan
 

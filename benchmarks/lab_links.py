@@ -27,10 +27,10 @@ import time
 
 from in_lab import ROOT, arguments, on_login, own_lab  # beside this script
 
+from bench.driver.launchers.mpiexec import find_mpiexec
 from bench.lab import lab as lab_ops
 from bench.lab import links
 from bench.lab.state import Link
-from bench.run.launchers.mpiexec import find_mpiexec
 
 LAB = "links"
 SETTINGS = {

@@ -31,8 +31,8 @@ SUITE = {"name": "launch-cost", "collectives": ["allreduce"], "implementations":
          "timing": {"mode": "sync", "warmup": 10, "iters": 300, "min_iters": 30, "budget_s": 0.05,
                     "target_ci": 0.01, "max_warmup": 200, "probe": True}}
 PARTS = {"python": ["-c", "pass"], "mpi4py (MPI_Init)": ["-c", "from mpi4py import MPI"],
-         # the worker's import no longer starts MPI (bench/run/mpi_start.py): started here, as main does
-         "worker imports": ["-c", "import bench.run.worker; bench.run.worker.start_mpi('host')"]}
+         # the worker's import no longer starts MPI (bench/rank/mpi_start.py): started here, as main does
+         "worker imports": ["-c", "import bench.rank.worker; bench.rank.worker.start_mpi('host')"]}
 
 
 def _timed(argv: list[str]) -> float:

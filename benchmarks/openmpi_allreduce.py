@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.run.launchers import BASE_ENV, mpi_flavour  # noqa: E402
-from bench.run.launchers.mpiexec import find_mpiexec  # noqa: E402
+from bench.driver.launchers import BASE_ENV, mpi_flavour  # noqa: E402
+from bench.driver.launchers.mpiexec import find_mpiexec  # noqa: E402
 
 #: the timed job: prints one JSON line from rank 0
 JOB = r"""

@@ -18,8 +18,8 @@ def is_child() -> bool:
 
 def rerun_under_mpiexec(script: str, nranks: int) -> int:
     """``script`` with this process's arguments on ``nranks`` ranks; its exit code."""
-    from bench.run.launchers import MachineLoad, mpi_flavour
-    from bench.run.launchers.mpiexec import Mpiexec, find_mpiexec
+    from bench.driver.launchers import MachineLoad, mpi_flavour
+    from bench.driver.launchers.mpiexec import Mpiexec, find_mpiexec
 
     job_env = Mpiexec.for_flavour(mpi_flavour()).job_env(MachineLoad.here(nranks), {})
     env = {**os.environ, **job_env, CHILD: "1", "PYTHONPATH": str(ROOT)}

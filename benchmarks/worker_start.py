@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/worker_start.py [--repeats 5] [--tree before=/copy/of/a/checkout]
         [--ranks-per-node 8] [--rate 50000] [--json benchmarks/data/perf/startup.json]
 
-Every rank runs ``python -m bench.run.worker PLAN.json`` as bench/run/launchers/ starts it (``command``,
+Every rank runs ``python -m bench.rank.worker PLAN.json`` as bench/driver/launchers/ starts it (``command``,
 ``job_env``, its working directory). Here a 2-rank job of two small all-reduce cells (mpi, pccl-flat
 ring) runs under mpiexec as MPMD with rank 0 alone under ``strace -f -y``, counted from exec to its
 first cell (its first ``{"event": "start"``) and to its exit. Metadata ops: every call that names a
@@ -167,8 +167,8 @@ def write_plan(folder: Path, nranks: int) -> Path:
 def job(variant: Variant, plan: Path, nranks: int, first_prefix: list[str], first_flags: list[str],
         folder: Path) -> tuple[list[str], dict[str, str], str]:
     """The mpiexec MPMD argv (rank 0: ``first_prefix`` + the worker with ``first_flags``), env, cwd."""
-    from bench.run.launchers import PACKAGE_HOME, MachineLoad, mpi_flavour, worker_program
-    from bench.run.launchers.mpiexec import Mpiexec, find_mpiexec
+    from bench.driver.launchers import PACKAGE_HOME, MachineLoad, mpi_flavour, worker_program
+    from bench.driver.launchers.mpiexec import Mpiexec, find_mpiexec
 
     worker = worker_program([str(plan)])
     env = {**os.environ, **Mpiexec.for_flavour(mpi_flavour()).job_env(MachineLoad.here(nranks), {}), **variant.env}
@@ -339,7 +339,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for entry in args.tree:
         name, _, path = entry.partition("=")
         if not name or not (Path(path) / "bench" / "run" / "worker.py").is_file():
-            parser.error(f"--tree {entry!r}: expected NAME=PATH of a checkout with bench/run/worker.py")
+            parser.error(f"--tree {entry!r}: expected NAME=PATH of a checkout with bench/rank/worker.py")
         args.trees[name] = Path(path).resolve()
     if args.repeats < 1 or args.ranks < 2 or args.ranks_per_node < 1 or args.rate <= 0:
         parser.error("--repeats >= 1, --ranks >= 2, --ranks-per-node >= 1 and --rate > 0")

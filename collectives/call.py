@@ -26,7 +26,7 @@ class CallSpec:
     inter: str | None = None
     nnodes: int = 1  # for ``auto`` choices (the tuning table is keyed by nodes)
     #: posted, then waited for (MPI_Iallreduce + MPI_Wait): the op's call is the two back to back,
-    #: and the harness times a compute between them too (OSU's overlap; bench/run/overlap.py)
+    #: and the harness times a compute between them too (OSU's overlap; bench/rank/overlap.py)
     nonblocking: bool = False
 
     def __post_init__(self) -> None:

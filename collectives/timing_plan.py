@@ -46,7 +46,7 @@ class TimingPlan:
                               "warm-up only)", ge=0)
     warm_tol: float = _option(0.1, "how far apart (relative) two warm-up batches' medians may be to agree", gt=0)
     probe: bool = _option(False, "measure the machine-speed probe (barrier, 8 B all-reduce, 1 MiB memcpy) after "
-                          "every cell (bench/run/probe.py); gate --normalise probe judges cells relative to it")
+                          "every cell (bench/rank/probe.py); gate --normalise probe judges cells relative to it")
     turns: str = _option("iteration", "same-job arms that share a launch: iteration (the arms of a cell, up to 4, "
                          "timed in turns, iteration by iteration: every change of the machine lands on all) or cell "
                          "(one cell after the other)", choices=TURNS)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-#: the driver looks the version up once and hands it to every rank (bench/run/launchers/base.py job_env):
+#: the driver looks the version up once and hands it to every rank (bench/driver/launchers/base.py job_env):
 #: importlib.metadata costs each rank ~250 metadata operations (benchmarks/worker_start.py)
 VERSION_VARIABLE = "PCCL_BENCH_VERSION"
 

@@ -82,7 +82,7 @@ cdef class Sequence(CollOp):
 
 cdef class Rotating(CollOp):
     """One call of the same collective on buffers that move: each run calls the next of ``parts``
-    (one op built per buffer position, bench/run/buffers.py), round and round. The part is picked
+    (one op built per buffer position, bench/rank/buffers.py), round and round. The part is picked
     without the GIL: a borrowed pointer into ``parts``, which holds the references, and a counter."""
     cdef public list parts
     cdef PyObject **ops

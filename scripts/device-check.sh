@@ -181,14 +181,14 @@ step pip-project 240 "$PY" -m pip install -q "${pip_source[@]}" --no-build-isola
 step env 60 "$VENV/bin/pccl-bench" env
 # Every compiled MPI call must land in the library mpi4py loaded (an image with a system Open MPI
 # once bound cython_ext to it: each job aborted with "MPI_Allgather() called before MPI_INIT").
-step mpi-link 30 "$PY" -c 'import sys; from collectives.transports.mpi.library import extension_mpi_mismatch as m; \
+step mpi-link 30 "$PY" -c 'import sys; from collectives.libraries.mpi_library import extension_mpi_mismatch as m; \
 why = m(); print(why or "cython_ext calls the MPI library mpi4py loaded"); sys.exit(1 if why else 0)' \
     || exit "$status"
 
 # -- 2. bit-exactness on the GPU ------------------------------------------------------------------------
 export COLUMNS=200 PYTHONUNBUFFERED=1
 pytest=("$PY" -m pytest -q -rs -p no:cacheprovider)
-step gpu-tests 150 "${pytest[@]}" tests/project/test_gpu_hardware.py tests/collectives/transports/test_mpi_link.py
+step gpu-tests 150 "${pytest[@]}" tests/project/test_gpu_hardware.py tests/collectives/libraries/test_mpi_link.py
 
 # -- 3. the pre-flight (binding, one GPU per rank, NUMA, NCCL's network: docs/PREFLIGHT.md) ---------------
 sweep=("$VENV/bin/pccl-bench" run sweep suites/gpu-smoke.yaml)
@@ -215,5 +215,5 @@ fi
 # Last: the GPU paths' tests that need no GPU (emulated device memory), for the versions this image has
 step cpu-gpu-tests 120 "${pytest[@]}" tests/collectives/memory/test_gpu_device.py \
     tests/collectives/memory/test_gpu_aware.py tests/collectives/executors/test_gpu_paths.py \
-    tests/bench/run/test_gpu_binding.py tests/bench/run/test_preflight.py
+    tests/bench/rank/test_gpu_binding.py tests/bench/driver/test_preflight.py
 exit "$status"

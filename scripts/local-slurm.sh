@@ -18,7 +18,7 @@
 # /etc/slurm is never touched: every Slurm command gets SLURM_CONF. State lives in $PCCL_SLURM_STATE
 # (/var/lib/pccl-slurm). GPU GRES (gres/gpu) on both nodes, stand-in device files under
 # $STATE/dev: what Slurm sets in a GPU step (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES) and which
-# device files its cgroup lets a task open are real (tests/bench/run/test_slurm_gpus.py).
+# device files its cgroup lets a task open are real (tests/bench/driver/test_slurm_gpus.py).
 # The cluster is named "pccl-local"; the test suite runs its Slurm tests only against it.
 set -euo pipefail
 

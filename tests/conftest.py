@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.run.job import end_job
+from bench.driver.job import end_job
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -74,8 +74,8 @@ def subprocess_env(nranks: int = 1, extra: dict[str, str] | None = None) -> dict
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     # The same settings the sweep launcher gives its jobs (oversubscription aids only when ranks
     # outnumber cores; harmful otherwise).
-    from bench.run.launchers import MachineLoad, mpi_flavour
-    from bench.run.launchers.mpiexec import Mpiexec
+    from bench.driver.launchers import MachineLoad, mpi_flavour
+    from bench.driver.launchers.mpiexec import Mpiexec
 
     env.update(Mpiexec.for_flavour(mpi_flavour()).job_env(MachineLoad.here(nranks), {}))
     # Open MPI refuses root and oversubscription unless told (harmless for MPICH).

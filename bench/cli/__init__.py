@@ -13,13 +13,13 @@ from bench.cli import (
     gate_cmd,
     import_cmd,
     lab_cmd,
-    model_cmd,
     plot_cmd,
     report_cmd,
     run_cmd,
     suites_cmd,
     tune_cmd,
 )
+from bench.cli.model import commands as model_cmd
 from bench.errors import EXIT_BAD_INPUT, EXIT_CODES_HELP, EXIT_INTERRUPTED, BadInput
 
 app = typer.Typer(

@@ -13,10 +13,10 @@ BUILD_RECORD = "cython_ext/_build_info.py (written by setup.py)"
 
 
 def _mpi_rows() -> list[tuple[str, str, str]]:
+    from bench.driver.launchers import mpi_flavour
+    from bench.driver.launchers.mpiexec import find_mpiexec
     from bench.errors import BadInput
-    from bench.run.launchers import mpi_flavour
-    from bench.run.launchers.mpiexec import find_mpiexec
-    from collectives.transports.mpi.library import build_info, extension_mpi_mismatch, mpi_library, mpi_library_text
+    from collectives.libraries.mpi_library import build_info, extension_mpi_mismatch, mpi_library, mpi_library_text
 
     flavour = mpi_flavour()  # imports mpi4py without initialising MPI
     # Before any extension is imported: one built for the other MPI does not import at all.
@@ -46,14 +46,14 @@ def _mpi_rows() -> list[tuple[str, str, str]]:
 
 
 def _gpu_rows() -> list[tuple[str, str, str]]:
-    from bench.run.gpu_env import gpu_rows
+    from bench.driver.gpu_env import gpu_rows
 
     return gpu_rows()
 
 
 def ucx_build_row() -> tuple[str, str, str] | None:
     """The UCX the binding was built against, checked against the one loaded here."""
-    from collectives.transports.mpi.library import build_info
+    from collectives.libraries.mpi_library import build_info
     from collectives.transports.rdma import ops as rdma
 
     info = build_info()

@@ -9,9 +9,9 @@ import typer
 
 from bench.errors import BadInput
 from bench.importers import tools
+from bench.importers.import_run import MAX_RANKS, check_out_folder, import_to_folder, preflight
+from bench.importers.imported_row import ImportOptions
 from bench.importers.kinds import KINDS
-from bench.importers.rows import ImportOptions
-from bench.importers.run import MAX_RANKS, check_out_folder, import_to_folder, preflight
 
 #: the registered tools (bench/importers/__init__.py), in the order the help names them
 TOOLS = ("nccl-tests", "rccl-tests", "osu", "imb", "pccl-reproducer")

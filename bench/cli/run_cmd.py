@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from bench.driver.slurm import BATCH_JOBS
 from bench.errors import EXIT_CODES_HELP, BadInput
 from bench.plan import first_run as first_run_kit
 from bench.plan.site import load_site
 from bench.plan.suite_files import resolve_suite_path
-from bench.run.slurm import BATCH_JOBS
 from bench.sweep import SweepOptions, run_sweep
 from collectives.memory import KINDS
 from collectives.spec import COLLECTIVES

@@ -4,14 +4,14 @@ One module per tool registers a parser with ``@importer("name")``; a parser take
 (``bench.importers.frontend.Part``: a file's lines from one line to another, read through the front
 end that strips launcher prefixes) and the options and returns (context, measurements): the run's
 facts (ranks, hosts, library ...), complete before the first measurement is read, and its measurements
-(``bench.importers.rows.Measurement``) as an iterable that may read the file as it goes (a large log
+(``bench.importers.imported_row.Measurement``) as an iterable that may read the file as it goes (a large log
 is never held whole). The front end splits each file into runs and recognises each run's tool by its
 headers (``pccl-bench import`` without a tool).
 
 A tool whose rows depend on all its files at once registers with ``@importer("name", whole=True)``
 a reader that takes every path and the options and returns (results, meta, samples): the
 pccl-reproducer (one machine chosen over all files, each job a repeat of its cells, a method per
-row). Both kinds are run by bench/importers/run.py and written by the one run-folder writer.
+row). Both kinds are run by bench/importers/import_run.py and written by the one run-folder writer.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import BadInput
-from bench.importers.inputs import (
+from bench.importers.imported_row import Measurement
+from bench.importers.input_files import (
     BINARY,
     HEAD_BYTES,
     IMB,
@@ -49,7 +50,6 @@ from bench.importers.inputs import (
 )
 from bench.importers.kinds import kind as kind_of
 from bench.importers.nccl_fields import DTYPES as NCCL_DTYPES
-from bench.importers.rows import Measurement
 
 #: one prefix a launcher or terminal puts before a tool's line; stripped repeatedly from the start
 PREFIX = re.compile(

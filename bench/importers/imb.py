@@ -28,10 +28,10 @@ from collections.abc import Iterable, Iterator
 from bench.errors import BadInput
 from bench.importers import importer
 from bench.importers.frontend import MAX_SEQUENCE, Part, name_hint, split_by_sizes, with_runs
-from bench.importers.inputs import NoResults, RowWidth, count, time_us
+from bench.importers.imported_row import ITEMSIZE, ImportOptions, Measurement
+from bench.importers.input_files import NoResults, RowWidth, count, time_us
 from bench.importers.kinds import kind as kind_of
 from bench.importers.kinds import op_of
-from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: "#    Intel(R) MPI Benchmarks 2021.3, MPI-1 part", "#    Intel (R) MPI Benchmark Suite V3.2.4, MPI-1 part"
 BANNER = re.compile(r"Intel\s?\(R\)\s+MPI\s+Benchmark(?:s|\s+Suite)?\s+V?(?P<version>[\w.]+(?:\s+Update\s+\d+)?)"

@@ -7,8 +7,8 @@ import os
 import re
 
 from bench.errors import BadInput
+from bench.importers.imported_row import ImportOptions
 from bench.importers.kinds import op_of
-from bench.importers.rows import ImportOptions
 
 #: nccl-tests' and rccl-tests' programs (and their JSON names) as the table's collectives: the three the
 #: sweep runs and the others under their own names (bench/importers/kinds.py)

@@ -11,10 +11,10 @@ import re
 import numpy as np
 
 from bench.errors import BadInput
-from bench.importers.inputs import INT64_MAX
+from bench.importers.imported_row import ITEMSIZE, ImportOptions, Measurement
+from bench.importers.input_files import INT64_MAX
 from bench.importers.kinds import op_of, ranks_in_total
 from bench.importers.nccl_fields import COLLECTIVES, DTYPES, MAX_RANKS, decode_version, infer_collective, reduction_op
-from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: <placement>_per_iter summaries checked against times_us (the writer prints both with %lf)
 PER_ITER_STATS = ("min_us", "max_us", "p50_us", "p95_us", "p99_us")

@@ -8,11 +8,11 @@ import re
 from dataclasses import dataclass
 
 from bench.errors import BadInput
-from bench.importers.inputs import INT64_MAX, time_us
-from bench.importers.inputs import count as whole
+from bench.importers.imported_row import ITEMSIZE, Measurement
+from bench.importers.input_files import INT64_MAX, time_us
+from bench.importers.input_files import count as whole
 from bench.importers.kinds import op_of, ranks_in_total
 from bench.importers.nccl_fields import DTYPES, reduction_op
-from bench.importers.rows import ITEMSIZE, Measurement
 
 #: the column header line: "#  size  count  type  redop  root  time  algbw  busbw  #wrong ..."
 HEADER = re.compile(r"^#\s+size\s+count\s+type\b")

@@ -36,10 +36,10 @@ from collections.abc import Iterable
 
 from bench.importers import importer
 from bench.importers.frontend import Part, head_text
-from bench.importers.inputs import json_like, read_limited
+from bench.importers.imported_row import ImportOptions, Measurement
+from bench.importers.input_files import json_like, read_limited
 from bench.importers.nccl_json import MAX_JSON_BYTES, parse_json
 from bench.importers.nccl_text import parse_text_file
-from bench.importers.rows import ImportOptions, Measurement
 
 
 @importer("nccl-tests")
@@ -56,7 +56,7 @@ def _parse(part: Part, options: ImportOptions, kind: str) -> tuple[dict, Iterabl
     """(context, measurements) of one nccl-tests/rccl-tests run: JSON read whole (bounded), text
     streamed. The context is complete before the first measurement is read."""
     path = part.path
-    first = head_text(path)  # the run's format was checked when the file was split (bench.importers.run)
+    first = head_text(path)  # the run's format was checked when the file was split (bench.importers.import_run)
     measurements: Iterable[Measurement]
     if json_like(first):
         text = read_limited(path, MAX_JSON_BYTES, f"{kind} JSON")

@@ -20,8 +20,9 @@ from bench.importers.frontend import (
     shape_candidates,
     split_by_sizes,
 )
-from bench.importers.inputs import NCCL_TESTS, NoResults, hint_of
-from bench.importers.inputs import count as whole
+from bench.importers.imported_row import ITEMSIZE, ImportOptions, Measurement
+from bench.importers.input_files import NCCL_TESTS, NoResults, hint_of
+from bench.importers.input_files import count as whole
 from bench.importers.kinds import kind as kind_of
 from bench.importers.nccl_fields import (
     DTYPES,
@@ -39,7 +40,6 @@ from bench.importers.nccl_lines import (
     parse_data_line,
     with_blank_redop,
 )
-from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: "#  Rank  0 Group  0 Pid  41721 on     nid001 device  0 [0x07] ..." (nccl-tests >= 2.13), and without
 #: "Group N" (older nccl-tests, rccl-tests): bounded, a number of 5000 digits is no rank

@@ -40,10 +40,10 @@ from collections.abc import Iterable, Iterator
 from bench.errors import BadInput
 from bench.importers import importer
 from bench.importers.frontend import MAX_SEQUENCE, Part, head_text, name_hint, split_by_sizes, with_runs
-from bench.importers.inputs import OSU, NoResults, RowWidth, count, hint_of, time_us
+from bench.importers.imported_row import ITEMSIZE, ImportOptions, Measurement
+from bench.importers.input_files import OSU, NoResults, RowWidth, count, hint_of, time_us
 from bench.importers.kinds import kind as kind_of
 from bench.importers.kinds import op_of
-from bench.importers.rows import ITEMSIZE, ImportOptions, Measurement
 
 #: "# OSU MPI Allgather Latency Test v7.4", "# OSU NCCL-CUDA Allreduce Latency Test", "# OSU MPI-CUDA Bandwidth Test"
 TITLE = re.compile(r"#\s*OSU\s+(?P<body>.*?)\s*(?:\bTest\b|\bBenchmark\b)"

@@ -56,10 +56,10 @@ from bench import __version__
 from bench.errors import BadInput
 from bench.importers import importer
 from bench.importers.frontend import numbered
-from bench.importers.inputs import INT64_MAX, REPRODUCER_CSV, REPRODUCER_LOG, check_input, head, hint_of, lines
-from bench.importers.inputs import count as whole
+from bench.importers.imported_row import ImportOptions, Measurement, make_row
+from bench.importers.input_files import INT64_MAX, REPRODUCER_CSV, REPRODUCER_LOG, check_input, head, hint_of, lines
+from bench.importers.input_files import count as whole
 from bench.importers.kinds import op_of
-from bench.importers.rows import ImportOptions, Measurement, make_row
 from bench.plan.cells import Cell
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS, SCHEMA_VERSION
 

@@ -1,6 +1,6 @@
 """The machine-speed probe in the gate: a launch's samples in units of the probe measured beside it.
 
-Every cell of a sweep is followed by a short probe call (bench/run/probe.py); a launch that ran
+Every cell of a sweep is followed by a short probe call (bench/rank/probe.py); a launch that ran
 on a slower machine (a co-tenant, a frequency change) shows it in the probe as well as in its
 samples. ``gate --normalise probe`` divides that out; the probe's ratio is reported either way.
 """

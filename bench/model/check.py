@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import BadInput
-from bench.importers.rows import ITEMSIZE
+from bench.importers.imported_row import ITEMSIZE
 from bench.model.cost import Call, predict_us
 from bench.model.impls import MODELS, variant_of_row
 from bench.model.machine import Machine
-from bench.model.run import MAX_MODEL_BYTES, shape_problem
+from bench.model.model_run import MAX_MODEL_BYTES, shape_problem
 from collectives.dtypes import DTYPES, itemsize
 
 ERROR_COLUMNS = ["collective", "impl", "algorithm", "intra", "inter", "nranks", "ranks_per_node", "placement",

@@ -19,7 +19,7 @@ from bench.errors import BadInput
 from bench.model.cost import Call, predict_us
 from bench.model.impls import Variant
 from bench.model.machine import Machine
-from bench.model.run import cost_usd, node_shape
+from bench.model.model_run import cost_usd, node_shape
 from bench.model.workload import Workload, distinct_calls, step_calls
 from bench.results.labels import impl_label
 from collectives.dtypes import itemsize

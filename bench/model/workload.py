@@ -13,7 +13,7 @@ interpolation between the measured sizes of each implementation). Communication 
 per step is the sum over calls: no overlap with compute, as a lower bound on exposure.
 
 Every field is bounded (the MAX_* below: layers at most 10^5, GPU counts at most MAX_RANKS of
-bench/model/run.py, at most 10^6 calls per step), so a workload file cannot make a replay run
+bench/model/model_run.py, at most 10^6 calls per step), so a workload file cannot make a replay run
 without end.
 """
 
@@ -92,7 +92,7 @@ class Workload(Strict):
 
     @model_validator(mode="after")
     def _bounded_step(self) -> Workload:
-        from bench.model.run import MAX_RANKS
+        from bench.model.model_run import MAX_RANKS
 
         too_many = [n for n in self.ranks if n > MAX_RANKS]
         if too_many:

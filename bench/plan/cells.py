@@ -39,7 +39,7 @@ MATCH_KEY = (*CELL_KEY, "virtual_nodes")
 #: of two arms on every other key field
 ARM_FIELDS = ("impl", "algorithm", "intra", "inter")
 #: where a cell's ranks are planned to go: in a row these fields are ``planned_<name>``, and the
-#: unprefixed columns hold what the launch measured (bench/run/outcome.py part_row)
+#: unprefixed columns hold what the launch measured (bench/rank/outcome.py part_row)
 PLACEMENT_FIELDS = ("nnodes", "ranks_per_node", "virtual_nodes", "hosts_digest")
 #: which formula a cell key is: 1 hashed CELL_KEY and repeat only; 2 adds the planned placement
 #: (virtual nodes, the hosts' digest), so cells placed differently never share a key
@@ -107,7 +107,7 @@ class Cell:
     #: the planned hosts (bench.plan.hosts.hosts_digest of the launch's named hosts in rank order;
     #: "" where none are named: this host, or the launcher's choice)
     hosts_digest: str = ""
-    #: where each call's buffers are: warm, rotate, cold (bench/run/buffers.py; in the key unless warm)
+    #: where each call's buffers are: warm, rotate, cold (bench/rank/buffers.py; in the key unless warm)
     buffers: str = "warm"
     #: rotate: the count_per_rank of the suite's largest size, whose buffers the offset walks through
     #: (nccl-tests' maxbytes); 0 for warm and cold
@@ -123,7 +123,7 @@ class Cell:
 
     @property
     def legacy_key(self) -> str:
-        """The key this cell had in a run folder of schema 1 (bench.run.parts.cell_rows)."""
+        """The key this cell had in a run folder of schema 1 (bench.rank.parts.cell_rows)."""
         return legacy_cell_key(vars(self))
 
     def to_dict(self) -> dict:

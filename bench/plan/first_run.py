@@ -3,7 +3,7 @@
 
 It is a small suite made here for the site (every implementation at a few sizes, each result checked
 bit-exact before timing, one rank per GPU, the site's network counters switched on), run as a batch
-job (bench/run/slurm.py) whose last step packs the run folder into ``<run>.tar.gz``: the pre-flight's
+job (bench/driver/slurm.py) whose last step packs the run folder into ``<run>.tar.gz``: the pre-flight's
 per-rank table (meta.json ``preflight``: host, rank, local rank, GPU index and PCI id, CPU set, NUMA
 node, the NCCL/RCCL network), the tables, every launch's argv and environment, and the job's log with
 the counters Cray MPICH prints at MPI_Finalize: one file to attach to an issue or a site ticket.

@@ -9,7 +9,7 @@ size, ``{nodes}``, ``{ranks}``, ``{ranks_per_node}``, ``{gpus_per_node}``, ``{cp
 node's usable CPUs shared by its ranks, from ``facts``), and ``at_scale`` entries add or replace
 variables from a node count up. ``facts`` are the site's nodes and policies as data (cores, usable
 cores, GPUs and their NUMA nodes, the time limit per node count, the account rule), against which
-every job is checked before it is written (bench/run/slurm.py ``check_job``); ``gpu`` and ``cpu``
+every job is checked before it is written (bench/driver/slurm.py ``check_job``); ``gpu`` and ``cpu``
 hold what only a GPU suite, or only a CPU one, gets (``for_device``). A suite names its site (``site: frontier``, or a
 path), or ``run sweep --site`` does; docs/CLUSTERS-SITES.md has the three shipped here and what they cite.
 """
@@ -234,7 +234,7 @@ class Site(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)
     description: str = ""
     #: the MPI library the site's ranks must load, as MPI_Get_library_version names it ("Cray MPICH",
-    #: "Open MPI"): the pre-flight refuses another (bench/run/preflight.py, docs/PREFLIGHT.md)
+    #: "Open MPI"): the pre-flight refuses another (bench/driver/preflight.py, docs/PREFLIGHT.md)
     mpi_library: str | None = Field(None, min_length=1, max_length=80)
     #: where the values come from: the site's guides, the job scripts they follow
     sources: list[Annotated[str, Field(min_length=1, max_length=1000)]] = Field(default_factory=list)

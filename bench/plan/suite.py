@@ -37,7 +37,7 @@ from collectives.timing_plan import MAX_TURNS, TimingPlan
 
 Collective = Literal[COLLECTIVES]  # collectives/spec: one file per collective
 Placement = Literal["out_of_place", "in_place"]
-Buffers = Literal["warm", "rotate", "cold"]  # bench/run/buffers.py: today's, nccl-tests', IMB -off_cache
+Buffers = Literal["warm", "rotate", "cold"]  # bench/rank/buffers.py: today's, nccl-tests', IMB -off_cache
 CallMode = Literal[MODES]  # bench/plan/cells.py: blocking, nonblocking
 Dtype = Literal[tuple(DTYPES)]  # type: ignore[valid-type]
 Op = Literal[tuple(OPS)]  # type: ignore[valid-type]

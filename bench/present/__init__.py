@@ -1,1 +1,1 @@
-"""Stage 5, present: the console summary, plots and reports of result tables and verdicts."""
+"""Present stage: the console summary, plots and reports of result tables and verdicts."""

@@ -118,7 +118,7 @@ OVERLAP_COLUMNS = ("pure us", "compute us", "overall us", "MPI_Test", "overlap %
 def overlap_tables(results: pd.DataFrame) -> list[Table]:
     """The non-blocking cells' overlap as OSU prints it, per collective and shape: one line per size
     and implementation (placement), the pure time, the compute, the overlapped call, the MPI_Test
-    calls in the compute and OSU's Overlap(%) (bench/run/overlap.py). None without such cells."""
+    calls in the compute and OSU's Overlap(%) (bench/rank/overlap.py). None without such cells."""
     if results.empty or "overlap_pct" not in results:
         return []
     posted = results[(results["status"] == "ok") & results["overlap_pct"].notna()]
@@ -200,7 +200,7 @@ def reasons(results: pd.DataFrame) -> list[str]:
     failed = results[results["status"] != "ok"]
     if failed.empty:
         return []
-    # printed with markup=False (bench.sweep.run), but escape sequences must not reach the terminal
+    # printed with markup=False (bench.sweep.drivers), but escape sequences must not reach the terminal
     failed = failed.assign(label=[printable(_label(row)) for row in failed.itertuples()],
                            reason=failed["error"].fillna("").astype(str))
     groups = sorted(failed.groupby(["status", "reason"], sort=False), key=lambda item: -len(item[1]))

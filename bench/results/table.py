@@ -102,7 +102,7 @@ class Row:
     # provenance (full detail in meta.json)
     mpi_thread_level: str | None = None
     oversubscribed: bool | None = None
-    #: digest of the site profile's variables as the launch's rank 0 got them (bench.run.outcome
+    #: digest of the site profile's variables as the launch's rank 0 got them (bench.rank.outcome
     #: site_env_digest); the variables: meta.json launches.<launch_id>.site_env. None: no site set any
     site_env_digest: str | None = None
     tool_version: str | None = None
@@ -140,7 +140,7 @@ class Row:
     #: the fixed warm-up's time per call (per turn of all arms timed in turns), slowest rank, us: the
     #: pace from which a count without an adaptive stop is sized (timing.budget_s / this, per arm)
     warmup_call_us: float | None = None
-    # the machine-speed probe measured right after the cell (bench/run/probe.py; timing.probe)
+    # the machine-speed probe measured right after the cell (bench/rank/probe.py; timing.probe)
     #: median of an 8 B all-reduce of the MPI library, us (max over ranks)
     probe_us: float | None = None
     probe_barrier_us: float | None = None
@@ -167,7 +167,7 @@ class Row:
     #: the named hosts' digest (as hosts_digest, of the plan's host list); "" where the plan named
     #: none (this host, or the launcher's choice)
     planned_hosts_digest: str | None = None
-    # where each call's buffers were (bench/run/buffers.py; docs/SWEEPS.md, "Buffers")
+    # where each call's buffers were (bench/rank/buffers.py; docs/SWEEPS.md, "Buffers")
     #: warm (the same every call), rotate (nccl-tests' offset walk), cold (IMB's -off_cache); a key
     #: column (in cell_key unless warm); a table from before it was warm (bench.plan.cells.KEY_DEFAULTS)
     buffers: str = "warm"

@@ -7,7 +7,7 @@ names: jobs.py (one MPI job per launch: mpiexec, srun), batch.py (one batch job:
 (the job the sweep was started in: none); ab.py runs ``pccl-bench ab``'s rounds as sessions.
 """
 
+from bench.sweep.drivers import run_sweep
 from bench.sweep.options import SweepOptions
-from bench.sweep.run import run_sweep
 
 __all__ = ["SweepOptions", "run_sweep"]

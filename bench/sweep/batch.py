@@ -1,5 +1,5 @@
 """Launchers whose ``sweep_driver`` is ``batch`` (sbatch): the sweep submitted as batch jobs that run
-it with srun inside (bench/run/slurm.py writes the scripts): one job, or one per node count, each
+it with srun inside (bench/driver/slurm.py writes the scripts): one job, or one per node count, each
 asking for the nodes of its own launches and started after the one before."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
+from bench.driver import preflight, slurm
+from bench.driver.launchers.srun import find_slurm_tool
 from bench.errors import EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
-from bench.run import preflight, slurm
-from bench.run.launchers.srun import find_slurm_tool
 from bench.sweep.options import SweepOptions, lock_folder
 from bench.sweep.session import Sweep, Tables, print_summary, said_exit_code
 

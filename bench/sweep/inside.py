@@ -19,15 +19,16 @@ import traceback
 
 from rich.console import Console
 
+from bench.driver import preflight
+from bench.driver.job import follow_part
+from bench.driver.launchers import BASE_ENV, MachineLoad, choose_launcher
+from bench.driver.provenance import recorded_env
 from bench.errors import EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERRUPTED, BadInput
 from bench.plan.cells import Launch, LaunchPlan
 from bench.plan.hosts import Host, HostPlan
 from bench.plan.suite_files import read_yaml
-from bench.run import hostfacts, preflight, preflight_probe
-from bench.run.job import follow_part
-from bench.run.launchers import BASE_ENV, MachineLoad, choose_launcher
-from bench.run.mpi_start import start_mpi
-from bench.run.provenance import recorded_env
+from bench.rank import hostfacts, preflight_probe
+from bench.rank.mpi_start import start_mpi
 from bench.sweep import jobs
 from bench.sweep.options import SweepOptions, load_for, lock_folder
 from bench.sweep.session import Sweep, print_summary, said_exit_code
@@ -68,7 +69,7 @@ def run(options: SweepOptions, out: Console) -> int:
 
 def _follow(comm) -> int:
     """A rank other than 0: run the plans rank 0 sends until it says the sweep is over."""
-    from bench.run.worker import run_plan
+    from bench.rank.worker import run_plan
 
     try:
         while True:
@@ -183,7 +184,7 @@ def _watchdog(sweep: Sweep, launch: Launch, plan: LaunchPlan, start: int, comm, 
 
 
 def _measure(sweep: Sweep, comm, out: Console, allow_unsupported: bool = False) -> int:
-    from bench.run.worker import run_plan
+    from bench.rank.worker import run_plan
 
     sweep.start()
     done = sweep.done()

@@ -10,19 +10,19 @@ from collections.abc import Callable
 
 from rich.console import Console
 
+from bench.driver import preflight
+from bench.driver.job import run_job
+from bench.driver.launchers import BASE_ENV, PACKAGE_HOME
+from bench.driver.provenance import recorded_env
 from bench.errors import BadInput
 from bench.files import atomic_write
 from bench.plan.cells import Cell, Launch
 from bench.plan.sizes import format_size
 from bench.present import console as screen
 from bench.results.labels import impl_label
-from bench.run import preflight
-from bench.run.job import run_job
-from bench.run.launchers import BASE_ENV, PACKAGE_HOME
-from bench.run.provenance import recorded_env
 from bench.sweep.options import SweepOptions, lock_folder
 from bench.sweep.session import Sweep, Tables, print_summary, said_exit_code
-from collectives.transports.mpi.library import extension_mpi_mismatch
+from collectives.libraries.mpi_library import extension_mpi_mismatch
 
 
 def run(options: SweepOptions, out: Console) -> int:

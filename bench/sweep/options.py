@@ -14,6 +14,8 @@ import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
+from bench.driver import slurm
+from bench.driver.runlock import RunLock
 from bench.errors import BadInput
 from bench.files import output_folder
 from bench.plan.hosts import host_list, split_flag
@@ -21,9 +23,7 @@ from bench.plan.site import known_sites, site_path
 from bench.plan.slurm_options import Slurm
 from bench.plan.suite import Suite, parse_suite
 from bench.plan.suite_files import apply_overrides, read_yaml
-from bench.run import slurm
-from bench.run.parts import read_parts
-from bench.run.runlock import RunLock
+from bench.rank.parts import read_parts
 
 
 @dataclass
@@ -45,7 +45,7 @@ class SweepOptions:
     #: cells run may change, what is measured may not)
     hosts: str | None = None
     hostfile: Path | None = None
-    #: the pre-flight refusals let through (--allow-xccl-sockets, --allow-other-mpi: bench/run/preflight.py
+    #: the pre-flight refusals let through (--allow-xccl-sockets, --allow-other-mpi: bench/driver/preflight.py
     #: OVERRIDES); recorded in run.json, so the batch job's own sweep (--resume) and any resume keep them
     allowed: tuple[str, ...] = ()
     #: whether the suite was named (``run sweep SUITE``) rather than taken by default: a resumed run
@@ -58,7 +58,7 @@ class SweepOptions:
     known_installs: dict[str, dict] = field(default_factory=dict)
     #: --site NAME|PATH: the suite's ``site`` (a site profile), overridden
     site: str | None = None
-    #: --batch-jobs: auto | per-nodes | one (bench/run/slurm.py batch_groups)
+    #: --batch-jobs: auto | per-nodes | one (bench/driver/slurm.py batch_groups)
     batch_jobs: str = "auto"
     #: --nodes: run only the launches on these node counts (each batch job of one node count)
     nodes: tuple[int, ...] = ()
@@ -239,7 +239,7 @@ def _saved_allowed(folder: Path) -> list[str]:
         allowed = json.loads((folder / "run.json").read_text()).get("allowed", [])
     except (OSError, ValueError, AttributeError):
         return []
-    from bench.run.preflight import OVERRIDES
+    from bench.driver.preflight import OVERRIDES
 
     return [name for name in allowed if name in OVERRIDES] if isinstance(allowed, list) else []
 

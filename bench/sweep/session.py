@@ -19,19 +19,20 @@ import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 
+from bench.driver import memory_check as memory
+from bench.driver import slurm
+from bench.driver.installs import Install, probe_install
+from bench.driver.launchers import Launcher, choose_launcher
+from bench.driver.provenance import provenance
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.plan.cells import Cell, Launch, LaunchPlan, TimingPlan
 from bench.plan.sizes import format_size
 from bench.plan.suite import Suite
 from bench.present import console as screen
+from bench.rank.outcome import CellOutcome, part_row
+from bench.rank.parts import append_rows, finished_keys, rows_of_cells
 from bench.results.speedup import median_intervals
 from bench.results.table import SCHEMA_VERSION, build_tables, write_run
-from bench.run import memory, slurm
-from bench.run.installs import Install, probe_install
-from bench.run.launchers import Launcher, choose_launcher
-from bench.run.outcome import CellOutcome, part_row
-from bench.run.parts import append_rows, finished_keys, rows_of_cells
-from bench.run.provenance import provenance
 from bench.sweep.options import SweepOptions, folder_flag, open_run, start_folder, where_of
 from bench.sweep.where import Where
 from collectives.memory import device_kinds
@@ -68,7 +69,7 @@ class Sweep:
     #: per launch: the exact command, environment and hosts of its MPI job (meta.json ``launches``)
     records: dict[str, dict] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
-    #: the pre-flight's record of a GPU suite (bench/run/preflight.py), meta.json's ``preflight``
+    #: the pre-flight's record of a GPU suite (bench/driver/preflight.py), meta.json's ``preflight``
     preflight: dict | None = None
     #: the pre-flight refusals let through (--allow-xccl-sockets, --allow-other-mpi), meta.json's ``allowed``
     allowed: tuple[str, ...] = ()
@@ -111,7 +112,7 @@ class Sweep:
 
     def done(self) -> set[str]:
         """The cells a resumed run keeps (by their keys now; a schema-1 folder's rows under theirs of then:
-        bench.run.parts.cell_rows)."""
+        bench.rank.parts.cell_rows)."""
         return finished_keys(list(self.rows.values()), self.planned(), FINISHED)
 
     def todo(self, launch: Launch, done: set[str]) -> list[Cell]:
@@ -165,7 +166,7 @@ class Sweep:
         env = launcher.job_env(load, {**self.where.site_env(launch), **self.suite.env, **launch.env})
         if install is not None:
             env.update(install.job_env())
-            program = program or [install.python, "-m", "bench.run.worker", plan_path]
+            program = program or [install.python, "-m", "bench.rank.worker", plan_path]
         argv = launcher.command(launch.nranks, env, [plan_path], launch.where, self.suite.timeout_s,
                                 load.oversubscribed, program)
         return argv, env

@@ -9,15 +9,15 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from bench.driver.installs import Install
+from bench.driver.launchers import BASE_ENV, PACKAGE_HOME, Launcher, MachineLoad
 from bench.errors import BadInput
 from bench.plan.cells import Launch, expand
 from bench.plan.hosts import HostPlan, Placement, suite_host_plan
 from bench.plan.site import Site, load_site
 from bench.plan.suite import Suite
-from bench.run import hostfacts
-from bench.run.hostfacts import HostFacts, MachineRoom
-from bench.run.installs import Install
-from bench.run.launchers import BASE_ENV, PACKAGE_HOME, Launcher, MachineLoad
+from bench.rank import hostfacts
+from bench.rank.hostfacts import HostFacts, MachineRoom
 
 
 def host_plan(suite: Suite, launcher: Launcher, some_launches: bool = False) -> HostPlan:
@@ -38,7 +38,7 @@ class Where:
     plan: HostPlan
     launcher: Launcher
     facts: dict[str, HostFacts] = field(default_factory=dict)
-    #: the other installs the suite's arms name, by the path as given (bench/run/installs.py)
+    #: the other installs the suite's arms name, by the path as given (bench/driver/installs.py)
     installs: dict[str, Install] = field(default_factory=dict)
     #: the suite's site profile (its launcher options are the launcher's already)
     site: Site | None = None
@@ -70,7 +70,7 @@ class Where:
         placement = Placement(len(names), 1, tuple(names))
         env = {**BASE_ENV, **{key: str(value) for key, value in suite.env.items()}}
         argv = self.launcher.command(len(names), env, [], placement, timeout_s=hostfacts.PROBE_TIMEOUT_S,
-                                     program=[sys.executable, "-m", "bench.run.hostfacts"])
+                                     program=[sys.executable, "-m", "bench.rank.hostfacts"])
         self.facts = {host.name: host for host in hostfacts.probe(argv, env, names, PACKAGE_HOME)}
 
     def add_install(self, install: Install, where: str) -> None:

@@ -7,7 +7,7 @@ CuPy), a GPU job's context (device_context.py: ``cuda``, ``rocm``) and how MPI r
 when a GPU job opens); ``on_device``: its buffers are not in host memory (the harness checks host
 memory before a launch for the others, and plots count GPUs for these). Adding one = a backend in
 backends.py, a module here with its context and ``@register``, and its import line at the bottom;
-the suite schema, ``run point --device``, bench/run/cell.context_for and the memory check take it
+the suite schema, ``run point --device``, bench/rank/cell.context_for and the memory check take it
 from ``KINDS``.
 """
 

@@ -6,7 +6,7 @@ communicator to split, so the local rank comes from the variable the launcher se
 (``LOCAL_RANK_VARIABLES``, first one set wins). Where none is set the rank binds after MPI_Init,
 from the shared-memory split (collectives.memory.backends.local_rank), and the row says why.
 
-``bind_before_init`` is called once per process, before MPI_Init (bench/run/mpi_start.py); the
+``bind_before_init`` is called once per process, before MPI_Init (bench/rank/mpi_start.py); the
 job's DeviceContext (device_context.py) takes the binding it made.
 """
 

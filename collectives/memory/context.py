@@ -81,7 +81,7 @@ def open_host(topo, device: str) -> HostContext:
 @register(*GPU_DEVICES, on_device=True)
 def open_gpu(topo, device: str):
     """A GPU job's DeviceContext (device_context.py), imported when one opens: the ranks of a host job
-    never import it (tests/bench/run/test_worker_imports.py)."""
+    never import it (tests/bench/rank/test_worker_imports.py)."""
     from collectives.memory.device_context import open_device
 
     return open_device(topo, device)

@@ -3,7 +3,7 @@ stream of its own, between the collective's post and its wait (OSU's GPU target,
 util/osu_util_mpi.c ``do_compute_gpu``; there a kernel sized to the pure time, here one thread
 spinning on the GPU's clock for as many cycles as the pure time, calibrated once per job).
 
-Imported only when a GPU job overlaps a cell (tests/bench/run/test_worker_imports.py).
+Imported only when a GPU job overlaps a cell (tests/bench/rank/test_worker_imports.py).
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from collectives.libraries import xccl_communicators as xccl
 from collectives.memory import backends as devices
 from collectives.memory import binding, gpu_aware
 from collectives.schedules.rows import COMM_INTER, COMM_INTRA, COMM_WORLD
-from collectives.transports.xccl import communicators as xccl
 
 #: "yes": ranks of a node may share a GPU (the suite's gpu_sharing); else their GPU cells are refused
 ENV_SHARING = "PCCL_BENCH_GPU_SHARING"
@@ -95,7 +95,7 @@ class DeviceContext:
 
     def xccl_columns(self) -> dict[str, str]:
         """What NCCL/RCCL said at run time (rank 0's view), once it made a communicator: its network
-        and version (bench/run/cell.py puts them on the rows of cells that ran on it)."""
+        and version (bench/rank/cell.py puts them on the rows of cells that ran on it)."""
         net = getattr(self.communicators, "net", None)  # stand-in communicators (tests) say nothing
         if net is None or not (net.network or net.version):
             return {}

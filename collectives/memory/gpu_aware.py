@@ -110,7 +110,7 @@ def decide(override: str, library_answer: tuple[bool | None, str], switch: tuple
 
 def detect(device: str, env: Mapping[str, str] | None = None, library=None) -> GpuAwareness:
     """The decision for this process (MPI initialised for the library query)."""
-    from collectives.transports.mpi.library import mpi_library
+    from collectives.libraries.mpi_library import mpi_library
 
     env = os.environ if env is None else env
     override = env.get(ENV_OVERRIDE, "auto")
@@ -125,7 +125,7 @@ def main(argv: list[str]) -> int:
     mpi4py.rc.thread_level = "single"
     from mpi4py import MPI  # noqa: F401  (initialises MPI for the query)
 
-    from collectives.transports.mpi.library import mpi_library
+    from collectives.libraries.mpi_library import mpi_library
 
     device = argv[0] if argv else "cuda"
     try:

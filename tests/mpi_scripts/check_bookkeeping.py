@@ -7,7 +7,7 @@ import sys
 
 from mpi4py import MPI
 
-from bench.run.cell import first_error, total
+from bench.rank.cell import first_error, total
 from collectives.schedules.topology import topology
 
 comm = MPI.COMM_WORLD

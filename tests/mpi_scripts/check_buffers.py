@@ -1,4 +1,4 @@
-"""Run under mpiexec -n 2: buffers that move (bench/run/buffers.py, cython_ext.core.Rotating).
+"""Run under mpiexec -n 2: buffers that move (bench/rank/buffers.py, cython_ext.core.Rotating).
 
     mpiexec -n 2 python tests/mpi_scripts/check_buffers.py
 
@@ -6,7 +6,7 @@
 run through Rotating: after k calls exactly the first k positions hold the result (each call used
 the next position's own buffers), after a full turn all of them, and the next call is the first
 position's again. ``order``: the timing loop (cython_ext.timing.measure) calls the parts in turn,
-warm-up included. ``cells``: a rotate cell through bench/run/cell.py is ok with its positions in the
+warm-up included. ``cells``: a rotate cell through bench/rank/cell.py is ok with its positions in the
 row, and one whose last position's result PCCL_BENCH_FAULT corrupts on rank 1 (cell 1) is wrong.
 Rank 0 prints one JSON line.
 """
@@ -21,8 +21,8 @@ from cython_ext.timing import measure
 from mpi4py import MPI
 
 from bench.plan.cells import Cell, TimingPlan
-from bench.run import buffers
-from bench.run.cell import call_of, run_cell
+from bench.rank import buffers
+from bench.rank.cell import call_of, run_cell
 from collectives import spec
 from collectives.impls import get
 from collectives.memory.context import HOST

@@ -1,4 +1,4 @@
-"""Run under mpiexec -n 2: bench/run/cell.py's contract, one outcome at a time.
+"""Run under mpiexec -n 2: bench/rank/cell.py's contract, one outcome at a time.
 
     mpiexec -n 2 python tests/mpi_scripts/check_cell.py
 
@@ -19,7 +19,7 @@ from dataclasses import replace
 from mpi4py import MPI
 
 from bench.plan.cells import Cell, TimingPlan
-from bench.run.cell import run_cell, run_turns, turn_group, turn_partners
+from bench.rank.cell import run_cell, run_turns, turn_group, turn_partners
 from collectives.schedules.topology import topology
 
 comm = MPI.COMM_WORLD

@@ -33,11 +33,11 @@ from mpi4py import MPI  # noqa: E402
 from collectives.call import CallSpec  # noqa: E402
 from collectives.executors import device as gpu_executor  # noqa: E402
 from collectives.impls import get  # noqa: E402
+from collectives.libraries.xccl_communicators import XcclInfo  # noqa: E402
 from collectives.memory.backends import HostEmulation  # noqa: E402
 from collectives.memory.device_context import open_device  # noqa: E402
 from collectives.schedules.topology import topology  # noqa: E402
 from collectives.spec import count_wrong, make_buffers  # noqa: E402
-from collectives.transports.xccl.communicators import XcclInfo  # noqa: E402
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
 DTYPE_OPS = (("float32", "sum"), ("int32", "max"), ("float16", "sum"), ("int64", "prod"))

@@ -1,4 +1,4 @@
-"""Run under mpiexec -n 2: OSU's overlap of MPI's non-blocking collectives (bench/run/cell.py run_cell).
+"""Run under mpiexec -n 2: OSU's overlap of MPI's non-blocking collectives (bench/rank/cell.py run_cell).
 
     mpiexec -n 2 python tests/mpi_scripts/check_overlap.py COUNT TEST_CALLS REPEATS [COLLECTIVES]
 
@@ -16,7 +16,7 @@ import sys
 from mpi4py import MPI
 
 from bench.plan.cells import Cell, TimingPlan
-from bench.run.cell import run_cell
+from bench.rank.cell import run_cell
 from collectives.schedules.topology import topology
 from collectives.spec import total_count
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 from hostile import assert_bad_input, run_in_process
 
-from collectives.transports.mpi import library as mpiinfo
+from collectives.libraries import mpi_library as mpiinfo
 
 
 def _load(name: str):

@@ -60,7 +60,7 @@ def test_no_import_runs_backwards(path: Path):
 
 def test_the_library_never_imports_the_harness():
     assert stage("collectives.rdma_probe") == -1
-    assert stage("bench.plan.cells") < stage("bench.run.worker") < stage("bench.results.table") \
+    assert stage("bench.plan.cells") < stage("bench.rank.worker") < stage("bench.results.table") \
         < stage("bench.judge.gate") < stage("bench.present.report")
 
 
@@ -145,7 +145,7 @@ LIBRARY_BACK_EDGES = {
         "the context hands out its executor (imported when asked)",
     ("collectives.memory.device_context", "collectives.executors.device_ops"):
         "the context chains a call's parts (imported when asked)",
-    ("collectives.memory.gpu_aware", "collectives.transports.mpi.library"):
+    ("collectives.memory.gpu_aware", "collectives.libraries.mpi_library"):
         "whether MPI reaches device memory depends on which MPI library it is (asked when probed)",
 }
 
@@ -188,7 +188,7 @@ def test_the_library_reads_as_its_pipeline():
 
 
 def test_one_timing_entry_point():
-    """Cells are timed by cython_ext.timing.measure, from bench/run/cell.py alone; time_op (its
+    """Cells are timed by cython_ext.timing.measure, from bench/rank/cell.py alone; time_op (its
     samples-only wrapper) serves the machine-speed probe; no other module of the harness or the
     library imports the timing loop."""
     users = {}
@@ -199,7 +199,7 @@ def test_one_timing_entry_point():
             elif isinstance(node, ast.ImportFrom) and node.module == "cython_ext" and any(
                     alias.name == "timing" for alias in node.names):
                 users.setdefault(module_name(path), set()).add("*")
-    assert users == {"bench.run.cell": {"measure"}, "bench.run.probe": {"time_op"}}
+    assert users == {"bench.rank.cell": {"measure"}, "bench.rank.probe": {"time_op"}}
 
 
 #: folders of tests/ that hold no tests of one module's folder: inputs, MPI scripts, whole-project checks
@@ -207,7 +207,7 @@ TEST_SUPPORT = {"data", "mpi_scripts", "project", "__pycache__"}
 
 
 def test_the_tests_mirror_the_code():
-    """tests/<package>/<folder>/test_*.py tests that folder (tests/bench/run/ tests bench/run/): a reader finds
+    """tests/<package>/<folder>/test_*.py tests that folder (tests/bench/rank/ tests bench/rank/): a reader finds
     the tests of a module beside its path, and a test file's name is unique (pytest imports them by name)."""
     tests = ROOT / "tests"
     assert not sorted(tests.glob("test_*.py")), "a test file in tests/ itself: move it under the folder it tests"
@@ -251,7 +251,7 @@ def _launcher_switches(source: str) -> list[str]:
 
 
 def test_no_launcher_switch_outside_the_launcher_classes():
-    """What differs between launchers is said by their classes (bench/run/launchers/): argv, hosts,
+    """What differs between launchers is said by their classes (bench/driver/launchers/): argv, hosts,
     installs, how the sweep drives them; nothing else asks which one it is."""
     assert len(_launcher_switches("x = launcher.kind == 'srun'\ny = options.launcher != 'sbatch'")) == 2
     switches = {str(path.relative_to(ROOT)): found for path in ROOT.glob("bench/**/*.py")

@@ -14,7 +14,7 @@ differs from the repository in the named files only.
 - a memory kind (host buffers each on pages of its own: a backend in collectives/memory/backends.py,
   one module in collectives/memory/ with its context and ``@register``, and its import line), which a
   suite's ``device:`` selects, run by every host implementation;
-- a launcher (Flux: one module in bench/run/launchers/ and its import line), swept through a stand-in
+- a launcher (Flux: one module in bench/driver/launchers/ and its import line), swept through a stand-in
   ``flux`` that starts the same job with mpiexec.
 """
 
@@ -228,8 +228,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from bench.errors import BadInput
-from bench.run.launchers import register
-from bench.run.launchers.base import Launcher
+from bench.driver.launchers import register
+from bench.driver.launchers.base import Launcher
 
 
 @register
@@ -275,7 +275,7 @@ RECIPES = [("collectives/schedules/algorithms", "pairwise", ALGORITHM),
 COLLECTIVE_RECIPES = [("collectives/spec", "broadcast", COLLECTIVE),
                       ("collectives/schedules/algorithms", "binomial", BROADCAST_ALGORITHM)]
 MEMORY_RECIPE = [("collectives/memory", "mmap_host", MEMORY_KIND)]
-LAUNCHER_RECIPE = [("bench/run/launchers", "flux", LAUNCHER)]
+LAUNCHER_RECIPE = [("bench/driver/launchers", "flux", LAUNCHER)]
 
 TIMING = {"mode": "sync", "warmup": 1, "iters": 3, "min_iters": 1, "budget_s": 0}
 SUITE = {
@@ -402,7 +402,7 @@ def test_a_memory_kind_is_a_backend_a_context_module_and_one_line(tmp_path: Path
     named = {"collectives/memory/backends.py", *_follow(copy, MEMORY_RECIPE)}
     assert _differing(copy) == named
     # the suite's device: value selects it, and the job's buffers are the backend's
-    opened = _run_in(copy, ["-c", "import mmap, numpy; from bench.run.cell import context_for; "
+    opened = _run_in(copy, ["-c", "import mmap, numpy; from bench.rank.cell import context_for; "
                                   "from collectives.memory import get; context = context_for(None, 'host-mmap'); "
                                   "buffer = context.backend.from_host(numpy.arange(9.0)); "
                                   "assert isinstance(buffer.base.obj, mmap.mmap) and buffer.sum() == 36; "
@@ -422,7 +422,7 @@ def test_a_launcher_is_one_file_and_one_line(tmp_path: Path):
     _copy_of_the_project(copy)
     assert _differing(copy) == set()
     assert _differing(copy) | _follow(copy, LAUNCHER_RECIPE) == _differing(copy) == {
-        "bench/run/launchers/flux.py", "bench/run/launchers/__init__.py"}
+        "bench/driver/launchers/flux.py", "bench/driver/launchers/__init__.py"}
     tools = tmp_path / "tools"
     tools.mkdir()
     flux = tools / "flux"

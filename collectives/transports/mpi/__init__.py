@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collectives import spec
 from collectives.dtypes import dtype_code, op_code
+from collectives.libraries.mpi_library import mpi_library
 from collectives.memory.backends import host_address
 from collectives.memory.context import HOST
 from collectives.transports import Transport, register
-from collectives.transports.mpi.library import mpi_library
 
 
 @register("mpi")

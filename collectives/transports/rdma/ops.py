@@ -52,7 +52,7 @@ def binding_reason() -> str | None:
         import cython_ext.rdma  # noqa: F401
         import cython_ext.ucx  # noqa: F401
     except ImportError as error:
-        from collectives.transports.mpi.library import (
+        from collectives.libraries.mpi_library import (
             ucx_binding_note,  # what the build recorded: skipped, or built for
         )
 

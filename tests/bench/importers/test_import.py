@@ -14,8 +14,8 @@ from conftest import DATA, describe, run_cli
 from bench.cli import main
 from bench.errors import BadInput
 from bench.importers import tools
-from bench.importers.rows import ImportOptions
-from bench.importers.run import import_files, write_import
+from bench.importers.import_run import import_files, write_import
+from bench.importers.imported_row import ImportOptions
 from bench.plan.hosts import hosts_digest
 from bench.results.runset import load_runs
 from bench.results.table import COLUMNS, SAMPLE_COLUMNS

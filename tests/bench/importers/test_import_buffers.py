@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 from conftest import DATA
 
-from bench.importers.rows import ImportOptions
-from bench.importers.run import import_files
+from bench.importers.import_run import import_files
+from bench.importers.imported_row import ImportOptions
 from bench.plan.cells import cell_key
 
 CORPUS = DATA / "corpus"

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.importers.frontend import clean, split_runs
-from bench.importers.rows import ImportOptions
-from bench.importers.run import import_files
+from bench.importers.import_run import import_files
+from bench.importers.imported_row import ImportOptions
 
 CORPUS = DATA / "corpus"
 REPRO = CORPUS / "pccl-reproducer"

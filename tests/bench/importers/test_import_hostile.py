@@ -19,7 +19,7 @@ import pytest
 from conftest import DATA, ROOT, run_cli
 from hostile import assert_bad_input, run_in_process
 
-from bench.importers.writer import CHUNK_ROWS
+from bench.importers.column_writer import CHUNK_ROWS
 from bench.plan.cells import Cell
 from bench.plan.hosts import hosts_digest
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from bench.errors import BadInput
-from bench.importers.rows import ImportOptions
-from bench.importers.run import import_files
+from bench.importers.import_run import import_files
+from bench.importers.imported_row import ImportOptions
 
 NEW_HEADER = (
     "#                                                              out-of-place                       in-place\n"

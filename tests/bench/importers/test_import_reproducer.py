@@ -9,9 +9,9 @@ from conftest import DATA
 
 from bench.cli import main
 from bench.importers import tools
+from bench.importers.import_run import import_to_folder
+from bench.importers.imported_row import ImportOptions
 from bench.importers.pccl_reproducer import import_reproducer, parse_log
-from bench.importers.rows import ImportOptions
-from bench.importers.run import import_to_folder
 from bench.results.read import read_results
 
 LOGS = DATA / "pccl-reproducer"

@@ -12,8 +12,8 @@ import pytest
 from conftest import DATA
 from hostile import assert_bad_input, run_in_process
 
-from bench.importers.rows import ImportOptions
-from bench.importers.run import import_files
+from bench.importers.import_run import import_files
+from bench.importers.imported_row import ImportOptions
 
 CORPUS = DATA / "corpus"
 PASTE = CORPUS / "nccl_2.19_all_reduce_small_paste.txt"

@@ -243,8 +243,8 @@ def test_paired_runs_cancel_drift_of_the_machine(tmp_path):
 
 def test_pooling_a_run_with_an_imported_one_keeps_the_samples(tmp_path):
     """An imported table has no samples; pooling it must not hide the other run's samples."""
-    from bench.importers.rows import ImportOptions
-    from bench.importers.run import import_files, write_import
+    from bench.importers.import_run import import_files, write_import
+    from bench.importers.imported_row import ImportOptions
 
     data = DATA / "osu" / "osu_allreduce.txt"
     write_import(tmp_path / "osu", *import_files("osu", [data], ImportOptions(nranks=2)))

@@ -1,4 +1,4 @@
-"""The machine-speed probe (bench/run/probe.py) and ``gate --normalise probe`` (issue 15, item 2).
+"""The machine-speed probe (bench/rank/probe.py) and ``gate --normalise probe`` (issue 15, item 2).
 
 Synthetic runs: a machine that is 2x slower everywhere (cells and the probe beside them) is one
 verdict of its own, not a regression of every cell; a real 1.5x regression on top of it still is."""

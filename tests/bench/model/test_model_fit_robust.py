@@ -247,7 +247,7 @@ def test_band_without_a_fit_record_fails_in_one_line(capsys) -> None:
 
 
 def test_held_out_counts_never_reach_the_fit(tmp_path: Path, monkeypatch) -> None:
-    import bench.cli.model_fit as model_fit
+    import bench.cli.model.fit_cmd as model_fit
 
     seen: list[int] = []
     real = model_fit.fit_per_library

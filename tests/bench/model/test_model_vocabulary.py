@@ -23,7 +23,7 @@ from bench.model.impls import (
     variant_of_row,
 )
 from bench.model.machine import LIBRARY_KEYS, load_machine
-from bench.model.run import ModelSpec, model_row
+from bench.model.model_run import ModelSpec, model_row
 from bench.plan.cells import expand
 from bench.plan.suite import parse_suite
 from bench.results.labels import impl_label

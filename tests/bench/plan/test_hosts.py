@@ -13,14 +13,14 @@ import pytest
 import yaml
 from conftest import TINY_SUITE, describe, find_mpiexec, run_cli
 
+from bench.driver.launchers import MachineLoad, mpi_flavour
+from bench.driver.launchers.mpiexec import Mpiexec
 from bench.errors import BadInput
 from bench.plan.cells import LaunchPlan, TimingPlan, expand
 from bench.plan.hosts import Host, HostPlan, Placement, host_list, parse_host, place, read_hostfile
 from bench.plan.suite import parse_suite
-from bench.run import hostfacts
-from bench.run.hostfacts import HostFacts, busiest_machine, placement_problem
-from bench.run.launchers import MachineLoad, mpi_flavour
-from bench.run.launchers.mpiexec import Mpiexec
+from bench.rank import hostfacts
+from bench.rank.hostfacts import HostFacts, busiest_machine, placement_problem
 from collectives.schedules.topology import Grid, Topology
 from collectives.transports.shm import ops as shm
 

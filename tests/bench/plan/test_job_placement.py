@@ -12,15 +12,16 @@ import pytest
 import yaml
 from hostile import run_in_process
 
+from bench.driver import memory_check as memory
+from bench.driver.launchers import Launcher, mpi_flavour
+from bench.driver.launchers.mpiexec import Mpiexec
+from bench.driver.launchers.srun import Srun
 from bench.errors import BadInput
 from bench.plan.cells import LaunchPlan, TimingPlan
 from bench.plan.hosts import Host
 from bench.plan.suite import parse_suite
-from bench.run import hostfacts, memory
-from bench.run.hostfacts import HostFacts, placement_problem
-from bench.run.launchers import Launcher, mpi_flavour
-from bench.run.launchers.mpiexec import Mpiexec
-from bench.run.launchers.srun import Srun
+from bench.rank import hostfacts
+from bench.rank.hostfacts import HostFacts, placement_problem
 from bench.sweep.session import Sweep
 from bench.sweep.where import Where, host_plan
 from collectives.schedules.topology import Grid, Topology

@@ -1,6 +1,6 @@
 """srun and sbatch without a cluster: the argv, the batch script, ``--launcher auto``, the suite's slurm block.
 
-The same paths run against a real (local) Slurm in tests/bench/run/test_slurm.py.
+The same paths run against a real (local) Slurm in tests/bench/driver/test_slurm.py.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import pytest
 import yaml
 from conftest import describe, run_cli
 
+from bench.driver import slurm
+from bench.driver.launchers import Launcher, choose_launcher, mpi_flavour
+from bench.driver.launchers.srun import PMI_PLUGIN, Srun, pmi_plugin
 from bench.errors import BadInput
 from bench.plan.cells import expand
 from bench.plan.hosts import HostPlan, Placement
 from bench.plan.slurm_options import Slurm
 from bench.plan.suite import parse_suite
-from bench.run import slurm
-from bench.run.launchers import Launcher, choose_launcher, mpi_flavour
-from bench.run.launchers.srun import PMI_PLUGIN, Srun, pmi_plugin
 
 BASE = {
     "name": "tiny",
@@ -53,7 +53,7 @@ def srun(flavour: str = "mpich", srun_args: tuple[str, ...] = (), **where) -> La
 
 
 def options_before(argv: list[str], marker: str = "-m") -> list[str]:
-    """The launcher's part of the argv (before ``python -m bench.run.worker``)."""
+    """The launcher's part of the argv (before ``python -m bench.rank.worker``)."""
     return argv[: argv.index(marker) - 1]
 
 
@@ -85,7 +85,7 @@ def test_srun_shape_pmi_timeout_and_worker(outside_allocation):
     assert options[0] == "/usr/bin/srun"
     assert {"--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--mpi=pmi2", "--kill-on-bad-exit=1",
             "--time=3"} <= set(options)
-    assert argv[-3:] == ["-m", "bench.run.worker", "/tmp/plan.json"]
+    assert argv[-3:] == ["-m", "bench.rank.worker", "/tmp/plan.json"]
 
 
 @pytest.mark.parametrize(("flavour", "plugin"), [("mpich", "--mpi=pmi2"), ("openmpi", "--mpi=pmix"), ("other", None)])

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.driver.launchers import MachineLoad
+from bench.driver.launchers.mpiexec import Mpiexec
 from bench.plan.hosts import Placement
-from bench.run import hostfacts
-from bench.run.launchers import MachineLoad
-from bench.run.launchers.mpiexec import Mpiexec
+from bench.rank import hostfacts
 from collectives import envsettings
 from collectives.envsettings import physical_cores
 

@@ -19,15 +19,15 @@ import pytest
 import yaml
 from conftest import ROOT, describe, run_cli
 
+from bench.driver import slurm
+from bench.driver.launchers import BASE_ENV
+from bench.driver.launchers.mpiexec import Mpiexec
+from bench.driver.launchers.srun import Srun
 from bench.errors import BadInput
 from bench.plan.first_run import first_run_suite
 from bench.plan.hosts import HostPlan, Placement
 from bench.plan.site import XCCL_SUFFIX, calls_vendor_library, known_sites, load_site
 from bench.plan.suite import parse_suite
-from bench.run import slurm
-from bench.run.launchers import BASE_ENV
-from bench.run.launchers.mpiexec import Mpiexec
-from bench.run.launchers.srun import Srun
 from bench.sweep.options import SweepOptions, load_for
 from bench.sweep.session import Sweep
 from bench.sweep.where import Where
@@ -48,7 +48,7 @@ GOLDEN_ACCOUNT = {"perlmutter": "PROJ_g"}
 GOLDEN_TIMEOUT_S = 600
 #: #SBATCH lines that name the run folder and the working directory (not the site's)
 RUN_PATHS = ("--output=", "--chdir=")
-#: what every launch carries whatever the site (bench/run/launchers/base.py)
+#: what every launch carries whatever the site (bench/driver/launchers/base.py)
 HARNESS_ENV = {*BASE_ENV, VERSION_VARIABLE, MACHINE_RANKS_VARIABLE}
 
 

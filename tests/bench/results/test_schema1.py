@@ -13,11 +13,11 @@ from synthetic_runs import cell, grid, make_run
 
 from bench.judge.gate import GateOptions, gate
 from bench.plan.cells import Cell
+from bench.rank.outcome import CellOutcome, part_row
+from bench.rank.parts import append_rows, cell_rows, finished_keys, read_parts, rows_of_cells
 from bench.results.read import read_meta, read_results
 from bench.results.runset import load_runs
 from bench.results.table import SCHEMA_VERSION, build_tables, write_run
-from bench.run.outcome import CellOutcome, part_row
-from bench.run.parts import append_rows, cell_rows, finished_keys, read_parts, rows_of_cells
 
 FINISHED = ("ok", "wrong", "unsupported", "skipped")
 PLANNED_COLUMNS = ["planned_nnodes", "planned_ranks_per_node", "planned_virtual_nodes", "planned_hosts_digest"]

@@ -14,6 +14,7 @@ import pytest
 
 from bench.plan.cells import CELL_KEY, expand
 from bench.plan.suite import parse_suite
+from bench.rank.parts import read_parts
 from bench.results import table
 from bench.results.table import (
     COLUMNS,
@@ -24,7 +25,6 @@ from bench.results.table import (
     make_row,
     timing_stats,
 )
-from bench.run.parts import read_parts
 from collectives.spec import busbw_factor
 
 #: the columns DESIGN.md fixes ("names fixed once chosen; add, don't rename")
@@ -143,7 +143,7 @@ def test_timing_stats_without_samples_is_all_nan():
 
 
 def worker_rows() -> list[dict]:
-    """Rows shaped as bench.run.worker writes them (cell + placement facts + outcome)."""
+    """Rows shaped as bench.rank.worker writes them (cell + placement facts + outcome)."""
     suite = parse_suite(
         {
             "name": "t",

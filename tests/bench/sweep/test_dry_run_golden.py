@@ -25,7 +25,7 @@ if __name__ == "__main__":  # run as a script: the project first, then tests/ fo
 from conftest import DATA, ROOT, describe  # noqa: E402
 
 from bench.plan.site import known_sites  # noqa: E402
-from collectives.transports.mpi.library import loaded_mpi_library  # noqa: E402
+from collectives.libraries.mpi_library import loaded_mpi_library  # noqa: E402
 
 GOLDEN = DATA / "golden" / "dry-run"
 #: 1 to 256 nodes, doubling: one batch job per node count where they differ by more than 2x

@@ -13,10 +13,10 @@ import pytest
 import yaml
 from conftest import describe, find_mpiexec, run_cli
 
+from bench.driver.launchers import mpi_flavour
 from bench.plan.site import load_site
 from bench.plan.suite import parse_suite
 from bench.plan.suite_files import load_suite, resolve_suite_path
-from bench.run.launchers import mpi_flavour
 from collectives.memory.backends import probe
 
 pytestmark = pytest.mark.mpi

@@ -16,11 +16,11 @@ import pytest
 import yaml
 from conftest import ROOT, TINY_SUITE, describe, run_cli, sigint_default, subprocess_env
 
+from bench.driver import memory_check as memory
+from bench.driver.runlock import LOCK_FILE, RunLock
 from bench.errors import BadInput
 from bench.plan.cells import expand
 from bench.plan.suite import parse_suite
-from bench.run import memory
-from bench.run.runlock import LOCK_FILE, RunLock
 
 #: a sweep that runs for a minute and a half unless stopped: a 2 s budget for each of many cells (short, so that
 #: the first row comes soon and an interrupt ends the cell in progress soon). It must outlast the two
@@ -112,7 +112,7 @@ def test_second_sweep_on_a_running_folder_is_refused(tmp_path: Path):
 def test_lock_is_exclusive_and_ends_with_release(tmp_path: Path):
     out = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from bench.run.runlock import RunLock; "
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from bench.driver.runlock import RunLock; "
          "RunLock(Path(sys.argv[1])).acquire('--out'); print('held', flush=True); time.sleep(60)", str(out)],
         cwd=ROOT, env=subprocess_env(1), stdout=subprocess.PIPE, text=True)
     try:

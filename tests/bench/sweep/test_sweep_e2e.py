@@ -183,7 +183,7 @@ def test_meta(meta, results):
     for launch_id, launch in launches.items():
         assert launch_id in set(results["launch_id"])
         argv = launch["argv"]
-        assert "bench.run.worker" in argv
+        assert "bench.rank.worker" in argv
         assert argv[argv.index("-n") + 1] == str(launch["nranks"])
         aids = OVERSUBSCRIPTION_AIDS & set(launch["env"])
         if launch["nranks"] > (os.cpu_count() or 1):
@@ -218,7 +218,7 @@ def test_dry_run_prints_one_mpiexec_line_per_launch_and_writes_nothing(tmp_path,
         assert len(lines) == 2, describe(result)
         for line, nranks in zip(lines, (2, 4), strict=True):
             assert f" -n {nranks} " in line
-            assert "bench.run.worker" in line
+            assert "bench.rank.worker" in line
             oversubscribed = nranks > (os.cpu_count() or 1)
             assert any(aid in line for aid in OVERSUBSCRIPTION_AIDS) == oversubscribed, line
         assert not out.exists()
@@ -231,7 +231,7 @@ def test_the_default_suite_is_found_from_any_working_directory(tmp_path):
     """``run sweep`` without a suite from a scratch folder (as on a cluster): suites/smoke.yaml by name."""
     result = run_cli("run", "sweep", "--dry-run", cwd=tmp_path, timeout=60)
     assert result.returncode == 0, describe(result)
-    assert "bench.run.worker" in result.stdout and not list(tmp_path.iterdir())
+    assert "bench.rank.worker" in result.stdout and not list(tmp_path.iterdir())
 
 
 # ---------------------------------------------------------------- run point
@@ -468,7 +468,7 @@ def test_a_sweep_expands_its_suite_once_and_reads_each_part_file_once(sweep, tmp
     from hostile import run_in_process
 
     import bench.sweep.where
-    from bench.run import parts
+    from bench.rank import parts
 
     calls = {"expand": 0, "parts": [], "parquet": 0}
     expand_before, rows_before, parquet_before = bench.sweep.where.expand, parts._rows, pd.read_parquet

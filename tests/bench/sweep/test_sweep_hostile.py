@@ -20,13 +20,14 @@ import yaml
 from conftest import describe, run_cli
 from hostile import assert_bad_input, run_in_process
 
+from bench.driver import memory_check as memory
+from bench.driver import slurm
 from bench.errors import BadInput
 from bench.plan.cells import expand
 from bench.plan.hosts import HostPlan
 from bench.plan.slurm_options import Slurm
 from bench.plan.suite import parse_suite
-from bench.run import memory, slurm
-from bench.run.parts import TORN_MARK, append_rows, read_parts
+from bench.rank.parts import TORN_MARK, append_rows, read_parts
 
 SUITE = {
     "name": "tiny",
@@ -225,7 +226,7 @@ def test_dry_run_launch_line_is_quoted(tmp_path: Path, monkeypatch):
     path.write_text(yaml.safe_dump({**SUITE, "env": {"PCCL_TEST_VALUE": "a; touch PWNED $(touch PWNED)"}}))
     code, stdout, stderr = run_in_process("run", "sweep", str(path), "--dry-run")
     assert code == 0, stderr
-    line = next(line for line in stdout.splitlines() if "bench.run.worker" in line)
+    line = next(line for line in stdout.splitlines() if "bench.rank.worker" in line)
     words = shlex.split(line)
     assert "PCCL_TEST_VALUE=a; touch PWNED $(touch PWNED)" in words or "a; touch PWNED $(touch PWNED)" in words
     shown = subprocess.run(["bash", "-c", 'show() { printf "%s\\0" "$@"; }; show ' + line], capture_output=True,
@@ -438,9 +439,9 @@ def test_process_rule_lets_an_oversubscribed_test_run():
 
 def test_process_rule_counts_the_ranks_of_one_host(monkeypatch):
     """Several hosts: each holds ranks / hosts (10000 on 100 hosts of 2 cores: 100 each, fine)."""
-    from bench.run.hostfacts import HostFacts
-    from bench.run.launchers.mpiexec import Mpiexec
-    from bench.run.launchers.srun import Srun
+    from bench.driver.launchers.mpiexec import Mpiexec
+    from bench.driver.launchers.srun import Srun
+    from bench.rank.hostfacts import HostFacts
     from bench.sweep.where import Where
 
     launches = launches_of([10000], hosts=100)
@@ -468,7 +469,7 @@ def test_process_rule_on_this_host_keeps_to_its_process_limits(monkeypatch):
 
 def test_an_oversubscribed_run_here_passes_the_check():
     """The rule's own example on this host, as run_sweep checks it: 8 ranks pass whatever the cores."""
-    from bench.run.launchers import choose_launcher
+    from bench.driver.launchers import choose_launcher
     from bench.sweep.session import Sweep
     from bench.sweep.where import Where
 

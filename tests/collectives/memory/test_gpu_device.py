@@ -8,11 +8,11 @@ import types
 import numpy as np
 import pytest
 
+from collectives.libraries import xccl_communicators as xccl
 from collectives.memory import backends as devices
 from collectives.memory import gpu_aware
 from collectives.memory.device_context import DeviceContext
 from collectives.schedules.topology import Grid, Topology
-from collectives.transports.xccl import communicators as xccl
 
 
 def fake_cupy(monkeypatch, *, hip: bool = False, count: int = 1, count_error: Exception | None = None,
@@ -254,7 +254,7 @@ def test_accumulating_reductions_hand_the_destination_itself():
 
 def test_communicators_and_contexts_are_closed_before_mpi_finalizes():
     """ncclCommDestroy at the end of the job, once per communicator; a context without NCCL is skipped."""
-    from bench.run import cell
+    from bench.rank import cell
 
     destroyed = []
 

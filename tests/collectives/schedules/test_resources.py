@@ -66,7 +66,7 @@ ON_COMMUNICATORS = textwrap.dedent('''
     import mpi4py
     mpi4py.rc.thread_level = "single"
     from mpi4py import MPI
-    from bench.run.cell import close_contexts
+    from bench.rank.cell import close_contexts
     from collectives.schedules.resources import resources_of
     from collectives.schedules.topology import made_topologies, topology
     from collectives.transports.shm import ops as shm
