@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from collectives.addresses import host_address
 from collectives.dtypes import dtype_code, numpy_dtype, op_code
-from collectives.memory.backends import host_address
 from collectives.schedules.rows import (
     ACT_COPY,
     ACT_NONE,

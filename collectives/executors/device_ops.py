@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from collectives.addresses import host_address
 from collectives.dtypes import dtype_code, op_code
-from collectives.memory.backends import host_address
 
 Step = Callable[[], None]
 

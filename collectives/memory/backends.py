@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from collectives.addresses import host_address
+
 GPU_DEVICES = ("cuda", "rocm")
 #: GPU binding override: "local" (local rank modulo the visible GPUs) or a device index
 ENV_GPU = "PCCL_BENCH_GPU"
@@ -147,11 +149,6 @@ def local_rank(comm) -> int:
         return shared.Get_rank()
     finally:
         shared.Free()
-
-
-def host_address(array: np.ndarray | None) -> int:
-    """Address of a host (numpy, pinned or not) array; 0 for None or an empty one."""
-    return int(array.__array_interface__["data"][0]) if array is not None and array.size else 0
 
 
 class HostBackend:

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from collectives.addresses import host_address
 from collectives.dtypes import dtype_code, itemsize, op_code
 from collectives.memory import register
-from collectives.memory.backends import GPU_DEVICES, HostBackend, host_address
+from collectives.memory.backends import GPU_DEVICES, HostBackend
 from collectives.schedules.rows import COMM_WORLD
 
 XCCL_HOST_REASON = "NCCL/RCCL run on GPU buffers only (device: cuda or rocm)"

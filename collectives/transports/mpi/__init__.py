@@ -7,9 +7,9 @@ mpi4py) runs that, on host buffers."""
 from __future__ import annotations
 
 from collectives import spec
+from collectives.addresses import host_address
 from collectives.dtypes import dtype_code, op_code
 from collectives.libraries.mpi_library import mpi_library
-from collectives.memory.backends import host_address
 from collectives.memory.context import HOST
 from collectives.transports import Transport, register
 

@@ -23,9 +23,9 @@ import ctypes
 import os
 from dataclasses import dataclass
 
+from collectives.addresses import host_address
 from collectives.dtypes import dtype_code, itemsize, op_code
 from collectives.envsettings import env_choice, env_number, machine_ranks, physical_cores
-from collectives.memory.backends import host_address
 from collectives.schedules.resources import resources_of
 from collectives.schedules.rows import COMM_WORLD
 from collectives.spec import even_blocks
