@@ -1,21 +1,28 @@
-"""The data flow runs one way: suite -> plan -> run -> results -> judge -> present.
+"""The data flow runs one way: suite -> plan -> rank/driver -> results -> judge -> present.
 
 A module imports only modules of its own stage or earlier ones; the library (collectives,
-cython_ext) never imports the harness; the drivers (bench/sweep/, bench/cli) sit on top.
-docs/ARCHITECTURE.md draws it.
+cython_ext) never imports the harness; the rank side (bench/rank/: what runs in the processes a
+launcher starts) imports nothing of the driver side (bench/driver/: the process of the user's
+command), which may import it; the drivers on top (bench/sweep/, bench/cli) compose the stages.
+docs/ARCHITECTURE.md draws it. The stage numbers are here alone (STAGES): the packages' docstrings
+name their stage, not its number.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
 
-#: stage of each bench package (modules not listed: bench/errors.py, bench/files.py, the base)
-STAGES = {"plan": 1, "run": 2, "lab": 2, "results": 3, "importers": 4, "model": 4, "judge": 5, "present": 6,
-          "sweep": 7, "cli": 8, "__main__": 9}
+#: stage of each bench package (modules not listed: bench/errors.py, bench/files.py, bench/text.py, the
+#: base); the rank side before the driver side: the driver imports the ranks' records and markers
+STAGES = {"plan": 1, "rank": 2, "lab": 2, "driver": 3, "results": 4, "importers": 5, "model": 5, "judge": 6,
+          "present": 7, "sweep": 8, "cli": 9, "__main__": 10}
+#: the two programs of a sweep: the ranks' and the driver's (bench/sweep/ orchestrates the driver's)
+RANK_SIDE, DRIVER_SIDE = ("bench.rank",), ("bench.driver", "bench.sweep", "bench.cli")
 
 
 def stage(module: str) -> int:
@@ -42,7 +49,7 @@ def imported(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             base = node.module
-            # ``from bench.run import cell`` names a module of bench.run
+            # ``from bench.rank import cell`` names a module of bench.rank
             found += [(node.lineno, f"{base}.{alias.name}" if base.count(".") == 1 and base.startswith("bench.")
                        else base) for alias in node.names]
     return [(line, name) for line, name in found if name.split(".")[0] in ("bench", "collectives", "cython_ext")]
@@ -60,23 +67,88 @@ def test_no_import_runs_backwards(path: Path):
 
 def test_the_library_never_imports_the_harness():
     assert stage("collectives.rdma_probe") == -1
-    assert stage("bench.plan.cells") < stage("bench.rank.worker") < stage("bench.results.table") \
-        < stage("bench.judge.gate") < stage("bench.present.report")
+    assert stage("bench.plan.cells") < stage("bench.rank.worker") < stage("bench.driver.job") \
+        < stage("bench.results.table") < stage("bench.judge.gate") < stage("bench.present.report")
+
+
+def test_every_package_has_its_stage_and_no_docstring_numbers_one():
+    """A new package of bench/ is given its place here (or is refused); a package's docstring names its
+    stage but not its number, so the numbers cannot disagree with STAGES."""
+    packages = {path.parent.name for path in ROOT.glob("bench/*/__init__.py")}
+    assert packages <= set(STAGES), f"packages without a stage in STAGES: {sorted(packages - set(STAGES))}"
+    numbered = {str(path.relative_to(ROOT)): match[0] for path in ROOT.glob("bench/*/__init__.py")
+                if (match := re.search(r"\bStage \d+", ast.get_docstring(ast.parse(path.read_text())) or ""))}
+    assert not numbered, f"stage numbers in docstrings (tests/project/test_layers.py STAGES has them): {numbered}"
+
+
+def _rank_side(module: str) -> bool:
+    return module.startswith(tuple(f"{side}." for side in RANK_SIDE)) or module in RANK_SIDE
+
+
+def _driver_side(module: str) -> bool:
+    return any(module == side or module.startswith(f"{side}.") for side in DRIVER_SIDE)
+
+
+def _module_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of the dotted names of bench modules that string constants name: ``-m bench.x``
+    in a command, a ``from bench.x import`` line of a program text run by another Python."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += [(node.lineno, name) for name in re.findall(r"(?<![\w.])bench(?:\.\w+)+", node.value)]
+    return found
+
+
+def test_the_rank_side_imports_nothing_of_the_driver_side():
+    """What runs in the ranks (bench/rank/) imports no module of the driver's (bench/driver/, bench/sweep/,
+    bench/cli/), at any depth (function bodies and TYPE_CHECKING included) nor by name in a string;
+    the driver may import the rank side (its records, its markers, the probes it starts)."""
+    assert _rank_side("bench.rank.worker") and _driver_side("bench.driver.launchers.srun")
+    assert not _rank_side("bench.ranking") and not _driver_side("bench.drivers")
+    rank_modules = [path for path in ROOT.glob("bench/rank/**/*.py")]
+    assert rank_modules, "no bench/rank/"
+    crossing = [f"{path.relative_to(ROOT)} line {line}: {target}" for path in rank_modules
+                for line, target in [*imported(path), *_module_strings(path)] if _driver_side(target)]
+    assert not crossing, f"the rank side imports the driver side: {crossing}"
+    # what a launcher starts is a rank-side program: the worker, the pre-flight's ranks, the host probe
+    started = {target for path in ROOT.glob("bench/driver/**/*.py") for _, target in _module_strings(path)
+               if _rank_side(target)}
+    assert {"bench.rank.worker", "bench.rank.preflight_probe"} <= started
+    programs = {target for path in [*ROOT.glob("bench/driver/**/*.py"), *ROOT.glob("bench/sweep/*.py")]
+                for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.List)
+                for index, item in enumerate(node.elts[:-1])
+                if isinstance(item, ast.Constant) and item.value == "-m"
+                and isinstance(target := node.elts[index + 1], ast.Constant) and isinstance(target := target.value, str)
+                and target.startswith("bench.")}
+    assert programs and all(_rank_side(program) for program in programs), \
+        f"a launch starts a module of the driver side: {sorted(programs)}"
 
 
 def _module_imports(path: Path, modules: set[str]) -> set[str]:
-    """The project modules ``path`` imports anywhere: at module level (``if``/``try`` blocks and
-    TYPE_CHECKING included) and inside functions (an import deferred to call time still makes the two
-    modules depend on each other)."""
+    return _imports_of(path.read_text(), module_name(path), modules)
+
+
+def _imports_of(source: str, name: str, modules: set[str]) -> set[str]:
+    """The project modules the module ``name`` (its text ``source``) imports anywhere: at module level
+    (``if``/``try`` blocks and TYPE_CHECKING included) and inside functions (an import deferred to call
+    time still makes the two modules depend on each other), and the packages in between: importing
+    ``a.b.c`` runs ``a/b``'s __init__ first (the top packages, ``bench`` and ``collectives``, the API
+    that stands on everything, and the importer's own packages, already running, aside)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in modules)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
                 found.update([full] if full in modules else [node.module] if node.module in modules else [])
-    return found - {module_name(path)}
+    for target in list(found):
+        package = target.rpartition(".")[0]
+        while "." in package:
+            if package in modules and not f"{name}.".startswith(f"{package}."):
+                found.add(package)
+            package = package.rpartition(".")[0]
+    return found - {name}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -119,6 +191,14 @@ def test_no_import_circle_outside_a_registry():
     paths = {module_name(path): path for path in [*ROOT.glob("bench/**/*.py"), *ROOT.glob("collectives/**/*.py")]}
     graph = {name: _module_imports(path, set(paths)) for name, path in paths.items()}
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the finder finds
+    # a package between: importing a.p.m runs a.p's __init__ (memory <-> transports.xccl's circle ran so),
+    # but not the importer's own package's (running already) nor the top package's
+    modules = {"collectives.memory", "collectives.memory.backends", "collectives.transports.xccl",
+               "collectives.transports.xccl.ops"}
+    assert _imports_of("from collectives.transports.xccl.ops import f\nfrom collectives.memory.backends import g",
+                       "collectives.memory.context", modules) == {"collectives.transports.xccl.ops",
+                                                                  "collectives.transports.xccl",
+                                                                  "collectives.memory.backends"}
     circles = []
     for component in _cycles(graph):
         package = min(component, key=len)
@@ -130,23 +210,22 @@ def test_no_import_circle_outside_a_registry():
 
 
 #: the library's floors, in the order a call is made of them: what it is (the call, its spec), the
-#: schedule (rows as data), where buffers live, what runs rows, what runs whole collectives, who
-#: composes them; modules at collectives/ itself are the base every floor may use, and the
-#: package's own __init__ (the library's API) stands on all of them
-LIBRARY_FLOORS = {"spec": 0, "schedules": 2, "memory": 3, "executors": 4, "transports": 5, "impls": 6}
-LIBRARY_BASE = {"__init__.py", "call.py", "dtypes.py", "envsettings.py", "registry.py", "timing_plan.py", "version.py"}
+#: vendor libraries as found at run time (which MPI, NCCL/RCCL's communicators), the schedule (rows as
+#: data), where buffers live, what runs rows, what runs whole collectives, who composes them; modules
+#: at collectives/ itself are the base every floor may use, and the package's own __init__ (the
+#: library's API) stands on all of them
+LIBRARY_FLOORS = {"spec": 0, "libraries": 1, "schedules": 2, "memory": 3, "executors": 4, "transports": 5,
+                  "impls": 6}
+LIBRARY_BASE = {"__init__.py", "addresses.py", "call.py", "dtypes.py", "envsettings.py", "registry.py",
+                "timing_plan.py", "version.py"}
 #: imports against that order, each with why it is not a mistake
 LIBRARY_BACK_EDGES = {
     ("collectives.schedules.hier", "collectives.transports"):
         "a phase named after a transport is cut out of the schedule: the hierarchy asks the registry for the names",
-    ("collectives.memory.device_context", "collectives.transports.xccl"):
-        "a GPU job's context holds its NCCL/RCCL communicators",
     ("collectives.memory.device_context", "collectives.executors.device"):
         "the context hands out its executor (imported when asked)",
     ("collectives.memory.device_context", "collectives.executors.device_ops"):
         "the context chains a call's parts (imported when asked)",
-    ("collectives.memory.gpu_aware", "collectives.libraries.mpi_library"):
-        "whether MPI reaches device memory depends on which MPI library it is (asked when probed)",
 }
 
 
@@ -170,19 +249,24 @@ def _library_imports(path: Path) -> list[tuple[int, str]]:
 
 
 def test_the_library_reads_as_its_pipeline():
-    """collectives/ in folders: spec -> schedules -> memory -> executors -> transports -> impls, imports
-    (at any depth, function bodies included) only downwards but for the listed edges."""
+    """collectives/ in folders: spec -> libraries -> schedules -> memory -> executors -> transports -> impls,
+    imports (at any depth, function bodies included) only downwards but for the listed edges, each of
+    which is still an import (a listed edge nothing takes any more goes from the list)."""
     assert [folder for folder in LIBRARY_FLOORS if (ROOT / "collectives" / folder / "__init__.py").exists()] == list(
         LIBRARY_FLOORS)
     upwards = set()
+    taken = set()
     for path in ROOT.glob("collectives/**/*.py"):
         name = module_name(path)
         for line, target in _library_imports(path):
             if library_floor(target) > library_floor(name):
-                if not any(name == source and target.startswith(to) for source, to in LIBRARY_BACK_EDGES):
+                edges = [(source, to) for source, to in LIBRARY_BACK_EDGES if name == source and target.startswith(to)]
+                taken.update(edges)
+                if not edges:
                     upwards.add(f"{name} line {line}: {target}")
-    assert not upwards, f"library imports against spec -> schedules -> memory -> executors -> transports -> impls: " \
-                        f"{sorted(upwards)}"
+    assert not upwards, f"library imports against spec -> libraries -> schedules -> memory -> executors -> " \
+                        f"transports -> impls: {sorted(upwards)}"
+    assert taken == set(LIBRARY_BACK_EDGES), f"listed edges no module takes: {sorted(set(LIBRARY_BACK_EDGES) - taken)}"
     loose = {path.name for path in (ROOT / "collectives").glob("*.py")}
     assert loose == LIBRARY_BASE, f"only the base modules at collectives/'s top, not {sorted(loose - LIBRARY_BASE)}"
 
