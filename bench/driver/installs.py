@@ -33,11 +33,17 @@ from mpi4py import MPI
 from bench import __version__
 from bench.files import PACKAGE_ROOT
 from bench.results.table import SCHEMA_VERSION
-from bench.driver.launchers.base import mpi_flavour
-from bench.driver.provenance import git_sha
+try:
+    from bench.driver.launchers.base import mpi_flavour
+    from bench.driver.provenance import git_sha
+    worker = "bench.rank.worker"
+except ImportError:  # an install from before bench/run/ was split in two (pre-split names)
+    from bench.run.launchers.base import mpi_flavour  # pre-split
+    from bench.run.provenance import git_sha  # pre-split
+    worker = "bench.run.worker"  # pre-split
 facts = {"home": str(PACKAGE_ROOT), "version": __version__, "git_sha": git_sha(),
          "schema_version": SCHEMA_VERSION, "flavour": mpi_flavour(),
-         "mpi_library": MPI.Get_library_version().splitlines()[0].strip(), "plan": ""}
+         "mpi_library": MPI.Get_library_version().splitlines()[0].strip(), "plan": "", "worker": worker}
 if len(sys.argv) > 1:
     from bench.plan.cells import LaunchPlan
     try:
@@ -63,6 +69,9 @@ class Install:
     #: mpich | openmpi | other, and the library's own first line
     flavour: str
     mpi_library: str
+    #: the module its jobs run (``python -m``): bench.rank.worker, or in an install from before the
+    #: driver/rank split its old name (an arm of main against a branch keeps working across it)
+    worker: str = "bench.rank.worker"
 
     @property
     def mpiexec(self) -> str | None:
@@ -119,7 +128,8 @@ def probe_install(given: str, where: str, schema_version: int, plan_path: Path |
     facts = _ask(python, [str(plan_path)] if plan_path else [], where, given)
     try:
         install = Install(given, str(python), str(facts["home"]), str(facts["version"]), str(facts["git_sha"]),
-                          int(facts["schema_version"]), str(facts["flavour"]), str(facts["mpi_library"]))
+                          int(facts["schema_version"]), str(facts["flavour"]), str(facts["mpi_library"]),
+                          str(facts.get("worker", "bench.rank.worker")))
     except (KeyError, TypeError, ValueError):
         raise BadInput(where, f"{given}: {python} did not say what it is (not a pccl-bench install?)") from None
     if install.schema_version != schema_version:

@@ -166,7 +166,7 @@ class Sweep:
         env = launcher.job_env(load, {**self.where.site_env(launch), **self.suite.env, **launch.env})
         if install is not None:
             env.update(install.job_env())
-            program = program or [install.python, "-m", "bench.rank.worker", plan_path]
+            program = program or [install.python, "-m", install.worker, plan_path]
         argv = launcher.command(launch.nranks, env, [plan_path], launch.where, self.suite.timeout_s,
                                 load.oversubscribed, program)
         return argv, env

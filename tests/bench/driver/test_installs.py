@@ -97,3 +97,40 @@ def test_an_install_asked_in_an_earlier_round_is_not_asked_again(tmp_path):
     launcher, install = where.job(where.launches(suite)[1])
     assert install is not None and install.python == record["python"] and install.home == "/nowhere"
     assert launcher.program == where.launcher.program  # no mpiexec beside that Python: this one
+
+
+#: an install from before the driver/rank split (pre-split): the modules the probe imports, by their names of then
+PRE_SPLIT = {
+    "bench/__init__.py": "__version__ = '0.0.9'\n",
+    "bench/files.py": "from pathlib import Path\nPACKAGE_ROOT = Path(__file__).resolve().parent.parent\n",
+    "bench/results/__init__.py": "", "bench/results/table.py": f"SCHEMA_VERSION = {SCHEMA_VERSION}\n",
+    "bench/run/__init__.py": "", "bench/run/launchers/__init__.py": "",  # pre-split
+    "bench/run/launchers/base.py": "def mpi_flavour():\n    return 'mpich'\n",  # pre-split
+    "bench/run/provenance.py": "def git_sha():\n    return 'abc123'\n",  # pre-split
+}
+
+
+def test_an_install_from_before_the_driver_rank_split_runs_its_own_worker_module(tmp_path):
+    """An arm of main against a branch works across the split: the probe finds the install's modules
+    by their names of then, and its launches start its worker by its name of then."""
+    from bench.driver.installs import probe_install
+    from bench.driver.launchers import choose_launcher
+    from bench.plan.suite_files import load_suite
+    from bench.sweep.session import Sweep
+    from bench.sweep.where import Where
+
+    tree = tmp_path / "old"
+    for name, text in PRE_SPLIT.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(text)
+    old = _fake_install(tmp_path / "old-venv", f'PYTHONPATH={tree} exec {sys.executable} "$@"')
+    install = probe_install(str(old), "arms.1.install", SCHEMA_VERSION)
+    old_worker = "bench.run.worker"  # pre-split
+    assert (install.worker, install.version, install.home) == (old_worker, "0.0.9", str(tree))
+    assert probe_install(str(VENV), "arms.1.install", SCHEMA_VERSION).worker == "bench.rank.worker"
+    suite, _ = load_suite(_suite(tmp_path, str(old)))
+    where = Where.of(suite, choose_launcher("mpiexec"))
+    sweep = Sweep.of(suite, where, label="suite.yaml")
+    sweep.check_installs({str(old): install.record()})  # as ab's later rounds take it
+    argv, _ = sweep.job_command(where.launches(suite)[1], "plan.json")
+    assert argv[argv.index("-m") - 1:argv.index("-m") + 3] == [install.python, "-m", old_worker, "plan.json"]
