@@ -13,15 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import mpi4py
 import pytest
+from conftest import ROOT
 
-mpi4py.rc.initialize = False  # MPI_Get_library_version is legal before MPI_Init
-
-from conftest import ROOT  # noqa: E402
-
-from collectives.libraries import mpi_library as mpiinfo  # noqa: E402
-from cython_ext import core  # noqa: E402
+from collectives.libraries import mpi_library as mpiinfo
+from cython_ext import core
 
 OPEN_MPI_TEXT = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022\0"
 
