@@ -22,7 +22,7 @@ from rich.markup import escape
 from bench.driver import memory_check as memory
 from bench.driver import slurm
 from bench.driver.installs import Install, probe_install
-from bench.driver.launchers import Launcher, choose_launcher
+from bench.driver.launchers import Job, Launcher, choose_launcher, worker_program
 from bench.driver.provenance import provenance
 from bench.errors import EXIT_CELLS_FAILED, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, BadInput
 from bench.plan.cells import Cell, Launch, LaunchPlan, TimingPlan
@@ -167,9 +167,9 @@ class Sweep:
         if install is not None:
             env.update(install.job_env())
             program = program or [install.python, "-m", install.worker, plan_path]
-        argv = launcher.command(launch.nranks, env, [plan_path], launch.where, self.suite.timeout_s,
-                                load.oversubscribed, program)
-        return argv, env
+        job = Job(launch.nranks, launch.where, env, tuple(program or worker_program([plan_path])),
+                  self.suite.timeout_s, load.oversubscribed)
+        return launcher.command(job), env
 
     def launch_plan(self, launch: Launch, todo: list[Cell], argv: list[str], env: dict[str, str],
                     part: Path | None = None) -> LaunchPlan:

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 
 from bench.driver.installs import Install
-from bench.driver.launchers import BASE_ENV, PACKAGE_HOME, Launcher, MachineLoad
+from bench.driver.launchers import BASE_ENV, PACKAGE_HOME, Job, Launcher, MachineLoad
 from bench.errors import BadInput
 from bench.plan.cells import Launch, expand
 from bench.plan.hosts import HostPlan, Placement, suite_host_plan
@@ -69,8 +69,8 @@ class Where:
             return
         placement = Placement(len(names), 1, tuple(names))
         env = {**BASE_ENV, **{key: str(value) for key, value in suite.env.items()}}
-        argv = self.launcher.command(len(names), env, [], placement, timeout_s=hostfacts.PROBE_TIMEOUT_S,
-                                     program=[sys.executable, "-m", "bench.rank.hostfacts"])
+        argv = self.launcher.command(Job(len(names), placement, env, (sys.executable, "-m", "bench.rank.hostfacts"),
+                                         timeout_s=hostfacts.PROBE_TIMEOUT_S))
         self.facts = {host.name: host for host in hostfacts.probe(argv, env, names, PACKAGE_HOME)}
 
     def add_install(self, install: Install, where: str) -> None:

@@ -341,3 +341,20 @@ def test_no_launcher_switch_outside_the_launcher_classes():
     switches = {str(path.relative_to(ROOT)): found for path in ROOT.glob("bench/**/*.py")
                 if "launchers" not in path.parts and (found := _launcher_switches(path.read_text()))}
     assert not switches, switches
+
+
+def test_a_launcher_takes_one_launch_descriptor():
+    """``Launcher.argv`` and ``command`` take the job (``Job``: ranks, placement, environment, program,
+    timeout, oversubscription) and nothing else, in every launcher class: a new fact about a launch is
+    a field of ``Job``, not a parameter repeated by each override."""
+    import inspect
+
+    from bench.driver.launchers import LAUNCHERS, Job, Launcher
+
+    classes = {Launcher, *LAUNCHERS.values()}
+    classes |= {sub for cls in list(classes) for sub in cls.__subclasses__()}  # hydra's and Open MPI's mpiexec
+    loose = {f"{cls.__name__}.{name}{inspect.signature(getattr(cls, name))}" for cls in classes
+             for name in ("argv", "command")
+             if list(inspect.signature(getattr(cls, name)).parameters) != ["self", "job"]}
+    assert not loose, f"launcher methods with arguments beside the job: {sorted(loose)}"
+    assert {"nranks", "placement", "env", "program"} <= set(Job.__dataclass_fields__)

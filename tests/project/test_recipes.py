@@ -248,9 +248,9 @@ class Flux(Launcher):
     def is_here(cls):
         return bool(os.environ.get("FLUX_URI"))  # inside a Flux instance
 
-    def argv(self, nranks, env, placement, timeout_s, oversubscribed):
-        return [self.program, "run", f"-N{placement.nhosts}", f"-n{nranks}",
-                *(f"--env={key}={value}" for key, value in env.items())]
+    def argv(self, job):
+        return [self.program, "run", f"-N{job.placement.nhosts}", f"-n{job.nranks}",
+                *(f"--env={key}={value}" for key, value in job.env.items())]
 '''
 
 #: a stand-in for Flux on a machine without it: ``flux run -N -n --env=K=V PROGRAM`` as an mpiexec job

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from bench.driver.launchers.base import (
     BASE_ENV,
     PACKAGE_HOME,
+    Job,
     Launcher,
     MachineLoad,
     mpi_flavour,
@@ -57,6 +58,5 @@ def choose_launcher(name: str, slurm: Slurm | None = None) -> Launcher:
 # The launchers, one line each (each module registers its class).
 from bench.driver.launchers import mpiexec, srun, sbatch, none  # noqa: E402,F401,I001
 
-__all__ = ["BASE_ENV", "LAUNCHERS", "PACKAGE_HOME", "Launcher", "MachineLoad", "choose_launcher", "launcher_class",
-           "launcher_names",
-           "mpi_flavour", "register", "worker_program"]
+__all__ = ["BASE_ENV", "LAUNCHERS", "PACKAGE_HOME", "Job", "Launcher", "MachineLoad", "choose_launcher",
+           "launcher_class", "launcher_names", "mpi_flavour", "register", "worker_program"]

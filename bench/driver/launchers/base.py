@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
@@ -81,6 +82,25 @@ def worker_program(worker_args: list[str]) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Job:
+    """One MPI job as a launcher starts it: the one argument of ``Launcher.argv`` and ``command`` (as
+    ReFrame's launchers take the job), built once per launch (``Sweep.job_command``; the host probe of
+    ``Where.probe``; the pre-flight's probe launch, through ``job_command``)."""
+
+    nranks: int
+    #: where the ranks go (hosts, ranks per host; the launcher's own nodes where it spreads them)
+    placement: Placement
+    #: what every rank gets in its environment (the launcher exports it)
+    env: Mapping[str, str]
+    #: what each rank runs: the worker on a plan, a probe
+    program: tuple[str, ...]
+    #: the launch's limit (srun's --time of the step); None: none asked
+    timeout_s: float | None = None
+    #: more ranks than cores on the busiest machine (Open MPI must be told)
+    oversubscribed: bool = False
+
+
+@dataclass(frozen=True)
 class Launcher:
     """A per-job launcher. Subclasses set ``name`` and ``sweep_driver`` and write ``argv``."""
 
@@ -138,15 +158,11 @@ class Launcher:
         env.update({key: str(value) for key, value in suite_env.items()})
         return env
 
-    def command(self, nranks: int, env: dict[str, str], worker_args: list[str], placement: Placement,
-                timeout_s: float | None = None, oversubscribed: bool = False,
-                program: list[str] | None = None) -> list[str]:
-        """The argv of one job: ``program`` (default: the worker on ``worker_args``) on ``nranks``
-        ranks placed as ``placement`` says."""
-        return self.argv(nranks, env, placement, timeout_s, oversubscribed) + (program or worker_program(worker_args))
+    def command(self, job: Job) -> list[str]:
+        """The argv of one job: its program on its ranks, placed as its placement says."""
+        return self.argv(job) + list(job.program)
 
-    def argv(self, nranks: int, env: dict[str, str], placement: Placement, timeout_s: float | None,
-             oversubscribed: bool) -> list[str]:
+    def argv(self, job: Job) -> list[str]:
         """The launcher's part of a job's argv, before the program."""
         raise NotImplementedError(f"{type(self).__name__} writes no argv")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from bench.driver.launchers import register
-from bench.driver.launchers.base import Launcher
+from bench.driver.launchers.base import Job, Launcher
 from bench.errors import BadInput
 from bench.plan.hosts import HostPlan, parse_host_counts, read_hostfile, read_slot_file
 
@@ -60,13 +60,12 @@ class Mpiexec(Launcher):
         # of a hostfile (hydra places round-robin without them)
         return ",".join(f"{name}:{placement.ranks_per_host}" for name in placement.names)
 
-    def argv(self, nranks: int, env: dict[str, str], placement: Placement, timeout_s: float | None,
-             oversubscribed: bool) -> list[str]:
-        hosts = self.host_list(placement)
+    def argv(self, job: Job) -> list[str]:
+        hosts = self.host_list(job.placement)
         argv = [self.program or "mpiexec", *(["-hosts", hosts] if hosts else [])]
-        for key, value in env.items():
+        for key, value in job.env.items():
             argv += ["-genv", key, value]
-        return argv + self.site_options(nranks, placement) + ["-n", str(nranks)]
+        return argv + self.site_options(job.nranks, job.placement) + ["-n", str(job.nranks)]
 
     def job_hosts(self) -> HostPlan | None:
         """The hosts a site's mpiexec takes by itself: its hostfile variable, else the PBS/Torque or
@@ -115,15 +114,14 @@ class OpenMpiMpiexec(Mpiexec):
     hostfile_variables: ClassVar[tuple[str, ...]] = ("OMPI_MCA_orte_default_hostfile",
                                                      "PRTE_MCA_prte_default_hostfile")
 
-    def argv(self, nranks: int, env: dict[str, str], placement: Placement, timeout_s: float | None,
-             oversubscribed: bool) -> list[str]:
+    def argv(self, job: Job) -> list[str]:
         argv = [self.program or "mpiexec"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             argv.append("--allow-run-as-root")
-        if oversubscribed:
+        if job.oversubscribed:
             argv.append("--oversubscribe")
-        hosts = self.host_list(placement)
+        hosts = self.host_list(job.placement)
         argv += ["--host", hosts] if hosts else []
-        for key, value in env.items():
+        for key, value in job.env.items():
             argv += ["-x", f"{key}={value}"]
-        return argv + self.site_options(nranks, placement) + ["-n", str(nranks)]
+        return argv + self.site_options(job.nranks, job.placement) + ["-n", str(job.nranks)]

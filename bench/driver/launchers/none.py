@@ -5,13 +5,10 @@ ask; bench/sweep/inside.py drives it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from bench.driver.launchers import register
-from bench.driver.launchers.base import Launcher
-
-if TYPE_CHECKING:
-    from bench.plan.hosts import Placement
+from bench.driver.launchers.base import Job, Launcher
 
 
 @register
@@ -21,6 +18,5 @@ class InJob(Launcher):
     sweep_driver: ClassVar[str] = "inside"
     probes_hosts: ClassVar[bool] = False
 
-    def argv(self, nranks: int, env: dict[str, str], placement: Placement, timeout_s: float | None,
-             oversubscribed: bool) -> list[str]:
+    def argv(self, job: Job) -> list[str]:
         return []

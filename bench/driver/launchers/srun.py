@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from bench.driver import slurm
 from bench.driver.launchers import register
-from bench.driver.launchers.base import Launcher
+from bench.driver.launchers.base import Job, Launcher
 from bench.driver.slurm import allocation_time_limit, check_steps
 from bench.errors import BadInput
 from bench.plan.hosts import Host, HostPlan
@@ -19,7 +19,6 @@ from bench.plan.slurm_options import time_minutes
 
 if TYPE_CHECKING:
     from bench.plan.cells import Launch
-    from bench.plan.hosts import Placement
     from bench.plan.site import Site
     from bench.plan.slurm_options import Slurm
 
@@ -79,8 +78,8 @@ class Srun(Launcher):
     def is_here(cls) -> bool:
         return in_slurm_allocation()
 
-    def argv(self, nranks: int, env: dict[str, str], placement: Placement, timeout_s: float | None,
-             oversubscribed: bool) -> list[str]:
+    def argv(self, job: Job) -> list[str]:
+        nranks, env, placement, timeout_s = job.nranks, job.env, job.placement, job.timeout_s
         # without ranks_per_node srun's own job is Slurm's to spread (as many nodes as the tasks need),
         # not one node asked to hold every rank; the worker measures where they went
         shape = [] if placement.launcher_spreads else [f"--nodes={placement.nhosts}"]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import TINY_SUITE, describe, find_mpiexec, run_cli
 
-from bench.driver.launchers import MachineLoad, mpi_flavour
+from bench.driver.launchers import Job, MachineLoad, mpi_flavour, worker_program
 from bench.driver.launchers.mpiexec import Mpiexec
 from bench.errors import BadInput
 from bench.plan.cells import LaunchPlan, TimingPlan, expand
@@ -24,7 +24,8 @@ from bench.rank.hostfacts import HostFacts, busiest_machine, placement_problem
 from collectives.schedules.topology import Grid, Topology
 from collectives.transports.shm import ops as shm
 
-WORKER = ["/tmp/plan.json"]
+#: what each rank runs: the worker on a plan
+WORKER = tuple(worker_program(["/tmp/plan.json"]))
 
 
 def hosts(*names: str) -> HostPlan:
@@ -141,11 +142,11 @@ def test_suite_hosts_and_hostfile(tmp_path: Path):
 
 def test_mpiexec_is_told_every_host_and_its_ranks():
     placement = Placement(2, 2, ("h1", "h2"))
-    mpich = Mpiexec.for_flavour("mpich", "mpiexec").command(4, {"A": "1"}, WORKER, placement)
+    mpich = Mpiexec.for_flavour("mpich", "mpiexec").command(Job(4, placement, {"A": "1"}, WORKER))
     assert mpich[:3] == ["mpiexec", "-hosts", "h1:2,h2:2"] and mpich[-6:-4] == ["-n", "4"]
-    openmpi = Mpiexec.for_flavour("openmpi", "mpirun").command(4, {}, WORKER, placement, oversubscribed=True)
+    openmpi = Mpiexec.for_flavour("openmpi", "mpirun").command(Job(4, placement, {}, WORKER, oversubscribed=True))
     assert openmpi[openmpi.index("--host") + 1] == "h1:2,h2:2" and "--oversubscribe" in openmpi
-    alone = Mpiexec.for_flavour("mpich", "mpiexec").command(2, {}, WORKER, Placement(1, 2))
+    alone = Mpiexec.for_flavour("mpich", "mpiexec").command(Job(2, Placement(1, 2), {}, WORKER))
     assert "-hosts" not in alone
 
 

@@ -16,7 +16,7 @@ import yaml
 from conftest import describe, run_cli
 
 from bench.driver import slurm
-from bench.driver.launchers import Launcher, choose_launcher, mpi_flavour
+from bench.driver.launchers import Job, Launcher, choose_launcher, mpi_flavour, worker_program
 from bench.driver.launchers.srun import PMI_PLUGIN, Srun, pmi_plugin
 from bench.errors import BadInput
 from bench.plan.cells import expand
@@ -33,7 +33,8 @@ BASE = {
     "sizes": {"min": "8B", "max": "64B"},
     "timeout_s": 100,
 }
-WORKER = ["/tmp/plan.json"]
+#: what each rank runs: the worker on a plan
+WORKER = tuple(worker_program(["/tmp/plan.json"]))
 #: whole nodes of srun's own job, as outside an allocation
 SRUN_NODES = HostPlan(source="srun", launcher_nodes=True)
 
@@ -80,7 +81,7 @@ def fake_slurm_bin(tmp_path, monkeypatch) -> Path:
 
 
 def test_srun_shape_pmi_timeout_and_worker(outside_allocation):
-    argv = srun().command(8, {"A": "1"}, WORKER, nodes(2, 4), timeout_s=100)
+    argv = srun().command(Job(8, nodes(2, 4), {"A": "1"}, WORKER, timeout_s=100))
     options = options_before(argv)
     assert options[0] == "/usr/bin/srun"
     assert {"--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--mpi=pmi2", "--kill-on-bad-exit=1",
@@ -90,7 +91,7 @@ def test_srun_shape_pmi_timeout_and_worker(outside_allocation):
 
 @pytest.mark.parametrize(("flavour", "plugin"), [("mpich", "--mpi=pmi2"), ("openmpi", "--mpi=pmix"), ("other", None)])
 def test_srun_pmi_plugin_follows_the_mpi(outside_allocation, flavour, plugin):
-    options = options_before(srun(flavour).command(2, {}, WORKER, nodes(1, 2), 10))
+    options = options_before(srun(flavour).command(Job(2, nodes(1, 2), {}, WORKER, timeout_s=10)))
     mpi = [arg for arg in options if arg.startswith("--mpi=")]
     assert mpi == ([plugin] if plugin else [])
 
@@ -103,14 +104,14 @@ def test_pmi_plugin_of_the_loaded_mpi():
 
 def test_suite_srun_args_come_last_and_may_choose_the_pmi(outside_allocation):
     launcher = srun(srun_args=("--mpi=pmix_v4", "--cpu-bind=cores"))
-    options = options_before(launcher.command(2, {}, WORKER, nodes(2, 1), 10))
+    options = options_before(launcher.command(Job(2, nodes(2, 1), {}, WORKER, timeout_s=10)))
     assert options[-2:] == ["--mpi=pmix_v4", "--cpu-bind=cores"]
     assert [arg for arg in options if arg.startswith("--mpi=")] == ["--mpi=pmix_v4"]
 
 
 def test_srun_exports_the_job_environment(outside_allocation):
     env = {"MALLOC_TRIM_THRESHOLD_": "67108864", "UCX_TLS": "rc,sm,self", "X": "a b"}
-    argv = srun().command(2, env, WORKER, nodes(1, 2), 10)
+    argv = srun().command(Job(2, nodes(1, 2), env, WORKER, timeout_s=10))
     assert "--export=ALL,MALLOC_TRIM_THRESHOLD_=67108864,X=a b" in argv
     # srun cannot escape a comma: such a value rides in srun's own environment, named in the argv
     assert argv[0].endswith("env") and argv[1] == "UCX_TLS=rc,sm,self" and argv[2] == "/usr/bin/srun"
@@ -118,14 +119,15 @@ def test_srun_exports_the_job_environment(outside_allocation):
 
 def test_partition_and_account_only_for_a_job_of_its_own(outside_allocation, monkeypatch):
     launcher = srun(partition="debug", account="proj1")
-    assert {"--partition=debug", "--account=proj1"} <= set(launcher.command(2, {}, WORKER, nodes(1, 2), 10))
+    job = Job(2, nodes(1, 2), {}, WORKER, timeout_s=10)
+    assert {"--partition=debug", "--account=proj1"} <= set(launcher.command(job))
     monkeypatch.setenv("SLURM_JOB_ID", "42")
-    argv = launcher.command(2, {}, WORKER, nodes(1, 2), 10)
+    argv = launcher.command(job)
     assert not any(arg.startswith(("--partition", "--account")) for arg in argv)
 
 
 def test_srun_names_the_nodes_of_a_named_placement(outside_allocation):
-    options = options_before(srun().command(4, {}, WORKER, Placement(2, 2, ("n1", "n2")), 10))
+    options = options_before(srun().command(Job(4, Placement(2, 2, ("n1", "n2")), {}, WORKER, timeout_s=10)))
     assert {"--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--nodelist=n1,n2"} <= set(options)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.driver.launchers import MachineLoad
+from bench.driver.launchers import Job, MachineLoad, worker_program
 from bench.driver.launchers.mpiexec import Mpiexec
 from bench.plan.hosts import Placement
 from bench.rank import hostfacts
@@ -66,7 +66,8 @@ def test_ranks_between_cores_and_threads_oversubscribe(smt_node: Path) -> None:
     assert load.cores == 4 and load.oversubscribed
     assert not MachineLoad.here(4).oversubscribed
     launcher = Mpiexec.for_flavour("openmpi", "mpiexec")
-    argv = launcher.command(6, {}, ["plan.json"], Placement(1, 6), oversubscribed=load.oversubscribed)
+    job = Job(6, Placement(1, 6), {}, tuple(worker_program(["plan.json"])), oversubscribed=load.oversubscribed)
+    argv = launcher.command(job)
     assert "--oversubscribe" in argv
     assert launcher.job_env(load, {})["OMPI_MCA_mpi_yield_when_idle"] == "1"
     mpich = Mpiexec.for_flavour("mpich", "mpiexec").job_env(load, {})

@@ -20,7 +20,7 @@ import yaml
 from conftest import ROOT, describe, run_cli
 
 from bench.driver import slurm
-from bench.driver.launchers import BASE_ENV
+from bench.driver.launchers import BASE_ENV, Job, worker_program
 from bench.driver.launchers.mpiexec import Mpiexec
 from bench.driver.launchers.srun import Srun
 from bench.errors import BadInput
@@ -278,10 +278,10 @@ def test_values_follow_the_node_count(tmp_path):
 def test_launcher_options_come_from_the_site_and_the_suite_wins_by_name(tmp_path):
     site = load_site(str(write_site(tmp_path)), "test")
     srun = Srun("mpich", "srun", "srun", None, ("--gpus-per-node=2",)).with_site(site)
-    argv = srun.command(8, {}, ["p.json"], Placement(2, 4), 10)
+    argv = srun.command(Job(8, Placement(2, 4), {}, tuple(worker_program(["p.json"])), timeout_s=10))
     assert argv.count("--gpus-per-node=2") == 1 and "--gpus-per-node=4" not in argv
     mpiexec = Mpiexec.for_flavour("openmpi", "mpiexec").with_site(site)
-    argv = mpiexec.command(8, {}, ["p.json"], Placement(1, 8), 10)
+    argv = mpiexec.command(Job(8, Placement(1, 8), {}, tuple(worker_program(["p.json"])), timeout_s=10))
     assert argv[argv.index("-n") - 2: argv.index("-n")] == ["--bind-to", "core"]
 
 
