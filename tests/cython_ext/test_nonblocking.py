@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import statistics
 
 import numpy as np
 import pandas as pd
@@ -45,23 +44,29 @@ def test_nonblocking_sweep_rows(tmp_path):
     assert counts.sort_index().tolist() == mpi.set_index("cell_key").iters.sort_index().tolist()
 
 
-def _overlaps(stdout: str) -> dict[int, list[float]]:
-    found: dict[int, list[float]] = {}
+def _rounds(stdout: str) -> dict[int, list[dict]]:
+    found: dict[int, list[dict]] = {}
     for line in stdout.splitlines():
         row = json.loads(line)
         assert row["status"] == "ok", row
-        found.setdefault(row["calls"], []).append(row["overlap_pct"])
+        found.setdefault(row["calls"], []).append(row)
     return found
 
 
-def test_progress_calls_let_the_collective_overlap():
-    """An 8 MiB all-reduce on 2 ranks needs MPICH's rendezvous, which moves only when MPI is called:
-    without MPI_Test calls in the compute little of it overlaps, with 16 much more. Medians of five
-    rounds, the two kinds in turns; the margin is far below what this machine shows under load
-    (docs/PERFORMANCE.md, "Non-blocking collectives")."""
-    done = run_mpi(2, MPI_SCRIPTS / "check_overlap.py", 2 * 1024 * 1024, 16, 5, timeout=240)
+def test_test_calls_carry_the_transfer_and_the_accounting_holds():
+    """An 8 MiB all-reduce on 2 ranks of one host, without and with 16 MPI_Test calls in the compute.
+    MPICH moves shared-memory data with the calling CPU: the test calls do the transfer's work
+    (their time, test_us, is most of a pure call's) rather than letting it run beside the compute,
+    so neither kind overlaps much here, and a figure would measure this machine's load (seen: 0-87 %
+    under load, 0-13 % quiet). What holds whatever the load: the MPI_Test calls ran and took time
+    (none without them), the overlapped call took at least its compute, and OSU's overlap is a
+    percentage within 0-100."""
+    done = run_mpi(2, MPI_SCRIPTS / "check_overlap.py", 2 * 1024 * 1024, 16, 3, timeout=240)
     assert done.returncode == 0, describe(done)
-    overlaps = _overlaps(done.stdout)
-    assert len(overlaps[0]) == len(overlaps[16]) == 5
-    without, with_tests = statistics.median(overlaps[0]), statistics.median(overlaps[16])
-    assert with_tests > without + 15, overlaps
+    rounds = _rounds(done.stdout)
+    assert len(rounds[0]) == len(rounds[16]) == 3, rounds
+    for calls, rows in rounds.items():
+        for row in rows:
+            assert row["nb_test_calls"] == calls and 0.0 <= row["overlap_pct"] <= 100.0, row
+            assert row["overall_us"] >= row["compute_us"] > 0 and row["pure_us"] > 0, row
+            assert (row["test_us"] > 0) == (calls > 0), row
