@@ -105,13 +105,36 @@ def numbered(path: Path, offset: int = 0, number: int = 1, last: int | None = No
     return (line[:3] for line in _numbered(path, offset, number, last))
 
 
+#: the raw lines kept from a file's end while looking for its last one: one of them is not blank once
+#: its prefixes are stripped (a line of a timestamp alone is blank then)
+TAIL_LINES = 16
+
+
 @functools.lru_cache(maxsize=64)
 def _last_line(path: Path, size: int, mtime_ns: int) -> tuple[int | None, bool]:
-    number, unterminated = None, False
-    for found, text, _, terminated in _numbered(path, 0, 1, None):
-        if text.strip():
-            number, unterminated = found, not terminated
-    return number, unterminated
+    # numbered's line numbers (a bare CR ends a line too), without decoding and cleaning every line:
+    # only the raw lines near the end are cleaned
+    tail: list[tuple[int, bytes, bool]] = []
+    number = 0
+    with open_binary(path) as handle:
+        while data := handle.readline(MAX_LINE):
+            terminated = data.endswith(b"\n")
+            if not terminated and len(data) >= MAX_LINE:  # over-long: numbered gives it as ""
+                while data and not data.endswith(b"\n"):
+                    data = handle.readline(MAX_LINE)
+                number += 1
+                continue
+            body = data.rstrip(b"\n").rstrip(b"\r")
+            pieces = body.split(b"\r") if b"\r" in body else (body,)
+            for piece in pieces:
+                number += 1
+                if piece.strip():
+                    tail.append((number, piece, terminated))
+            del tail[:-TAIL_LINES]
+    for found, piece, terminated in reversed(tail):
+        if clean(piece.decode("utf-8", errors="replace")).strip():
+            return found, not terminated
+    return None, False
 
 
 def last_line(path: Path) -> tuple[int | None, bool]:
