@@ -13,6 +13,8 @@ from bench.plan.hosts import HostPlan
 
 if TYPE_CHECKING:
     from bench.driver.launchers.base import Launcher
+    from bench.plan.cells import Launch
+    from bench.plan.site import Site
     from bench.plan.slurm_options import Slurm
 
 
@@ -27,6 +29,10 @@ class Sbatch(Srun):
     def make(cls, flavour: str, requested: str, slurm: Slurm | None) -> Launcher:
         # the batch job runs the sweep with srun; here only sbatch must exist (its driver looks for it)
         return cls(flavour, shutil.which("srun"), requested, **slurm_fields(slurm))
+
+    def check_launches(self, label: str, slurm: Slurm, site: Site | None, launches: list[Launch]) -> None:
+        """Nothing here: the batch driver checks each job whole before it is written (slurm.check_job),
+        and each job's own sweep checks its steps under srun inside the allocation."""
 
     def job_hosts(self) -> HostPlan:
         """The allocation asked for: the suite's hosts by name (taken before this), else whole nodes as
