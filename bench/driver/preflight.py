@@ -493,8 +493,8 @@ def _refusing(sweep, launch: Launch, xccl: bool, env: dict[str, str]) -> list[st
         return refusing
     if sweep.suite.gpu_sharing != "yes":
         refusing.append("one_gpu_per_rank (two ranks on one GPU; gpu_sharing: yes lets it through)")
-    if _binds(sweep):
-        refusing.append(f"numa (a rank's CPUs away from its GPU, though {_binds(sweep)}; "
+    if binding := _binds(sweep):
+        refusing.append(f"numa (a rank's CPUs away from its GPU, though {binding}; "
                         f"{_let(NUMA_MISMATCH, sweep.allowed)})")
     return refusing
 
